@@ -1,0 +1,28 @@
+# Makefile for the dedup extension (PGXS).
+#
+#   make && make install     build and install into the PostgreSQL of $(PG_CONFIG)
+#   scripts/test             the whole test suite on a throwaway server (see README)
+
+MODULE_big = dedup
+OBJS = \
+	src/dedup.o \
+	src/fingerprint.o \
+	src/scope.o \
+	src/claim.o
+
+EXTENSION = dedup
+DATA = sql/dedup--1.0.sql
+
+# pg_regress: sql/NAME.sql -> expected/NAME.out, in database contrib_regression
+REGRESS = fingerprint claim scope errors
+REGRESS_OPTS = --load-extension=dedup
+
+# isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
+ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
+
+PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

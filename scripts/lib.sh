@@ -1,0 +1,76 @@
+# scripts/lib.sh: what the test, demo and benchmark scripts share — installing
+# Debian's packages that are missing, building and installing the extension,
+# and starting and stopping throwaway PostgreSQL servers.  Source it; it
+# defines functions and sets no options of the caller's.
+
+DEDUP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Run a command as root: directly when we are root, else through sudo.
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Install the named Debian packages that are not installed yet.
+ensure_packages() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "== installing ${missing[*]}"
+	as_root apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Build the extension and install it into the server of pg_config.
+build_and_install() {
+	echo "== building and installing dedup"
+	make -C "$DEDUP_ROOT" -s clean >/dev/null
+	make -C "$DEDUP_ROOT" -s >/dev/null
+	as_root make -C "$DEDUP_ROOT" -s install >/dev/null
+}
+
+PG_BINDIR=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+
+# The user the servers run as: postgres when we are root (PostgreSQL refuses
+# to run as root), ourselves otherwise.
+if [ "$(id -u)" -eq 0 ]; then
+	SERVER_USER=postgres
+	as_server() { runuser -u postgres -- "$@"; }
+else
+	SERVER_USER=$(id -un)
+	as_server() { "$@"; }
+fi
+
+# server_start DIR PORT [extra postgresql.conf lines...]
+# A new cluster in DIR/data, listening on PORT on a socket in DIR only,
+# with dedup and pg_cron preloaded and fsync off.
+server_start() {
+	local dir=$1 port=$2
+	shift 2
+	mkdir -p "$dir"
+	chown "$SERVER_USER" "$dir" 2>/dev/null || true
+	chmod 755 "$dir"
+	as_server "$PG_BINDIR/initdb" -D "$dir/data" -U postgres --no-sync -E UTF8 \
+		--locale=C.UTF-8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log"; return 1; }
+	{
+		echo "port = $port"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$dir'"
+		echo "shared_preload_libraries = 'dedup, pg_cron'"
+		echo "cron.database_name = 'postgres'"
+		echo "fsync = off"
+		echo "max_connections = 50"
+		echo "max_prepared_transactions = 10"
+		echo "log_line_prefix = '%m [%p] %q%a '"
+		for line in "$@"; do echo "$line"; done
+	} | as_server tee -a "$dir/data/postgresql.conf" >/dev/null
+	as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
+		{ cat "$dir/server.log"; return 1; }
+}
+
+# server_stop DIR: fast shutdown; ignores a server that is not running.
+server_stop() {
+	as_server "$PG_BINDIR/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
+}

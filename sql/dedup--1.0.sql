@@ -1,0 +1,291 @@
+/* dedup--1.0.sql: install script of dedup 1.0 */
+
+\echo Use "CREATE EXTENSION dedup" to load this file. \quit
+
+/*
+ * Public functions and the fingerprint type live in the schema the
+ * extension is created in (@extschema@, usually public); the tables live in
+ * the fixed schema "dedup", which no role but the owner can use.  The
+ * functions that write are executable by nobody but the owner until
+ * granted; see dedup_grant_usage() in the README.
+ */
+CREATE SCHEMA dedup;
+COMMENT ON SCHEMA dedup IS 'tables of the dedup extension; use its functions, not the tables';
+REVOKE ALL ON SCHEMA dedup FROM PUBLIC;
+
+-------------------------------------------------------------------------
+-- The fingerprint type: 16 bytes, written as 32 hexadecimal digits
+-------------------------------------------------------------------------
+CREATE TYPE @extschema@.dedup_fingerprint;
+
+CREATE FUNCTION @extschema@.dedup_fingerprint_in(cstring)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_fingerprint_out(@extschema@.dedup_fingerprint)
+RETURNS cstring
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_fingerprint_recv(internal)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_fingerprint_send(@extschema@.dedup_fingerprint)
+RETURNS bytea
+AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE @extschema@.dedup_fingerprint (
+    INPUT = @extschema@.dedup_fingerprint_in,
+    OUTPUT = @extschema@.dedup_fingerprint_out,
+    RECEIVE = @extschema@.dedup_fingerprint_recv,
+    SEND = @extschema@.dedup_fingerprint_send,
+    INTERNALLENGTH = 16,
+    ALIGNMENT = char,
+    STORAGE = plain
+);
+COMMENT ON TYPE @extschema@.dedup_fingerprint IS
+    'first 128 bits of a SHA-256 digest of a key or payload';
+
+-- constructors: the fingerprint of a value (not of a key within a scope)
+CREATE FUNCTION @extschema@.dedup_fingerprint(value text)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_fingerprint_text' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_fingerprint(value bytea)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_fingerprint_text' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_fingerprint(value uuid)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_fingerprint_uuid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_fingerprint(payload jsonb)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_fingerprint_jsonb' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_fingerprint(payload jsonb, ignore text[])
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_fingerprint_jsonb' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.dedup_fingerprint(jsonb, text[]) IS
+    'canonical fingerprint of a JSON value: key order, white space and number spelling do not matter; top-level fields named in ignore are left out';
+
+CREATE CAST (bytea AS @extschema@.dedup_fingerprint)
+    WITH FUNCTION @extschema@.dedup_fingerprint(bytea);
+CREATE CAST (uuid AS @extschema@.dedup_fingerprint)
+    WITH FUNCTION @extschema@.dedup_fingerprint(uuid);
+CREATE CAST (jsonb AS @extschema@.dedup_fingerprint)
+    WITH FUNCTION @extschema@.dedup_fingerprint(jsonb);
+
+-- comparison, for the btree and hash operator classes
+CREATE FUNCTION @extschema@.dedup_fingerprint_cmp(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint)
+RETURNS integer AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_eq(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_ne(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_lt(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_le(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_gt(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_ge(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint)
+RETURNS boolean AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_hash(@extschema@.dedup_fingerprint)
+RETURNS integer AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION @extschema@.dedup_fingerprint_hash_extended(@extschema@.dedup_fingerprint, bigint)
+RETURNS bigint AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+
+CREATE OPERATOR @extschema@.= (
+    LEFTARG = @extschema@.dedup_fingerprint, RIGHTARG = @extschema@.dedup_fingerprint,
+    FUNCTION = @extschema@.dedup_fingerprint_eq,
+    COMMUTATOR = OPERATOR(@extschema@.=), NEGATOR = OPERATOR(@extschema@.<>),
+    RESTRICT = eqsel, JOIN = eqjoinsel, HASHES, MERGES
+);
+CREATE OPERATOR @extschema@.<> (
+    LEFTARG = @extschema@.dedup_fingerprint, RIGHTARG = @extschema@.dedup_fingerprint,
+    FUNCTION = @extschema@.dedup_fingerprint_ne,
+    COMMUTATOR = OPERATOR(@extschema@.<>), NEGATOR = OPERATOR(@extschema@.=),
+    RESTRICT = neqsel, JOIN = neqjoinsel
+);
+CREATE OPERATOR @extschema@.< (
+    LEFTARG = @extschema@.dedup_fingerprint, RIGHTARG = @extschema@.dedup_fingerprint,
+    FUNCTION = @extschema@.dedup_fingerprint_lt,
+    COMMUTATOR = OPERATOR(@extschema@.>), NEGATOR = OPERATOR(@extschema@.>=),
+    RESTRICT = scalarltsel, JOIN = scalarltjoinsel
+);
+CREATE OPERATOR @extschema@.<= (
+    LEFTARG = @extschema@.dedup_fingerprint, RIGHTARG = @extschema@.dedup_fingerprint,
+    FUNCTION = @extschema@.dedup_fingerprint_le,
+    COMMUTATOR = OPERATOR(@extschema@.>=), NEGATOR = OPERATOR(@extschema@.>),
+    RESTRICT = scalarlesel, JOIN = scalarlejoinsel
+);
+CREATE OPERATOR @extschema@.> (
+    LEFTARG = @extschema@.dedup_fingerprint, RIGHTARG = @extschema@.dedup_fingerprint,
+    FUNCTION = @extschema@.dedup_fingerprint_gt,
+    COMMUTATOR = OPERATOR(@extschema@.<), NEGATOR = OPERATOR(@extschema@.<=),
+    RESTRICT = scalargtsel, JOIN = scalargtjoinsel
+);
+CREATE OPERATOR @extschema@.>= (
+    LEFTARG = @extschema@.dedup_fingerprint, RIGHTARG = @extschema@.dedup_fingerprint,
+    FUNCTION = @extschema@.dedup_fingerprint_ge,
+    COMMUTATOR = OPERATOR(@extschema@.<=), NEGATOR = OPERATOR(@extschema@.<),
+    RESTRICT = scalargesel, JOIN = scalargejoinsel
+);
+
+CREATE OPERATOR CLASS @extschema@.dedup_fingerprint_ops
+    DEFAULT FOR TYPE @extschema@.dedup_fingerprint USING btree AS
+        OPERATOR 1 @extschema@.<,
+        OPERATOR 2 @extschema@.<=,
+        OPERATOR 3 @extschema@.=,
+        OPERATOR 4 @extschema@.>=,
+        OPERATOR 5 @extschema@.>,
+        FUNCTION 1 @extschema@.dedup_fingerprint_cmp(@extschema@.dedup_fingerprint, @extschema@.dedup_fingerprint);
+
+CREATE OPERATOR CLASS @extschema@.dedup_fingerprint_hash_ops
+    DEFAULT FOR TYPE @extschema@.dedup_fingerprint USING hash AS
+        OPERATOR 1 @extschema@.=,
+        FUNCTION 1 @extschema@.dedup_fingerprint_hash(@extschema@.dedup_fingerprint),
+        FUNCTION 2 @extschema@.dedup_fingerprint_hash_extended(@extschema@.dedup_fingerprint, bigint);
+
+-------------------------------------------------------------------------
+-- Tables
+-------------------------------------------------------------------------
+
+-- Per-scope settings; a NULL setting, or no row, means the GUC default.
+CREATE TABLE dedup.scopes (
+    scope      text COLLATE "C" NOT NULL,
+    ttl        interval,
+    lease      interval,
+    retention  interval,
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT scopes_pkey PRIMARY KEY (scope)
+) USING heap;
+COMMENT ON TABLE dedup.scopes IS 'per-scope settings; change them with dedup_set_scope()';
+
+-- Claims: one row per live (scope, key), as a fingerprint of both.  Two
+-- narrow columns and one unique index keep a new claim to one heap record
+-- and one btree record of WAL; expired rows are found by the cleanup's
+-- sequential pass, so no index on expires_at is paid for by every claim.
+CREATE TABLE dedup.claims (
+    key        @extschema@.dedup_fingerprint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    CONSTRAINT claims_pkey PRIMARY KEY (key)
+) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02,
+                   autovacuum_vacuum_insert_scale_factor = 0.05);
+COMMENT ON TABLE dedup.claims IS 'claimed keys (fingerprint of scope and key) and their expiry';
+
+SELECT pg_catalog.pg_extension_config_dump('dedup.scopes', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.claims', '');
+
+-------------------------------------------------------------------------
+-- Scopes
+-------------------------------------------------------------------------
+CREATE FUNCTION @extschema@.dedup_set_scope(
+    scope text, ttl interval DEFAULT NULL, lease interval DEFAULT NULL,
+    retention interval DEFAULT NULL,
+    OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
+    OUT configured boolean)
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval) IS
+    'set a scope''s ttl, lease and retention (NULL leaves a setting as it is); returns the effective settings';
+
+CREATE FUNCTION @extschema@.dedup_reset_scope(scope text)
+RETURNS boolean
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION @extschema@.dedup_reset_scope(text) IS
+    'forget a scope''s settings, so that it uses the GUC defaults again; true if it had any';
+
+CREATE FUNCTION @extschema@.dedup_scope(
+    scope text,
+    OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
+    OUT configured boolean)
+AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
+COMMENT ON FUNCTION @extschema@.dedup_scope(text) IS
+    'the effective settings of a scope: its own where set, the GUC defaults otherwise';
+
+-------------------------------------------------------------------------
+-- Claims
+-------------------------------------------------------------------------
+CREATE FUNCTION @extschema@.dedup_claim(scope text, key text,
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_claim_varlena' LANGUAGE C VOLATILE;
+CREATE FUNCTION @extschema@.dedup_claim(scope text, key bytea,
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_claim_varlena' LANGUAGE C VOLATILE;
+CREATE FUNCTION @extschema@.dedup_claim(scope text, key uuid,
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_claim_fixed' LANGUAGE C VOLATILE;
+CREATE FUNCTION @extschema@.dedup_claim(scope text, key @extschema@.dedup_fingerprint,
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_claim_fixed' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_claim(text, text, interval, boolean) IS
+    'claim a key in the current transaction: true the first time, false for a live duplicate';
+
+CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys text[],
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;
+CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys bytea[],
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS SETOF bytea
+AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;
+CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys uuid[],
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS SETOF uuid
+AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;
+CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys @extschema@.dedup_fingerprint[],
+    ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS SETOF @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_claim_batch(text, text[], interval, boolean) IS
+    'claim many keys of a scope in the current transaction; returns the keys that were new';
+
+-------------------------------------------------------------------------
+-- Privileges: the functions that read or write claims and settings are
+-- for roles granted them, not for PUBLIC.
+-------------------------------------------------------------------------
+REVOKE ALL ON FUNCTION
+    @extschema@.dedup_set_scope(text, interval, interval, interval),
+    @extschema@.dedup_reset_scope(text),
+    @extschema@.dedup_scope(text),
+    @extschema@.dedup_claim(text, text, interval, boolean),
+    @extschema@.dedup_claim(text, bytea, interval, boolean),
+    @extschema@.dedup_claim(text, uuid, interval, boolean),
+    @extschema@.dedup_claim(text, @extschema@.dedup_fingerprint, interval, boolean),
+    @extschema@.dedup_claim_batch(text, text[], interval, boolean),
+    @extschema@.dedup_claim_batch(text, bytea[], interval, boolean),
+    @extschema@.dedup_claim_batch(text, uuid[], interval, boolean),
+    @extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)
+FROM PUBLIC;
+
+-- What an application role needs to claim keys and read scope settings.
+CREATE FUNCTION @extschema@.dedup_grant_usage(role regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    FOREACH fn IN ARRAY ARRAY[
+        '@extschema@.dedup_scope(text)',
+        '@extschema@.dedup_claim(text, text, interval, boolean)',
+        '@extschema@.dedup_claim(text, bytea, interval, boolean)',
+        '@extschema@.dedup_claim(text, uuid, interval, boolean)',
+        '@extschema@.dedup_claim(text, @extschema@.dedup_fingerprint, interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, text[], interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, bytea[], interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, uuid[], interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)'
+    ]::regprocedure[]
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_grant_usage(regrole) IS
+    'grant an application role what it needs to claim keys (not to change scope settings)';
+REVOKE ALL ON FUNCTION @extschema@.dedup_grant_usage(regrole) FROM PUBLIC;

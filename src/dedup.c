@@ -1,0 +1,169 @@
+/*-------------------------------------------------------------------------
+ *
+ * dedup.c
+ *	  Module entry point of the dedup extension: the GUCs under the reserved
+ *	  "dedup." prefix, the lookup of the extension's own tables, and the
+ *	  argument checks shared by every public function.
+ *
+ * The library works both loaded on demand by CREATE EXTENSION and loaded
+ * through shared_preload_libraries; nothing here needs shared memory.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+
+#include "dedup.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+int			dedup_default_ttl = 86400;
+int			dedup_default_lease = 300;
+int			dedup_default_retention = 7 * 86400;
+
+/* Largest interval accepted as a ttl, lease or retention: 100 years. */
+#define DEDUP_MAX_INTERVAL_DAYS (100 * MONTHS_PER_YEAR * DAYS_PER_MONTH)
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("dedup.default_ttl",
+							"Dedup window of scopes that have no ttl of their own.",
+							"A claimed key counts as a duplicate for this long.",
+							&dedup_default_ttl,
+							86400, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.default_lease",
+							"Processing lease of scopes that have no lease of their own.",
+							NULL,
+							&dedup_default_lease,
+							300, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.default_retention",
+							"Outbox retention of scopes that have no retention of their own.",
+							NULL,
+							&dedup_default_retention,
+							7 * 86400, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("dedup");
+}
+
+/*
+ * OID of one of the extension's tables or indexes in the internal schema,
+ * or an error that says the extension is not (yet) installed here.
+ */
+Oid
+dedup_relation_oid(const char *relname)
+{
+	Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid(relname, nsp) : InvalidOid;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"dedup\" is not installed in this database"),
+				 errdetail("Relation \"%s.%s\" does not exist.",
+						   DEDUP_INTERNAL_SCHEMA, relname),
+				 errhint("Run CREATE EXTENSION dedup.")));
+	return relid;
+}
+
+/*
+ * Refuse to write on a standby or in a read-only transaction, the way the
+ * executor refuses DML there (our writes bypass the executor).
+ */
+void
+dedup_check_writable(const char *funcname)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot execute %s() during recovery", funcname),
+				 errdetail("This server is a hot standby; dedup writes only on the primary."),
+				 errhint("Connect to the primary server.")));
+	PreventCommandIfReadOnly(psprintf("%s()", funcname));
+	PreventCommandIfParallelMode(psprintf("%s()", funcname));
+}
+
+/*
+ * The scope argument: not NULL, not empty, not absurdly long.
+ */
+text *
+dedup_scope_arg(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *scope;
+	Size		len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("scope must not be null")));
+	scope = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(scope);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scope must not be empty")));
+	if (len > DEDUP_MAX_SCOPE_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("scope name is too long"),
+				 errdetail("The scope name has %zu bytes; the limit is %d.",
+						   len, DEDUP_MAX_SCOPE_BYTES)));
+	return scope;
+}
+
+/*
+ * A ttl, lease or retention must be positive and at most 100 years.  Months
+ * count as 30 days and days as 24 hours for this check only.
+ */
+void
+dedup_check_interval(const Interval *value, const char *what)
+{
+	double		days = value->month * (double) DAYS_PER_MONTH + value->day +
+		value->time / (double) USECS_PER_DAY;
+
+	if (days <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be greater than zero", what),
+				 errdetail("The value given was %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(value))))));
+	if (days > DEDUP_MAX_INTERVAL_DAYS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at most 100 years", what),
+				 errdetail("The value given was %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(value))))));
+}
+
+/*
+ * An optional interval argument (NULL means "use the scope's setting"),
+ * checked when given.
+ */
+Interval *
+dedup_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	Interval   *value;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return NULL;
+	value = PG_GETARG_INTERVAL_P(argno);
+	dedup_check_interval(value, what);
+	return value;
+}

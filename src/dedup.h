@@ -1,0 +1,61 @@
+/*-------------------------------------------------------------------------
+ *
+ * dedup.h
+ *	  Declarations shared by the dedup extension's C files: the fingerprint
+ *	  type, the settings (GUCs), the extension's catalog lookups and the
+ *	  argument checks every public function applies.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DEDUP_H
+#define DEDUP_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/timestamp.h"
+
+/* A key's stored form: the first 128 bits of a SHA-256 digest. */
+#define DEDUP_FINGERPRINT_LEN 16
+
+typedef struct DedupFingerprint
+{
+	uint8		bytes[DEDUP_FINGERPRINT_LEN];
+} DedupFingerprint;
+
+#define DatumGetDedupFingerprintP(X)	((DedupFingerprint *) DatumGetPointer(X))
+#define DedupFingerprintPGetDatum(X)	PointerGetDatum(X)
+#define PG_GETARG_DEDUP_FINGERPRINT_P(n) DatumGetDedupFingerprintP(PG_GETARG_DATUM(n))
+#define PG_RETURN_DEDUP_FINGERPRINT_P(x) return DedupFingerprintPGetDatum(x)
+
+/* Limits on what callers may pass (documented in the README). */
+#define DEDUP_MAX_SCOPE_BYTES	200
+#define DEDUP_MAX_BATCH_KEYS	100000
+
+/* The schema that holds the extension's tables; fixed, not relocatable. */
+#define DEDUP_INTERNAL_SCHEMA	"dedup"
+
+/* GUCs (dedup.c) */
+extern int	dedup_default_ttl;		/* seconds */
+extern int	dedup_default_lease;	/* seconds */
+extern int	dedup_default_retention;	/* seconds */
+
+/* dedup.c: catalog lookups and argument checks */
+extern Oid	dedup_relation_oid(const char *relname);
+extern void dedup_check_writable(const char *funcname);
+extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno);
+extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,
+									const char *what);
+extern void dedup_check_interval(const Interval *value, const char *what);
+
+/* fingerprint.c: the one place that fingerprints anything */
+extern void dedup_fingerprint_key(const text *scope, const void *key,
+								  Size keylen, DedupFingerprint *result);
+extern char *dedup_fingerprint_hex(const DedupFingerprint *fp);
+extern int	dedup_fingerprint_compare(const DedupFingerprint *a,
+									  const DedupFingerprint *b);
+
+/* scope.c: per-scope settings with GUC defaults */
+extern Interval *dedup_scope_ttl(const text *scope);
+
+#endif							/* DEDUP_H */

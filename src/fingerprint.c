@@ -1,0 +1,424 @@
+/*-------------------------------------------------------------------------
+ *
+ * fingerprint.c
+ *	  The dedup_fingerprint type and the one routine that fingerprints
+ *	  anything: keys within a scope, standalone text/bytea/uuid values, and
+ *	  jsonb payloads in canonical form.
+ *
+ * A fingerprint is the first 128 bits of a SHA-256 digest over a
+ * domain-separated, length-prefixed encoding of its input.  Keys are never
+ * truncated before hashing.  128 bits leave a second-preimage cost of 2^128
+ * for anyone who wants to collide with somebody else's key; a collision of
+ * two keys one party chose both of (2^64 work) only ever hides that party's
+ * own second message.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type_d.h"
+#include "common/cryptohash.h"
+#include "common/hashfn.h"
+#include "common/sha2.h"
+#include "lib/stringinfo.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/uuid.h"
+
+#include "dedup.h"
+
+/* Domain tags keep the encodings of different inputs apart. */
+#define FP_TAG_CLAIM	"dedup/v1/claim"
+#define FP_TAG_BYTES	"dedup/v1/bytes"
+#define FP_TAG_JSONB	"dedup/v1/jsonb"
+
+/* One SHA-256 computation in progress. */
+typedef struct FpHasher
+{
+	pg_cryptohash_ctx *ctx;
+} FpHasher;
+
+static void
+fp_hasher_start(FpHasher *h, const char *tag)
+{
+	h->ctx = pg_cryptohash_create(PG_SHA256);
+	if (h->ctx == NULL || pg_cryptohash_init(h->ctx) < 0)
+		elog(ERROR, "could not initialize SHA-256 context");
+	/* the tag includes its terminating zero byte */
+	if (pg_cryptohash_update(h->ctx, (const uint8 *) tag, strlen(tag) + 1) < 0)
+		elog(ERROR, "could not update SHA-256 context");
+}
+
+static void
+fp_hasher_add(FpHasher *h, const void *data, Size len)
+{
+	if (len > 0 && pg_cryptohash_update(h->ctx, (const uint8 *) data, len) < 0)
+		elog(ERROR, "could not update SHA-256 context");
+}
+
+/* A length-prefixed byte string: 4-byte big-endian length, then the bytes. */
+static void
+fp_hasher_add_sized(FpHasher *h, const void *data, Size len)
+{
+	uint32		be = pg_hton32((uint32) len);
+
+	fp_hasher_add(h, &be, sizeof(be));
+	fp_hasher_add(h, data, len);
+}
+
+static void
+fp_hasher_finish(FpHasher *h, DedupFingerprint *result)
+{
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+
+	if (pg_cryptohash_final(h->ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not finalize SHA-256 context");
+	pg_cryptohash_free(h->ctx);
+	h->ctx = NULL;
+	memcpy(result->bytes, digest, DEDUP_FINGERPRINT_LEN);
+}
+
+/*
+ * The stored fingerprint of a key within a scope.  The scope is
+ * length-prefixed, so no (scope, key) pair can be spelled as another.
+ */
+void
+dedup_fingerprint_key(const text *scope, const void *key, Size keylen,
+					  DedupFingerprint *result)
+{
+	FpHasher	h;
+
+	fp_hasher_start(&h, FP_TAG_CLAIM);
+	fp_hasher_add_sized(&h, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
+	fp_hasher_add(&h, key, keylen);
+	fp_hasher_finish(&h, result);
+}
+
+/* The text form: 32 lowercase hexadecimal digits. */
+char *
+dedup_fingerprint_hex(const DedupFingerprint *fp)
+{
+	char	   *result = palloc(DEDUP_FINGERPRINT_LEN * 2 + 1);
+
+	hex_encode((const char *) fp->bytes, DEDUP_FINGERPRINT_LEN, result);
+	result[DEDUP_FINGERPRINT_LEN * 2] = '\0';
+	return result;
+}
+
+int
+dedup_fingerprint_compare(const DedupFingerprint *a, const DedupFingerprint *b)
+{
+	return memcmp(a->bytes, b->bytes, DEDUP_FINGERPRINT_LEN);
+}
+
+/* ---------------------------------------------------------------------
+ * Canonical jsonb: objects come out of jsonb with their keys deduplicated
+ * and sorted, so the same JSON value always walks the same way; numbers
+ * are hashed in normalized form (1.0 and 1 are one value, as jsonb's own
+ * equality says).  Every token is tagged and every string length-prefixed.
+ * ---------------------------------------------------------------------
+ */
+static void fp_jsonb_container(FpHasher *h, JsonbContainer *container,
+							   ArrayType *ignore);
+
+static bool
+fp_jsonb_ignored(ArrayType *ignore, const JsonbValue *key)
+{
+	Datum	   *names;
+	bool	   *nulls;
+	int			n;
+
+	if (ignore == NULL)
+		return false;
+	deconstruct_array(ignore, TEXTOID, -1, false, TYPALIGN_INT,
+					  &names, &nulls, &n);
+	for (int i = 0; i < n; i++)
+	{
+		text	   *name;
+
+		if (nulls[i])
+			continue;
+		name = DatumGetTextPP(names[i]);
+		if (VARSIZE_ANY_EXHDR(name) == (Size) key->val.string.len &&
+			memcmp(VARDATA_ANY(name), key->val.string.val, key->val.string.len) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void
+fp_jsonb_value(FpHasher *h, JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			fp_hasher_add(h, "z", 1);
+			break;
+		case jbvBool:
+			fp_hasher_add(h, v->val.boolean ? "t" : "f", 1);
+			break;
+		case jbvString:
+			fp_hasher_add(h, "s", 1);
+			fp_hasher_add_sized(h, v->val.string.val, v->val.string.len);
+			break;
+		case jbvNumeric:
+			{
+				char	   *num = numeric_normalize(v->val.numeric);
+
+				fp_hasher_add(h, "n", 1);
+				fp_hasher_add_sized(h, num, strlen(num));
+				pfree(num);
+				break;
+			}
+		case jbvBinary:
+			fp_jsonb_container(h, v->val.binary.data, NULL);
+			break;
+		default:
+			elog(ERROR, "unexpected jsonb value type %d", (int) v->type);
+	}
+}
+
+static void
+fp_jsonb_container(FpHasher *h, JsonbContainer *container, ArrayType *ignore)
+{
+	JsonbIterator *it = JsonbIteratorInit(container);
+	JsonbIteratorToken tok;
+	JsonbValue	v;
+	bool		raw_scalar = false;
+	bool		skip_value = false;
+
+	check_stack_depth();
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		switch (tok)
+		{
+			case WJB_BEGIN_ARRAY:
+				raw_scalar = v.val.array.rawScalar;
+				if (!raw_scalar)
+					fp_hasher_add(h, "[", 1);
+				break;
+			case WJB_END_ARRAY:
+				if (!raw_scalar)
+					fp_hasher_add(h, "]", 1);
+				break;
+			case WJB_BEGIN_OBJECT:
+				fp_hasher_add(h, "{", 1);
+				break;
+			case WJB_END_OBJECT:
+				fp_hasher_add(h, "}", 1);
+				break;
+			case WJB_KEY:
+				skip_value = fp_jsonb_ignored(ignore, &v);
+				if (!skip_value)
+				{
+					fp_hasher_add(h, "k", 1);
+					fp_hasher_add_sized(h, v.val.string.val, v.val.string.len);
+				}
+				break;
+			case WJB_VALUE:
+				if (!skip_value)
+					fp_jsonb_value(h, &v);
+				skip_value = false;
+				break;
+			case WJB_ELEM:
+				fp_jsonb_value(h, &v);
+				break;
+			default:
+				elog(ERROR, "unexpected jsonb iterator token %d", (int) tok);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * SQL-callable constructors
+ * ---------------------------------------------------------------------
+ */
+static DedupFingerprint *
+fp_of_bytes(const void *data, Size len)
+{
+	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
+	FpHasher	h;
+
+	fp_hasher_start(&h, FP_TAG_BYTES);
+	fp_hasher_add(&h, data, len);
+	fp_hasher_finish(&h, result);
+	return result;
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_text);
+Datum
+dedup_fingerprint_text(PG_FUNCTION_ARGS)
+{
+	text	   *t = PG_GETARG_TEXT_PP(0);
+
+	PG_RETURN_DEDUP_FINGERPRINT_P(fp_of_bytes(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)));
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_uuid);
+Datum
+dedup_fingerprint_uuid(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *u = PG_GETARG_UUID_P(0);
+
+	PG_RETURN_DEDUP_FINGERPRINT_P(fp_of_bytes(u->data, UUID_LEN));
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_jsonb);
+Datum
+dedup_fingerprint_jsonb(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *jb = PG_GETARG_JSONB_P(0);
+	ArrayType  *ignore = NULL;
+	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
+	FpHasher	h;
+
+	if (PG_NARGS() > 1)
+	{
+		ignore = PG_GETARG_ARRAYTYPE_P(1);
+		if (ARR_NDIM(ignore) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("ignore must be a one-dimensional array of field names")));
+		if (ARR_NDIM(ignore) == 0)
+			ignore = NULL;
+	}
+	fp_hasher_start(&h, FP_TAG_JSONB);
+	fp_jsonb_container(&h, &jb->root, ignore);
+	fp_hasher_finish(&h, result);
+	PG_RETURN_DEDUP_FINGERPRINT_P(result);
+}
+
+/* ---------------------------------------------------------------------
+ * Type input/output: 32 hexadecimal digits, 16 bytes in binary.
+ * ---------------------------------------------------------------------
+ */
+PG_FUNCTION_INFO_V1(dedup_fingerprint_in);
+Datum
+dedup_fingerprint_in(PG_FUNCTION_ARGS)
+{
+	char	   *str = PG_GETARG_CSTRING(0);
+	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
+
+	/* check the digits first: hex_decode's own errors name no type */
+	if (strlen(str) != DEDUP_FINGERPRINT_LEN * 2 ||
+		strspn(str, "0123456789abcdefABCDEF") != DEDUP_FINGERPRINT_LEN * 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid input syntax for type %s: \"%s\"",
+						"dedup_fingerprint", str),
+				 errdetail("A fingerprint is written as %d hexadecimal digits.",
+						   DEDUP_FINGERPRINT_LEN * 2),
+				 errhint("To fingerprint a value, call dedup_fingerprint(value).")));
+	hex_decode(str, DEDUP_FINGERPRINT_LEN * 2, (char *) result->bytes);
+	PG_RETURN_DEDUP_FINGERPRINT_P(result);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_out);
+Datum
+dedup_fingerprint_out(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_CSTRING(dedup_fingerprint_hex(PG_GETARG_DEDUP_FINGERPRINT_P(0)));
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_recv);
+Datum
+dedup_fingerprint_recv(PG_FUNCTION_ARGS)
+{
+	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
+	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
+
+	memcpy(result->bytes, pq_getmsgbytes(buf, DEDUP_FINGERPRINT_LEN),
+		   DEDUP_FINGERPRINT_LEN);
+	PG_RETURN_DEDUP_FINGERPRINT_P(result);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_send);
+Datum
+dedup_fingerprint_send(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint *fp = PG_GETARG_DEDUP_FINGERPRINT_P(0);
+	StringInfoData buf;
+
+	pq_begintypsend(&buf);
+	pq_sendbytes(&buf, (const char *) fp->bytes, DEDUP_FINGERPRINT_LEN);
+	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+}
+
+/* ---------------------------------------------------------------------
+ * Comparison and hashing, for the btree and hash operator classes.
+ * ---------------------------------------------------------------------
+ */
+#define FP_CMP_ARGS \
+	dedup_fingerprint_compare(PG_GETARG_DEDUP_FINGERPRINT_P(0), \
+							  PG_GETARG_DEDUP_FINGERPRINT_P(1))
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_cmp);
+Datum
+dedup_fingerprint_cmp(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(FP_CMP_ARGS);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_eq);
+Datum
+dedup_fingerprint_eq(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(FP_CMP_ARGS == 0);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_ne);
+Datum
+dedup_fingerprint_ne(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(FP_CMP_ARGS != 0);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_lt);
+Datum
+dedup_fingerprint_lt(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(FP_CMP_ARGS < 0);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_le);
+Datum
+dedup_fingerprint_le(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(FP_CMP_ARGS <= 0);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_gt);
+Datum
+dedup_fingerprint_gt(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(FP_CMP_ARGS > 0);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_ge);
+Datum
+dedup_fingerprint_ge(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(FP_CMP_ARGS >= 0);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_hash);
+Datum
+dedup_fingerprint_hash(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint *fp = PG_GETARG_DEDUP_FINGERPRINT_P(0);
+
+	return hash_any(fp->bytes, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_hash_extended);
+Datum
+dedup_fingerprint_hash_extended(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint *fp = PG_GETARG_DEDUP_FINGERPRINT_P(0);
+
+	return hash_any_extended(fp->bytes, DEDUP_FINGERPRINT_LEN, PG_GETARG_INT64(1));
+}

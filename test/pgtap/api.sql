@@ -1,0 +1,72 @@
+-- The shape of dedup's API: functions and their signatures, the type and its
+-- operator classes, the tables, and who may execute what.  Run by pg_prove.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS dedup;
+SELECT plan(41);
+
+-- the type and its operator classes
+SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
+SELECT is((SELECT typlen FROM pg_type WHERE typname = 'dedup_fingerprint'), 16::smallint,
+          'dedup_fingerprint is 16 bytes, fixed');
+SELECT has_opclass('public', 'dedup_fingerprint_ops', 'btree operator class');
+SELECT has_opclass('public', 'dedup_fingerprint_hash_ops', 'hash operator class');
+SELECT has_cast('bytea', 'dedup_fingerprint', 'cast from bytea');
+SELECT has_cast('uuid', 'dedup_fingerprint', 'cast from uuid');
+SELECT has_cast('jsonb', 'dedup_fingerprint', 'cast from jsonb');
+SELECT hasnt_cast('text', 'dedup_fingerprint', 'no cast from text: text is the hex form');
+
+-- the public functions and their signatures
+SELECT has_function('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean']);
+SELECT has_function('public', 'dedup_claim', ARRAY['text', 'bytea', 'interval', 'boolean']);
+SELECT has_function('public', 'dedup_claim', ARRAY['text', 'uuid', 'interval', 'boolean']);
+SELECT has_function('public', 'dedup_claim', ARRAY['text', 'dedup_fingerprint', 'interval', 'boolean']);
+SELECT function_returns('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean'], 'boolean');
+SELECT volatility_is('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean'], 'volatile');
+SELECT isnt_strict('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean'],
+                   'dedup_claim is not strict: NULL is an error, not a silent NULL');
+SELECT has_function('public', 'dedup_claim_batch', ARRAY['text', 'text[]', 'interval', 'boolean']);
+SELECT has_function('public', 'dedup_claim_batch', ARRAY['text', 'bytea[]', 'interval', 'boolean']);
+SELECT has_function('public', 'dedup_claim_batch', ARRAY['text', 'uuid[]', 'interval', 'boolean']);
+SELECT has_function('public', 'dedup_claim_batch', ARRAY['text', 'dedup_fingerprint[]', 'interval', 'boolean']);
+SELECT function_returns('public', 'dedup_claim_batch', ARRAY['text', 'text[]', 'interval', 'boolean'], 'setof text');
+SELECT has_function('public', 'dedup_fingerprint', ARRAY['text']);
+SELECT has_function('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]']);
+SELECT volatility_is('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]'], 'immutable');
+SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval']);
+SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval']);
+SELECT ok((SELECT proconfig @> ARRAY['search_path=pg_catalog, pg_temp'] FROM pg_proc
+           WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval)'::regprocedure),
+          'dedup_set_scope pins its search_path');
+SELECT ok((SELECT bool_and(proconfig IS NOT NULL) FROM pg_proc
+           WHERE prosecdef AND pronamespace = 'public'::regnamespace AND proname LIKE 'dedup%'),
+          'every SECURITY DEFINER function pins its search_path');
+SELECT has_function('public', 'dedup_reset_scope', ARRAY['text']);
+SELECT has_function('public', 'dedup_scope', ARRAY['text']);
+
+-- the tables
+SELECT has_table('dedup', 'claims', 'dedup.claims');
+SELECT columns_are('dedup', 'claims', ARRAY['key', 'expires_at']);
+SELECT col_type_is('dedup', 'claims', 'key', 'dedup_fingerprint', 'claims are keyed by fingerprint');
+SELECT indexes_are('dedup', 'claims', ARRAY['claims_pkey'], 'one index: the unique fingerprint');
+SELECT has_table('dedup', 'scopes', 'dedup.scopes');
+
+-- privileges: PUBLIC may not claim, set scopes or read the tables
+SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot claim');
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot change scopes');
+SELECT table_privs_are('dedup', 'claims', 'public', ARRAY[]::text[], 'PUBLIC cannot read claims');
+SELECT schema_privs_are('dedup', 'public', ARRAY[]::text[], 'PUBLIC cannot use schema dedup');
+
+-- dedup_grant_usage gives an application role the claim functions only
+CREATE ROLE regress_dedup_tap_app NOLOGIN;
+SELECT dedup_grant_usage('regress_dedup_tap_app');
+SELECT function_privs_are('public', 'dedup_claim_batch', ARRAY['text', 'uuid[]', 'interval', 'boolean'],
+                          'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim batches');
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval'],
+                          'regress_dedup_tap_app', ARRAY[]::text[], 'granted role still cannot change scopes');
+SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'uuid', 'interval', 'boolean'],
+                          'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim uuid keys');
+
+SELECT * FROM finish();
+ROLLBACK;
