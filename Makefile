@@ -8,13 +8,14 @@ OBJS = \
 	src/dedup.o \
 	src/fingerprint.o \
 	src/scope.o \
-	src/claim.o
+	src/claim.o \
+	src/cleanup.o
 
 EXTENSION = dedup
 DATA = sql/dedup--1.0.sql
 
 # pg_regress: sql/NAME.sql -> expected/NAME.out, in database contrib_regression
-REGRESS = fingerprint claim scope errors
+REGRESS = fingerprint claim scope cleanup errors
 REGRESS_OPTS = --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out

@@ -241,6 +241,38 @@ COMMENT ON FUNCTION @extschema@.dedup_claim_batch(text, text[], interval, boolea
     'claim many keys of a scope in the current transaction; returns the keys that were new';
 
 -------------------------------------------------------------------------
+-- Cleanup of what has expired
+-------------------------------------------------------------------------
+CREATE FUNCTION @extschema@.dedup_cleanup_batch(
+    start_block bigint DEFAULT 0, batch_size integer DEFAULT 10000,
+    OUT deleted bigint, OUT next_block bigint)
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_cleanup_batch(bigint, integer) IS
+    'one batch of cleanup in the current transaction: deletes up to batch_size expired rows from start_block on; next_block is NULL at the end of the pass';
+
+-- A whole pass, one committed batch at a time.  No SECURITY DEFINER and no
+-- SET clause, which would forbid the COMMITs; every name is qualified.
+CREATE PROCEDURE @extschema@.dedup_cleanup(
+    batch_size integer DEFAULT 10000, INOUT deleted bigint DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    pos bigint := 0;
+    n bigint;
+BEGIN
+    deleted := 0;
+    WHILE pos IS NOT NULL LOOP
+        SELECT b.deleted, b.next_block INTO n, pos
+        FROM @extschema@.dedup_cleanup_batch(pos, batch_size) AS b;
+        deleted := deleted OPERATOR(pg_catalog.+) n;
+        COMMIT;
+    END LOOP;
+END
+$$;
+COMMENT ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) IS
+    'delete everything that has expired, committing after each batch; returns the number of rows deleted';
+
+-------------------------------------------------------------------------
 -- Privileges: the functions that read or write claims and settings are
 -- for roles granted them, not for PUBLIC.
 -------------------------------------------------------------------------
@@ -255,8 +287,10 @@ REVOKE ALL ON FUNCTION
     @extschema@.dedup_claim_batch(text, text[], interval, boolean),
     @extschema@.dedup_claim_batch(text, bytea[], interval, boolean),
     @extschema@.dedup_claim_batch(text, uuid[], interval, boolean),
-    @extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)
+    @extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean),
+    @extschema@.dedup_cleanup_batch(bigint, integer)
 FROM PUBLIC;
+REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
 
 -- What an application role needs to claim keys and read scope settings.
 CREATE FUNCTION @extschema@.dedup_grant_usage(role regrole)

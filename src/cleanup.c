@@ -1,0 +1,156 @@
+/*-------------------------------------------------------------------------
+ *
+ * cleanup.c
+ *	  The one place that deletes what has expired: dedup_cleanup_batch()
+ *	  deletes the expired claims of one stretch of dedup.claims and says
+ *	  where the next stretch starts.  The procedure dedup_cleanup() (install
+ *	  script) walks the whole table a batch at a time, committing after
+ *	  each batch.
+ *
+ * dedup.claims has no index on expires_at: every claim would pay for one.
+ * Instead a cleanup pass reads the heap in block order with a TID range
+ * scan, a few thousand blocks per batch, and deletes the rows it sees
+ * expired.  Deletes touch no index (vacuum removes the index entries), so
+ * a batch is sequential heap work only.
+ *
+ * A row is deleted only in the version this batch saw expired: when a
+ * claimer has replaced it meanwhile (or is replacing it now), heap_delete
+ * reports the row updated or being modified and the batch leaves it alone.
+ * A batch never waits for another transaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "dedup.h"
+
+/* Column number of expires_at in dedup.claims */
+#define Anum_claims_expires_at	2
+
+/* A batch reads at most this many blocks (32 MB), however few it deletes. */
+#define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
+
+#define CLEANUP_MAX_BATCH_SIZE	1000000
+
+/*
+ * Delete up to batch_size expired claims, reading dedup.claims from block
+ * *position on.  Sets *position to where the next batch starts, or to
+ * InvalidBlockNumber when this batch reached the end of the table.
+ */
+static int64
+cleanup_claims(BlockNumber *position, int batch_size)
+{
+	Relation	rel = table_open(dedup_relation_oid("claims"), RowExclusiveLock);
+	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+	BlockNumber start = *position;
+	BlockNumber end;
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	ItemPointerData mintid;
+	ItemPointerData maxtid;
+	TimestampTz now = GetCurrentTimestamp();
+	CommandId	cid = GetCurrentCommandId(true);
+	int64		deleted = 0;
+
+	if (start >= nblocks)
+	{
+		table_close(rel, RowExclusiveLock);
+		*position = InvalidBlockNumber;
+		return 0;
+	}
+	end = Min(nblocks, start + CLEANUP_MAX_BLOCKS_PER_BATCH);
+	*position = end < nblocks ? end : InvalidBlockNumber;
+
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	ItemPointerSet(&mintid, start, FirstOffsetNumber);
+	ItemPointerSet(&maxtid, end - 1, MaxOffsetNumber);
+	scan = table_beginscan_tidrange(rel, snapshot, &mintid, &maxtid);
+	slot = table_slot_create(rel, NULL);
+
+	while (table_scan_getnextslot_tidrange(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		ItemPointerData tid;
+		TM_FailureData tmfd;
+
+		CHECK_FOR_INTERRUPTS();
+		if (DatumGetTimestampTz(slot_getattr(slot, Anum_claims_expires_at, &isnull)) > now)
+			continue;
+		tid = slot->tts_tid;
+		if (heap_delete(rel, &tid, cid, InvalidSnapshot, false, &tmfd, false) == TM_Ok)
+			deleted++;
+		/* else: re-claimed, being re-claimed, or deleted by another cleanup */
+
+		if (deleted >= batch_size)
+		{
+			/* the rest of this block, and on, is the next batch's */
+			*position = ItemPointerGetBlockNumber(&tid);
+			break;
+		}
+	}
+
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, RowExclusiveLock);
+	return deleted;
+}
+
+/*
+ * dedup_cleanup_batch(start_block bigint DEFAULT 0, batch_size integer DEFAULT 10000,
+ *					   OUT deleted bigint, OUT next_block bigint)
+ *
+ * One batch of cleanup in the caller's transaction.  next_block is NULL
+ * when the pass is complete.
+ */
+PG_FUNCTION_INFO_V1(dedup_cleanup_batch);
+Datum
+dedup_cleanup_batch(PG_FUNCTION_ARGS)
+{
+	int64		start_block = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0);
+	int32		batch_size;
+	BlockNumber block;
+	int64		deleted;
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (start_block < 0 || start_block > (int64) MaxBlockNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("start_block must be between 0 and %u", MaxBlockNumber)));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("batch_size must not be null")));
+	batch_size = PG_GETARG_INT32(1);
+	if (batch_size < 1 || batch_size > CLEANUP_MAX_BATCH_SIZE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch_size must be between 1 and %d", CLEANUP_MAX_BATCH_SIZE)));
+	dedup_check_writable("dedup_cleanup_batch");
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	block = (BlockNumber) start_block;
+	deleted = cleanup_claims(&block, batch_size);
+	values[0] = Int64GetDatum(deleted);
+	if (block == InvalidBlockNumber)
+		nulls[1] = true;
+	else
+		values[1] = Int64GetDatum((int64) block);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}
