@@ -168,6 +168,14 @@ CREATE TABLE dedup.claims (
                    autovacuum_vacuum_insert_scale_factor = 0.05);
 COMMENT ON TABLE dedup.claims IS 'claimed keys (fingerprint of scope and key) and their expiry';
 
+-- every change to the settings empties the backends' caches of them
+CREATE FUNCTION dedup.scopes_changed() RETURNS trigger
+AS 'MODULE_PATHNAME', 'dedup_scopes_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION dedup.scopes_changed() FROM PUBLIC;
+CREATE TRIGGER scopes_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON dedup.scopes
+    FOR EACH STATEMENT EXECUTE FUNCTION dedup.scopes_changed();
+
 SELECT pg_catalog.pg_extension_config_dump('dedup.scopes', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.claims', '');
 

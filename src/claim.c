@@ -77,29 +77,47 @@ typedef struct ClaimStore
 	IndexInfo  *indexinfo;
 	RegProcedure eqproc;		/* fingerprint equality, for the scan key */
 	TupleTableSlot *slot;
+	SnapshotData dirty;			/* sees rows of transactions in progress */
+	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
 	TimestampTz now;			/* the claim time: expiry is decided by it */
 	TimestampTz expires;		/* expires_at of the rows we write */
 	bool		nowait;
 } ClaimStore;
 
+/* The equality function of the index's operator family, looked up once. */
+static RegProcedure
+claim_eqproc(Relation index)
+{
+	static Oid	cached_index = InvalidOid;
+	static RegProcedure cached_proc = InvalidOid;
+
+	if (cached_index != RelationGetRelid(index))
+	{
+		Oid			eqop = get_opfamily_member(index->rd_opfamily[0],
+											   index->rd_opcintype[0],
+											   index->rd_opcintype[0],
+											   BTEqualStrategyNumber);
+
+		cached_proc = get_opcode(eqop);
+		cached_index = RelationGetRelid(index);
+	}
+	return cached_proc;
+}
+
 static void
 claim_store_open(ClaimStore *cs, const char *funcname, const text *scope,
 				 const Interval *ttl, bool nowait)
 {
-	Oid			eqop;
-
 	dedup_check_writable(funcname);
 	cs->scope = scope;
 	cs->nowait = nowait;
-	cs->heap = table_open(dedup_relation_oid("claims"), RowExclusiveLock);
-	cs->index = index_open(dedup_relation_oid("claims_pkey"), RowExclusiveLock);
+	cs->heap = table_open(dedup_relation_oid(DEDUP_REL_CLAIMS), RowExclusiveLock);
+	cs->index = index_open(dedup_relation_oid(DEDUP_REL_CLAIMS_PKEY), RowExclusiveLock);
 	cs->indexinfo = BuildIndexInfo(cs->index);
-	eqop = get_opfamily_member(cs->index->rd_opfamily[0],
-							   cs->index->rd_opcintype[0],
-							   cs->index->rd_opcintype[0],
-							   BTEqualStrategyNumber);
-	cs->eqproc = get_opcode(eqop);
+	cs->eqproc = claim_eqproc(cs->index);
 	cs->slot = table_slot_create(cs->heap, NULL);
+	InitDirtySnapshot(cs->dirty);
+	cs->scan = index_beginscan(cs->heap, cs->index, &cs->dirty, 1, 0);
 	cs->now = GetCurrentTimestamp();
 	cs->expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 														  TimestampTzGetDatum(cs->now),
@@ -109,6 +127,7 @@ claim_store_open(ClaimStore *cs, const char *funcname, const text *scope,
 static void
 claim_store_close(ClaimStore *cs)
 {
+	index_endscan(cs->scan);
 	ExecDropSingleTupleTableSlot(cs->slot);
 	index_close(cs->index, RowExclusiveLock);
 	table_close(cs->heap, RowExclusiveLock);
@@ -199,8 +218,6 @@ claim_store_claim(ClaimStore *cs, const DedupFingerprint *fp)
 
 	for (;;)
 	{
-		SnapshotData dirty;
-		IndexScanDesc scan;
 		TransactionId xwait = InvalidTransactionId;
 		uint32		spec_token = 0;
 		bool		found = false;
@@ -213,16 +230,14 @@ claim_store_claim(ClaimStore *cs, const DedupFingerprint *fp)
 		if (LockAcquire(&tag, ExclusiveLock, false, cs->nowait) == LOCKACQUIRE_NOT_AVAIL)
 			claim_report_in_progress(cs, fp);
 
-		InitDirtySnapshot(dirty);
-		scan = index_beginscan(cs->heap, cs->index, &dirty, 1, 0);
-		index_rescan(scan, &skey, 1, NULL, 0);
-		if (index_getnext_slot(scan, ForwardScanDirection, cs->slot))
+		index_rescan(cs->scan, &skey, 1, NULL, 0);
+		if (index_getnext_slot(cs->scan, ForwardScanDirection, cs->slot))
 		{
 			found_tid = cs->slot->tts_tid;
-			if (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax))
+			if (TransactionIdIsValid(cs->dirty.xmin) || TransactionIdIsValid(cs->dirty.xmax))
 			{
-				xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
-				spec_token = dirty.speculativeToken;
+				xwait = TransactionIdIsValid(cs->dirty.xmin) ? cs->dirty.xmin : cs->dirty.xmax;
+				spec_token = cs->dirty.speculativeToken;
 			}
 			else
 			{
@@ -237,7 +252,6 @@ claim_store_claim(ClaimStore *cs, const DedupFingerprint *fp)
 															 GetTransactionSnapshot());
 			}
 		}
-		index_endscan(scan);
 		ExecClearTuple(cs->slot);
 
 		if (TransactionIdIsValid(xwait))

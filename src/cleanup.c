@@ -51,7 +51,7 @@
 static int64
 cleanup_claims(BlockNumber *position, int batch_size)
 {
-	Relation	rel = table_open(dedup_relation_oid("claims"), RowExclusiveLock);
+	Relation	rel = table_open(dedup_relation_oid(DEDUP_REL_CLAIMS), RowExclusiveLock);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
 	BlockNumber start = *position;
 	BlockNumber end;

@@ -19,6 +19,7 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 
 #include "dedup.h"
@@ -62,23 +63,62 @@ _PG_init(void)
 }
 
 /*
+ * The OIDs of the extension's tables and indexes, looked up by name once per
+ * backend and forgotten when any of them is invalidated (dropped, renamed,
+ * the extension re-created).
+ */
+static Oid	dedup_relids[DEDUP_NUM_RELATIONS];
+static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
+	[DEDUP_REL_CLAIMS] = "claims",
+	[DEDUP_REL_CLAIMS_PKEY] = "claims_pkey",
+	[DEDUP_REL_SCOPES] = "scopes",
+	[DEDUP_REL_SCOPES_PKEY] = "scopes_pkey",
+};
+static bool dedup_callback_registered = false;
+
+static void
+dedup_relcache_callback(Datum arg, Oid relid)
+{
+	for (int i = 0; i < DEDUP_NUM_RELATIONS; i++)
+	{
+		if (!OidIsValid(relid) || dedup_relids[i] == relid)
+		{
+			memset(dedup_relids, 0, sizeof(dedup_relids));
+			break;
+		}
+	}
+}
+
+/*
  * OID of one of the extension's tables or indexes in the internal schema,
  * or an error that says the extension is not (yet) installed here.
  */
 Oid
-dedup_relation_oid(const char *relname)
+dedup_relation_oid(DedupRelation rel)
 {
-	Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
-	Oid			relid = OidIsValid(nsp) ? get_relname_relid(relname, nsp) : InvalidOid;
+	if (!dedup_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(dedup_relcache_callback, (Datum) 0);
+		dedup_callback_registered = true;
+	}
+	/* a cheap check, so that a re-created extension is seen at once */
+	AcceptInvalidationMessages();
+	if (!OidIsValid(dedup_relids[rel]))
+	{
+		Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
+		Oid			relid = OidIsValid(nsp) ?
+			get_relname_relid(dedup_relnames[rel], nsp) : InvalidOid;
 
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"dedup\" is not installed in this database"),
-				 errdetail("Relation \"%s.%s\" does not exist.",
-						   DEDUP_INTERNAL_SCHEMA, relname),
-				 errhint("Run CREATE EXTENSION dedup.")));
-	return relid;
+		if (!OidIsValid(relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("extension \"dedup\" is not installed in this database"),
+					 errdetail("Relation \"%s.%s\" does not exist.",
+							   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
+					 errhint("Run CREATE EXTENSION dedup.")));
+		dedup_relids[rel] = relid;
+	}
+	return dedup_relids[rel];
 }
 
 /*

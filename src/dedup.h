@@ -40,8 +40,18 @@ extern int	dedup_default_ttl;		/* seconds */
 extern int	dedup_default_lease;	/* seconds */
 extern int	dedup_default_retention;	/* seconds */
 
+/* The extension's own relations, in schema dedup */
+typedef enum DedupRelation
+{
+	DEDUP_REL_CLAIMS,
+	DEDUP_REL_CLAIMS_PKEY,
+	DEDUP_REL_SCOPES,
+	DEDUP_REL_SCOPES_PKEY,
+	DEDUP_NUM_RELATIONS
+} DedupRelation;
+
 /* dedup.c: catalog lookups and argument checks */
-extern Oid	dedup_relation_oid(const char *relname);
+extern Oid	dedup_relation_oid(DedupRelation rel);
 extern void dedup_check_writable(const char *funcname);
 extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno);
 extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,

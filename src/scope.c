@@ -21,7 +21,11 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "commands/trigger.h"
 #include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -41,6 +45,41 @@ typedef struct ScopeSettings
 	bool		configured;		/* dedup.scopes has a row for the scope */
 } ScopeSettings;
 
+/*
+ * The backend's cache of dedup.scopes rows, keyed by scope name.  It holds
+ * what the row says (a NULL setting stays unset), never the GUC defaults,
+ * which a session may change at any time.  A statement trigger on
+ * dedup.scopes sends a relcache invalidation of the table, and the
+ * callback below empties the cache.
+ */
+typedef struct ScopeCacheEntry
+{
+	char		scope[DEDUP_MAX_SCOPE_BYTES + 1];	/* hash key */
+	bool		found;			/* a row exists */
+	bool		isset[SCOPE_NSETTINGS];
+	Interval	value[SCOPE_NSETTINGS];
+} ScopeCacheEntry;
+
+#define SCOPE_CACHE_MAX 10000
+
+static HTAB *scope_cache = NULL;
+static Oid	scope_cache_relid = InvalidOid;
+static uint64 scope_cache_generation = 0;	/* counts invalidations */
+
+static void
+scope_cache_callback(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == scope_cache_relid)
+	{
+		scope_cache_generation++;
+		if (scope_cache != NULL)
+		{
+			hash_destroy(scope_cache);
+			scope_cache = NULL;
+		}
+	}
+}
+
 static void
 scope_seconds(Interval *result, int seconds)
 {
@@ -51,44 +90,109 @@ scope_seconds(Interval *result, int seconds)
 }
 
 /*
- * Read a scope's settings as of the transaction's current snapshot.
+ * Fill a cache entry from the scope's row.  The row is read with a snapshot
+ * taken after the table is locked, and so after every invalidation sent
+ * before it was read: a change committed later invalidates the entry.
  */
 static void
-scope_read(const text *scope, ScopeSettings *settings)
+scope_load(const text *scope, ScopeCacheEntry *entry)
 {
-	Relation	rel = table_open(dedup_relation_oid("scopes"), AccessShareLock);
-	Snapshot	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	Relation	rel = table_open(dedup_relation_oid(DEDUP_REL_SCOPES), AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tuple;
 
-	scope_seconds(&settings->value[0], dedup_default_ttl);
-	scope_seconds(&settings->value[1], dedup_default_lease);
-	scope_seconds(&settings->value[2], dedup_default_retention);
-	settings->configured = false;
-
+	memset(entry, 0, sizeof(ScopeCacheEntry));
+	memcpy(entry->scope, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
 	ScanKeyEntryInitialize(&key, 0, Anum_scopes_scope, BTEqualStrategyNumber,
 						   InvalidOid, C_COLLATION_OID, F_TEXTEQ,
 						   PointerGetDatum(scope));
-	scan = systable_beginscan(rel, dedup_relation_oid("scopes_pkey"), true,
+	scan = systable_beginscan(rel, dedup_relation_oid(DEDUP_REL_SCOPES_PKEY), true,
 							  snapshot, 1, &key);
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
 	{
-		settings->configured = true;
+		entry->found = true;
 		for (int i = 0; i < SCOPE_NSETTINGS; i++)
 		{
 			bool		isnull;
 			Datum		d = heap_getattr(tuple, Anum_scopes_ttl + i,
 										 RelationGetDescr(rel), &isnull);
 
+			entry->isset[i] = !isnull;
 			if (!isnull)
-				memcpy(&settings->value[i], DatumGetIntervalP(d), sizeof(Interval));
+				memcpy(&entry->value[i], DatumGetIntervalP(d), sizeof(Interval));
 		}
 	}
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(rel, AccessShareLock);
+}
+
+/*
+ * A scope's settings: its own where its row sets them, the GUC defaults
+ * otherwise.
+ */
+static void
+scope_read(const text *scope, ScopeSettings *settings)
+{
+	static bool registered = false;
+	char		name[DEDUP_MAX_SCOPE_BYTES + 1] = {0};
+	ScopeCacheEntry *entry;
+	ScopeCacheEntry loaded;
+	const int	defaults[SCOPE_NSETTINGS] = {
+		dedup_default_ttl, dedup_default_lease, dedup_default_retention
+	};
+
+	/* the scope name was checked: not empty, at most DEDUP_MAX_SCOPE_BYTES */
+	memcpy(name, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
+
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(scope_cache_callback, (Datum) 0);
+		registered = true;
+	}
+	scope_cache_relid = dedup_relation_oid(DEDUP_REL_SCOPES);
+	entry = scope_cache ? hash_search(scope_cache, name, HASH_FIND, NULL) : NULL;
+	if (entry == NULL)
+	{
+		uint64		generation = scope_cache_generation;
+
+		scope_load(scope, &loaded);
+		entry = &loaded;
+		/* cache it only if no invalidation arrived while it was read */
+		if (generation == scope_cache_generation)
+		{
+			/* a backend that sees very many scopes starts over */
+			if (scope_cache != NULL && hash_get_num_entries(scope_cache) >= SCOPE_CACHE_MAX)
+			{
+				hash_destroy(scope_cache);
+				scope_cache = NULL;
+			}
+			if (scope_cache == NULL)
+			{
+				HASHCTL		ctl;
+
+				ctl.keysize = DEDUP_MAX_SCOPE_BYTES + 1;
+				ctl.entrysize = sizeof(ScopeCacheEntry);
+				ctl.hcxt = CacheMemoryContext;
+				scope_cache = hash_create("dedup scope settings", 64, &ctl,
+										  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+			}
+			entry = hash_search(scope_cache, name, HASH_ENTER, NULL);
+			memcpy(entry, &loaded, sizeof(ScopeCacheEntry));
+		}
+	}
+
+	settings->configured = entry->found;
+	for (int i = 0; i < SCOPE_NSETTINGS; i++)
+	{
+		if (entry->isset[i])
+			settings->value[i] = entry->value[i];
+		else
+			scope_seconds(&settings->value[i], defaults[i]);
+	}
 }
 
 /*
@@ -190,4 +294,23 @@ dedup_reset_scope(PG_FUNCTION_ARGS)
 	deleted = SPI_processed;
 	SPI_finish();
 	PG_RETURN_BOOL(deleted > 0);
+}
+
+/*
+ * Statement trigger on dedup.scopes: whatever changed the table (our
+ * functions, or the owner's own DML), every backend's cache of it is
+ * emptied when the change commits, and this backend's at once.
+ */
+PG_FUNCTION_INFO_V1(dedup_scopes_changed);
+Datum
+dedup_scopes_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("dedup_scopes_changed() must be called as a trigger")));
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
 }

@@ -1,0 +1,23 @@
+-- Tables of the benchmark: the business table and the seeds' hand-written patterns.
+CREATE EXTENSION IF NOT EXISTS dedup;
+CREATE TABLE orders (
+    id         bigserial PRIMARY KEY,
+    message_id text NOT NULL,
+    amount     integer NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+-- the seed's dedup table: text key, expires_at index for its cleanup
+CREATE TABLE seed_idem (
+    key        text PRIMARY KEY,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX seed_idem_expires_at ON seed_idem (expires_at);
+-- the seed's Stripe-style idempotency table
+CREATE TABLE seed_stripe (
+    key        text PRIMARY KEY,
+    status     text NOT NULL,
+    response   jsonb,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX seed_stripe_expires_at ON seed_stripe (expires_at);
