@@ -25,6 +25,15 @@ SELECT count(*) AS new_after_cleanup
 FROM dedup_claim_batch('cleanup', ARRAY(SELECT 'k-' || i FROM generate_series(1, 500) i));
 -- a second pass finds nothing
 CALL dedup_cleanup();
+-- without a batch_size, dedup.cleanup_batch_size applies
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute'
+WHERE key IN (SELECT c.key FROM dedup.claims c ORDER BY key LIMIT 5);
+SET dedup.cleanup_batch_size = 2;
+SELECT deleted FROM dedup_cleanup_batch();
+SET dedup.cleanup_pause = 0;
+CALL dedup_cleanup();
+RESET dedup.cleanup_batch_size;
+RESET dedup.cleanup_pause;
 -- an empty stretch or past the end: nothing deleted, pass complete
 SELECT deleted, next_block FROM dedup_cleanup_batch(1000000, 10);
 
@@ -56,10 +65,13 @@ SELECT stmt, pg_temp.try(stmt) FROM (VALUES
   ($$SELECT * FROM dedup_cleanup_batch(0, 0)$$),
   ($$SELECT * FROM dedup_cleanup_batch(0, -5)$$),
   ($$SELECT * FROM dedup_cleanup_batch(0, 1000001)$$),
-  ($$SELECT * FROM dedup_cleanup_batch(0, NULL)$$),
+  ($$SELECT deleted FROM dedup_cleanup_batch(0, NULL)$$),
   ($$SELECT * FROM dedup_cleanup_batch(-1, 10)$$),
   ($$SELECT * FROM dedup_cleanup_batch(4294967295, 10)$$),
-  ($$CALL dedup_cleanup(batch_size => 0)$$)) AS t(stmt);
+  ($$CALL dedup_cleanup(batch_size => 0)$$),
+  ($$SET dedup.cleanup_batch_size = 0$$),
+  ($$SET dedup.cleanup_pause = '-1ms'$$),
+  ($$SET dedup.cleanup_pause = '2min'$$)) AS t(stmt);
 SELECT count(*) AS kept FROM dedup.claims;
 -- the procedure commits, so it cannot run inside a transaction block (2D000)
 BEGIN;

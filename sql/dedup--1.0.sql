@@ -252,28 +252,36 @@ COMMENT ON FUNCTION @extschema@.dedup_claim_batch(text, text[], interval, boolea
 -- Cleanup of what has expired
 -------------------------------------------------------------------------
 CREATE FUNCTION @extschema@.dedup_cleanup_batch(
-    start_block bigint DEFAULT 0, batch_size integer DEFAULT 10000,
+    start_block bigint DEFAULT 0, batch_size integer DEFAULT NULL,
     OUT deleted bigint, OUT next_block bigint)
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_cleanup_batch(bigint, integer) IS
     'one batch of cleanup in the current transaction: deletes up to batch_size expired rows from start_block on; next_block is NULL at the end of the pass';
 
--- A whole pass, one committed batch at a time.  No SECURITY DEFINER and no
--- SET clause, which would forbid the COMMITs; every name is qualified.
+-- A whole pass, one committed batch at a time, with dedup.cleanup_pause
+-- between batches.  No SECURITY DEFINER and no SET clause, which would
+-- forbid the COMMITs; every name and operator is qualified.
 CREATE PROCEDURE @extschema@.dedup_cleanup(
-    batch_size integer DEFAULT 10000, INOUT deleted bigint DEFAULT NULL)
+    batch_size integer DEFAULT NULL, INOUT deleted bigint DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
 DECLARE
     pos bigint := 0;
     n bigint;
+    pause float8;
 BEGIN
     deleted := 0;
-    WHILE pos IS NOT NULL LOOP
+    LOOP
         SELECT b.deleted, b.next_block INTO n, pos
         FROM @extschema@.dedup_cleanup_batch(pos, batch_size) AS b;
         deleted := deleted OPERATOR(pg_catalog.+) n;
         COMMIT;
+        EXIT WHEN pos IS NULL;
+        pause := pg_catalog.date_part('epoch',
+            pg_catalog.current_setting('dedup.cleanup_pause')::pg_catalog.interval);
+        IF pause OPERATOR(pg_catalog.>) 0 THEN
+            PERFORM pg_catalog.pg_sleep(pause);
+        END IF;
     END LOOP;
 END
 $$;

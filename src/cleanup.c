@@ -41,8 +41,6 @@
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
 
-#define CLEANUP_MAX_BATCH_SIZE	1000000
-
 /*
  * Delete up to batch_size expired claims, reading dedup.claims from block
  * *position on.  Sets *position to where the next batch starts, or to
@@ -109,11 +107,11 @@ cleanup_claims(BlockNumber *position, int batch_size)
 }
 
 /*
- * dedup_cleanup_batch(start_block bigint DEFAULT 0, batch_size integer DEFAULT 10000,
+ * dedup_cleanup_batch(start_block bigint DEFAULT 0, batch_size integer DEFAULT NULL,
  *					   OUT deleted bigint, OUT next_block bigint)
  *
  * One batch of cleanup in the caller's transaction.  next_block is NULL
- * when the pass is complete.
+ * when the pass is complete; a NULL batch_size means dedup.cleanup_batch_size.
  */
 PG_FUNCTION_INFO_V1(dedup_cleanup_batch);
 Datum
@@ -131,15 +129,11 @@ dedup_cleanup_batch(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("start_block must be between 0 and %u", MaxBlockNumber)));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("batch_size must not be null")));
-	batch_size = PG_GETARG_INT32(1);
-	if (batch_size < 1 || batch_size > CLEANUP_MAX_BATCH_SIZE)
+	batch_size = PG_ARGISNULL(1) ? dedup_cleanup_batch_size : PG_GETARG_INT32(1);
+	if (batch_size < 1 || batch_size > DEDUP_MAX_CLEANUP_BATCH)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("batch_size must be between 1 and %d", CLEANUP_MAX_BATCH_SIZE)));
+				 errmsg("batch_size must be between 1 and %d", DEDUP_MAX_CLEANUP_BATCH)));
 	dedup_check_writable("dedup_cleanup_batch");
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)

@@ -31,6 +31,8 @@ void		_PG_init(void);
 int			dedup_default_ttl = 86400;
 int			dedup_default_lease = 300;
 int			dedup_default_retention = 7 * 86400;
+int			dedup_cleanup_batch_size = 10000;
+int			dedup_cleanup_pause = 20;
 
 /* Largest interval accepted as a ttl, lease or retention: 100 years. */
 #define DEDUP_MAX_INTERVAL_DAYS (100 * MONTHS_PER_YEAR * DAYS_PER_MONTH)
@@ -58,6 +60,20 @@ _PG_init(void)
 							&dedup_default_retention,
 							7 * 86400, 1, INT_MAX,
 							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.cleanup_batch_size",
+							"Most expired rows one cleanup batch deletes.",
+							"Each batch is its own short transaction.",
+							&dedup_cleanup_batch_size,
+							10000, 1, DEDUP_MAX_CLEANUP_BATCH,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.cleanup_pause",
+							"Pause of the cleanup between two batches.",
+							"Leaves the CPU and I/O to the traffic that writes new rows.",
+							&dedup_cleanup_pause,
+							20, 0, 60000,
+							PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dedup");
 }

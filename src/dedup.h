@@ -31,6 +31,7 @@ typedef struct DedupFingerprint
 /* Limits on what callers may pass (documented in the README). */
 #define DEDUP_MAX_SCOPE_BYTES	200
 #define DEDUP_MAX_BATCH_KEYS	100000
+#define DEDUP_MAX_CLEANUP_BATCH	1000000
 
 /* The schema that holds the extension's tables; fixed, not relocatable. */
 #define DEDUP_INTERNAL_SCHEMA	"dedup"
@@ -39,6 +40,8 @@ typedef struct DedupFingerprint
 extern int	dedup_default_ttl;		/* seconds */
 extern int	dedup_default_lease;	/* seconds */
 extern int	dedup_default_retention;	/* seconds */
+extern int	dedup_cleanup_batch_size;	/* rows */
+extern int	dedup_cleanup_pause;	/* milliseconds */
 
 /* The extension's own relations, in schema dedup */
 typedef enum DedupRelation
