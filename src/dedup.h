@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "port/pg_bswap.h"
 #include "utils/timestamp.h"
 
 /* A key's stored form: the first 128 bits of a SHA-256 digest. */
@@ -65,8 +66,26 @@ extern void dedup_check_interval(const Interval *value, const char *what);
 extern void dedup_fingerprint_key(const text *scope, const void *key,
 								  Size keylen, DedupFingerprint *result);
 extern char *dedup_fingerprint_hex(const DedupFingerprint *fp);
-extern int	dedup_fingerprint_compare(const DedupFingerprint *a,
-									  const DedupFingerprint *b);
+
+/*
+ * Bytewise order of two fingerprints, as two big-endian 64-bit words: the
+ * btree calls this for every comparison, so it is inline and calls no memcmp.
+ */
+static inline int
+dedup_fingerprint_compare(const DedupFingerprint *a, const DedupFingerprint *b)
+{
+	for (int i = 0; i < DEDUP_FINGERPRINT_LEN; i += sizeof(uint64))
+	{
+		uint64		wa;
+		uint64		wb;
+
+		memcpy(&wa, a->bytes + i, sizeof(uint64));
+		memcpy(&wb, b->bytes + i, sizeof(uint64));
+		if (wa != wb)
+			return pg_ntoh64(wa) < pg_ntoh64(wb) ? -1 : 1;
+	}
+	return 0;
+}
 
 /* scope.c: per-scope settings with GUC defaults */
 extern Interval *dedup_scope_ttl(const text *scope);

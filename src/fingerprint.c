@@ -109,11 +109,6 @@ dedup_fingerprint_hex(const DedupFingerprint *fp)
 	return result;
 }
 
-int
-dedup_fingerprint_compare(const DedupFingerprint *a, const DedupFingerprint *b)
-{
-	return memcmp(a->bytes, b->bytes, DEDUP_FINGERPRINT_LEN);
-}
 
 /* ---------------------------------------------------------------------
  * Canonical jsonb: objects come out of jsonb with their keys deduplicated
