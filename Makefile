@@ -8,18 +8,21 @@ OBJS = \
 	src/dedup.o \
 	src/fingerprint.o \
 	src/scope.o \
+	src/store.o \
 	src/claim.o \
+	src/record.o \
 	src/cleanup.o
 
 EXTENSION = dedup
 DATA = sql/dedup--1.0.sql
 
 # pg_regress: sql/NAME.sql -> expected/NAME.out, in database contrib_regression
-REGRESS = fingerprint claim scope cleanup errors
+REGRESS = fingerprint claim scope record cleanup errors
 REGRESS_OPTS = --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
-ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch
+ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
+	record-begin record-takeover record-release
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror

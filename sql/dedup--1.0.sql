@@ -156,17 +156,34 @@ CREATE TABLE dedup.scopes (
 ) USING heap;
 COMMENT ON TABLE dedup.scopes IS 'per-scope settings; change them with dedup_set_scope()';
 
--- Claims: one row per live (scope, key), as a fingerprint of both.  Two
--- narrow columns and one unique index keep a new claim to one heap record
--- and one btree record of WAL; expired rows are found by the cleanup's
--- sequential pass, so no index on expires_at is paid for by every claim.
+-- The state of an idempotency record (dedup_begin ... dedup_complete).
+CREATE TYPE dedup.record_state AS (
+    status        "char",          -- 'p' processing, 'c' complete
+    attempts      integer,
+    lease_until   timestamptz,
+    request       @extschema@.dedup_fingerprint,
+    response_code integer,
+    response      jsonb,
+    first_seen    timestamptz,
+    completed_at  timestamptz
+);
+
+-- Claims and idempotency records: one row per live (scope, key), keyed by
+-- a fingerprint of both.  A plain claim is a record that completed with its
+-- transaction and stored nothing: its record is NULL.  Three columns (the
+-- NULL one costs nothing: the null bitmap fits the header's padding) and one
+-- unique index keep a new claim to one heap record and one btree record of
+-- WAL; expired rows are found by the cleanup's sequential pass, so no index
+-- on expires_at is paid for by every claim.  For a processing record,
+-- expires_at is the end of its lease plus the scope's ttl.
 CREATE TABLE dedup.claims (
     key        @extschema@.dedup_fingerprint NOT NULL,
     expires_at timestamptz NOT NULL,
+    record     dedup.record_state,
     CONSTRAINT claims_pkey PRIMARY KEY (key)
 ) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02,
                    autovacuum_vacuum_insert_scale_factor = 0.05);
-COMMENT ON TABLE dedup.claims IS 'claimed keys (fingerprint of scope and key) and their expiry';
+COMMENT ON TABLE dedup.claims IS 'claimed keys and idempotency records (fingerprint of scope and key) and their expiry';
 
 -- every change to the settings empties the backends' caches of them
 CREATE FUNCTION dedup.scopes_changed() RETURNS trigger
@@ -249,6 +266,52 @@ COMMENT ON FUNCTION @extschema@.dedup_claim_batch(text, text[], interval, boolea
     'claim many keys of a scope in the current transaction; returns the keys that were new';
 
 -------------------------------------------------------------------------
+-- Idempotency records: processing -> complete, with leases and stored
+-- responses, in the same key space as claims
+-------------------------------------------------------------------------
+CREATE TYPE @extschema@.dedup_begin_result AS (
+    outcome          text,         -- started | replay | in_progress | mismatch
+    status           text,         -- processing | complete
+    response_code    integer,      -- the stored response, for replay
+    response         jsonb,
+    attempts         integer,
+    lease_expires_at timestamptz,
+    first_seen_at    timestamptz
+);
+COMMENT ON TYPE @extschema@.dedup_begin_result IS 'what dedup_begin() found or did';
+
+CREATE FUNCTION @extschema@.dedup_begin(scope text, key text,
+    request jsonb DEFAULT NULL, lease interval DEFAULT NULL)
+RETURNS @extschema@.dedup_begin_result
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_begin(text, text, jsonb, interval) IS
+    'begin work on an idempotency key: started (you hold a lease), replay (stored response), in_progress, or mismatch (another request used the key)';
+
+CREATE FUNCTION @extschema@.dedup_complete(scope text, key text,
+    response_code integer, response jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_complete(text, text, integer, jsonb, integer) IS
+    'store the response of a processing record and complete it; pass the attempt dedup_begin returned';
+
+CREATE FUNCTION @extschema@.dedup_release(scope text, key text, attempt integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_release(text, text, integer) IS
+    'give a processing key back after a failure, so that a retry starts fresh';
+
+CREATE FUNCTION @extschema@.dedup_lookup(scope text, key text,
+    OUT kind text, OUT status text, OUT attempts integer,
+    OUT lease_expires_at timestamptz, OUT first_seen_at timestamptz,
+    OUT completed_at timestamptz, OUT expires_at timestamptz,
+    OUT response_code integer, OUT response jsonb,
+    OUT request_fingerprint @extschema@.dedup_fingerprint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
+COMMENT ON FUNCTION @extschema@.dedup_lookup(text, text) IS
+    'the live claim or record of a key, without changing it; no row when absent or expired';
+
+-------------------------------------------------------------------------
 -- Cleanup of what has expired
 -------------------------------------------------------------------------
 CREATE FUNCTION @extschema@.dedup_cleanup_batch(
@@ -304,7 +367,11 @@ REVOKE ALL ON FUNCTION
     @extschema@.dedup_claim_batch(text, bytea[], interval, boolean),
     @extschema@.dedup_claim_batch(text, uuid[], interval, boolean),
     @extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean),
-    @extschema@.dedup_cleanup_batch(bigint, integer)
+    @extschema@.dedup_cleanup_batch(bigint, integer),
+    @extschema@.dedup_begin(text, text, jsonb, interval),
+    @extschema@.dedup_complete(text, text, integer, jsonb, integer),
+    @extschema@.dedup_release(text, text, integer),
+    @extschema@.dedup_lookup(text, text)
 FROM PUBLIC;
 REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
 
@@ -329,7 +396,11 @@ BEGIN
         '@extschema@.dedup_claim_batch(text, text[], interval, boolean)',
         '@extschema@.dedup_claim_batch(text, bytea[], interval, boolean)',
         '@extschema@.dedup_claim_batch(text, uuid[], interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)'
+        '@extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)',
+        '@extschema@.dedup_begin(text, text, jsonb, interval)',
+        '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
+        '@extschema@.dedup_release(text, text, integer)',
+        '@extschema@.dedup_lookup(text, text)'
     ]::regprocedure[]
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
@@ -337,5 +408,5 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION @extschema@.dedup_grant_usage(regrole) IS
-    'grant an application role what it needs to claim keys (not to change scope settings)';
+    'grant an application role what it needs to claim keys and use idempotency records (not to change scope settings or run the cleanup)';
 REVOKE ALL ON FUNCTION @extschema@.dedup_grant_usage(regrole) FROM PUBLIC;

@@ -78,7 +78,7 @@ BEGIN;
 SELECT 1/0;
 SELECT dedup_claim('s', 'k');
 ROLLBACK;
--- functions refuse to run without the extension's tables (55000)
+-- functions refuse to run without the extension's tables (42P01)
 BEGIN;
 ALTER TABLE dedup.claims RENAME TO claims_moved;
 SELECT pg_temp.try($$SELECT dedup_claim('s', 'k')$$);

@@ -127,7 +127,7 @@ dedup_relation_oid(DedupRelation rel)
 
 		if (!OidIsValid(relid))
 			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("extension \"dedup\" is not installed in this database"),
 					 errdetail("Relation \"%s.%s\" does not exist.",
 							   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),

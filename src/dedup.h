@@ -14,6 +14,8 @@
 
 #include "fmgr.h"
 #include "port/pg_bswap.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
 /* A key's stored form: the first 128 bits of a SHA-256 digest. */
@@ -65,6 +67,12 @@ extern void dedup_check_interval(const Interval *value, const char *what);
 /* fingerprint.c: the one place that fingerprints anything */
 extern void dedup_fingerprint_key(const text *scope, const void *key,
 								  Size keylen, DedupFingerprint *result);
+extern void dedup_key_datum(Datum key, int16 typlen, const text *scope,
+							DedupFingerprint *result);
+extern void dedup_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope,
+						  int16 typlen, DedupFingerprint *result);
+extern void dedup_fingerprint_of_jsonb(Jsonb *jb, ArrayType *ignore,
+									   DedupFingerprint *result);
 extern char *dedup_fingerprint_hex(const DedupFingerprint *fp);
 
 /*
@@ -89,5 +97,6 @@ dedup_fingerprint_compare(const DedupFingerprint *a, const DedupFingerprint *b)
 
 /* scope.c: per-scope settings with GUC defaults */
 extern Interval *dedup_scope_ttl(const text *scope);
+extern Interval *dedup_scope_lease(const text *scope);
 
 #endif							/* DEDUP_H */

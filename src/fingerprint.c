@@ -98,6 +98,45 @@ dedup_fingerprint_key(const text *scope, const void *key, Size keylen,
 	fp_hasher_finish(&h, result);
 }
 
+/*
+ * The stored fingerprint of a key datum of type text, bytea (typlen -1,
+ * detoasted), uuid or dedup_fingerprint (typlen 16): keys are byte strings.
+ */
+void
+dedup_key_datum(Datum key, int16 typlen, const text *scope, DedupFingerprint *result)
+{
+	if (typlen == -1)
+	{
+		struct varlena *v = (struct varlena *) DatumGetPointer(key);
+
+		if (VARSIZE_ANY_EXHDR(v) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key must not be empty")));
+		dedup_fingerprint_key(scope, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v), result);
+	}
+	else
+	{
+		Assert(typlen == UUID_LEN && typlen == DEDUP_FINGERPRINT_LEN);
+		dedup_fingerprint_key(scope, DatumGetPointer(key), typlen, result);
+	}
+}
+
+/* The stored fingerprint of a function's key argument, which must not be NULL. */
+void
+dedup_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope, int16 typlen,
+			  DedupFingerprint *result)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("key must not be null")));
+	dedup_key_datum(typlen == -1 ?
+					PointerGetDatum(PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(argno))) :
+					PG_GETARG_DATUM(argno),
+					typlen, scope, result);
+}
+
 /* The text form: 32 lowercase hexadecimal digits. */
 char *
 dedup_fingerprint_hex(const DedupFingerprint *fp)
@@ -262,6 +301,17 @@ dedup_fingerprint_uuid(PG_FUNCTION_ARGS)
 	PG_RETURN_DEDUP_FINGERPRINT_P(fp_of_bytes(u->data, UUID_LEN));
 }
 
+/* The canonical fingerprint of a jsonb value, leaving out ignored top-level fields. */
+void
+dedup_fingerprint_of_jsonb(Jsonb *jb, ArrayType *ignore, DedupFingerprint *result)
+{
+	FpHasher	h;
+
+	fp_hasher_start(&h, FP_TAG_JSONB);
+	fp_jsonb_container(&h, &jb->root, ignore);
+	fp_hasher_finish(&h, result);
+}
+
 PG_FUNCTION_INFO_V1(dedup_fingerprint_jsonb);
 Datum
 dedup_fingerprint_jsonb(PG_FUNCTION_ARGS)
@@ -269,7 +319,6 @@ dedup_fingerprint_jsonb(PG_FUNCTION_ARGS)
 	Jsonb	   *jb = PG_GETARG_JSONB_P(0);
 	ArrayType  *ignore = NULL;
 	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
-	FpHasher	h;
 
 	if (PG_NARGS() > 1)
 	{
@@ -281,9 +330,7 @@ dedup_fingerprint_jsonb(PG_FUNCTION_ARGS)
 		if (ARR_NDIM(ignore) == 0)
 			ignore = NULL;
 	}
-	fp_hasher_start(&h, FP_TAG_JSONB);
-	fp_jsonb_container(&h, &jb->root, ignore);
-	fp_hasher_finish(&h, result);
+	dedup_fingerprint_of_jsonb(jb, ignore, result);
 	PG_RETURN_DEDUP_FINGERPRINT_P(result);
 }
 

@@ -209,6 +209,20 @@ dedup_scope_ttl(const text *scope)
 	return result;
 }
 
+/*
+ * The processing lease of a scope's idempotency records.
+ */
+Interval *
+dedup_scope_lease(const text *scope)
+{
+	ScopeSettings settings;
+	Interval   *result = palloc(sizeof(Interval));
+
+	scope_read(scope, &settings);
+	memcpy(result, &settings.value[1], sizeof(Interval));
+	return result;
+}
+
 /* The row returned by dedup_scope() and dedup_set_scope(). */
 static Datum
 scope_result(FunctionCallInfo fcinfo, text *scope)

@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(41);
+SELECT plan(53);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -43,9 +43,27 @@ SELECT ok((SELECT bool_and(proconfig IS NOT NULL) FROM pg_proc
 SELECT has_function('public', 'dedup_reset_scope', ARRAY['text']);
 SELECT has_function('public', 'dedup_scope', ARRAY['text']);
 
+-- idempotency records: the result type and the signatures
+SELECT has_type('public', 'dedup_begin_result', 'type dedup_begin_result exists');
+SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
+           WHERE attrelid = (SELECT typrelid FROM pg_type WHERE oid = 'dedup_begin_result'::regtype)
+             AND attnum > 0),
+          ARRAY['outcome', 'status', 'response_code', 'response', 'attempts',
+                'lease_expires_at', 'first_seen_at'],
+          'dedup_begin_result has the documented columns');
+SELECT has_function('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval']);
+SELECT function_returns('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval'], 'dedup_begin_result');
+SELECT has_function('public', 'dedup_complete', ARRAY['text', 'text', 'integer', 'jsonb', 'integer']);
+SELECT function_returns('public', 'dedup_complete', ARRAY['text', 'text', 'integer', 'jsonb', 'integer'], 'void');
+SELECT has_function('public', 'dedup_release', ARRAY['text', 'text', 'integer']);
+SELECT has_function('public', 'dedup_lookup', ARRAY['text', 'text']);
+SELECT volatility_is('public', 'dedup_lookup', ARRAY['text', 'text'], 'stable');
+SELECT function_privs_are('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot begin records');
+
 -- the tables
 SELECT has_table('dedup', 'claims', 'dedup.claims');
-SELECT columns_are('dedup', 'claims', ARRAY['key', 'expires_at']);
+SELECT columns_are('dedup', 'claims', ARRAY['key', 'expires_at', 'record']);
 SELECT col_type_is('dedup', 'claims', 'key', 'dedup_fingerprint', 'claims are keyed by fingerprint');
 SELECT indexes_are('dedup', 'claims', ARRAY['claims_pkey'], 'one index: the unique fingerprint');
 SELECT has_table('dedup', 'scopes', 'dedup.scopes');
@@ -67,6 +85,10 @@ SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval',
                           'regress_dedup_tap_app', ARRAY[]::text[], 'granted role still cannot change scopes');
 SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'uuid', 'interval', 'boolean'],
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim uuid keys');
+SELECT function_privs_are('public', 'dedup_complete', ARRAY['text', 'text', 'integer', 'jsonb', 'integer'],
+                          'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can complete records');
+SELECT function_privs_are('public', 'dedup_cleanup_batch', ARRAY['bigint', 'integer'],
+                          'regress_dedup_tap_app', ARRAY[]::text[], 'granted role cannot run the cleanup');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,0 +1,144 @@
+-- Idempotency records: every outcome of dedup_begin, complete, release,
+-- lookup, and every wrong transition with its SQLSTATE and nothing changed.
+CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE stmt;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;
+-- make a record look as if time had passed: its lease ended a second ago
+CREATE FUNCTION pg_temp.end_lease() RETURNS void LANGUAGE sql AS $$
+  UPDATE dedup.claims
+  SET record.lease_until = clock_timestamp() - interval '1 second'
+  WHERE (record).status = 'p'
+$$;
+CREATE FUNCTION pg_temp.expire_all() RETURNS void LANGUAGE sql AS $$
+  UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 second'
+$$;
+\pset null '(null)'
+
+-- started: a processing record with a lease, attempt 1
+SELECT outcome, status, response_code, response, attempts,
+       lease_expires_at - first_seen_at BETWEEN interval '4 minutes 59 seconds' AND interval '5 minutes' AS default_lease
+FROM dedup_begin('charges', 'idem-1', request => '{"amount": 100, "currency": "eur"}');
+-- in_progress while the lease is live: another caller must not do the work
+SELECT outcome, status, attempts FROM dedup_begin('charges', 'idem-1', request => '{"currency": "eur", "amount": 100}');
+-- mismatch: the same key with another request (HTTP 422); no response leaks
+SELECT outcome, status, response FROM dedup_begin('charges', 'idem-1', request => '{"amount": 999, "currency": "eur"}');
+SELECT outcome FROM dedup_begin('charges', 'idem-1');
+-- lookup shows the record and changes nothing
+SELECT kind, status, attempts, completed_at, response_code, response,
+       request_fingerprint = dedup_fingerprint('{"amount": 100, "currency": "eur"}'::jsonb) AS request_kept,
+       expires_at - lease_expires_at BETWEEN interval '23 hours 59 minutes' AND interval '1 day' AS expires_ttl_after_lease
+FROM dedup_lookup('charges', 'idem-1');
+
+-- complete stores the response; begin then replays it
+SELECT dedup_complete('charges', 'idem-1', 201, '{"charge": "ch_1", "status": "succeeded"}', attempt => 1);
+SELECT outcome, status, response_code, response, attempts, lease_expires_at
+FROM dedup_begin('charges', 'idem-1', request => '{"amount": 100, "currency": "eur"}');
+SELECT kind, status, attempts, completed_at IS NOT NULL AS completed, response_code,
+       expires_at - completed_at BETWEEN interval '23 hours 59 minutes' AND interval '1 day' AS expires_after_ttl
+FROM dedup_lookup('charges', 'idem-1');
+-- a replay never changes the record
+SELECT outcome FROM dedup_begin('charges', 'idem-1', request => '{"amount": 100, "currency": "eur"}');
+SELECT attempts FROM dedup_lookup('charges', 'idem-1');
+
+-- error responses are stored and replayed too
+SELECT outcome FROM dedup_begin('charges', 'idem-2');
+SELECT dedup_complete('charges', 'idem-2', 402, '{"error": "card_declined"}');
+SELECT outcome, response_code, response FROM dedup_begin('charges', 'idem-2');
+
+-- release gives the key back: the next begin starts fresh (attempt 1)
+SELECT outcome, attempts FROM dedup_begin('charges', 'idem-3', lease => '10 minutes');
+SELECT dedup_release('charges', 'idem-3');
+SELECT count(*) AS released FROM dedup_lookup('charges', 'idem-3');
+SELECT outcome, attempts FROM dedup_begin('charges', 'idem-3');
+
+-- a lease that passed is taken over by the next begin: attempt + 1
+SELECT pg_temp.end_lease();
+SELECT outcome, status, attempts FROM dedup_begin('charges', 'idem-3');
+-- the old holder (attempt 1) can neither complete nor release (55006)
+SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-3', 200, '{}', attempt => 1)$$);
+SELECT pg_temp.try($$SELECT dedup_release('charges', 'idem-3', attempt => 1)$$);
+SELECT status, attempts FROM dedup_lookup('charges', 'idem-3');
+-- the new holder can
+SELECT dedup_complete('charges', 'idem-3', 200, '{"ok": true}', attempt => 2);
+SELECT outcome, response FROM dedup_begin('charges', 'idem-3');
+
+-- without an attempt, complete needs a live lease (55006 once it passed)
+SELECT outcome FROM dedup_begin('charges', 'idem-4');
+SELECT pg_temp.end_lease();
+SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-4', 200)$$);
+SELECT pg_temp.try($$SELECT dedup_release('charges', 'idem-4')$$);
+-- with its attempt, a holder whose lease passed but was not taken over may finish
+SELECT dedup_complete('charges', 'idem-4', 200, NULL, attempt => 1);
+SELECT status, response_code, response FROM dedup_lookup('charges', 'idem-4');
+
+-- wrong transitions: a clear error and nothing changed
+SELECT pg_temp.try($$SELECT dedup_complete('charges', 'never-begun', 200)$$);
+SELECT pg_temp.try($$SELECT dedup_release('charges', 'never-begun')$$);
+SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-1', 200, '{}')$$);
+SELECT pg_temp.try($$SELECT dedup_release('charges', 'idem-1')$$);
+SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-1', 200, '{}', attempt => 0)$$);
+SELECT response_code, response FROM dedup_lookup('charges', 'idem-1');
+
+-- begin and complete in one transaction: nothing visible until commit
+BEGIN;
+SELECT outcome FROM dedup_begin('orders', 'o-1', '{"sku": 7}');
+SELECT dedup_complete('orders', 'o-1', 201, '{"order": 1}');
+SELECT status FROM dedup_lookup('orders', 'o-1');
+ROLLBACK;
+SELECT count(*) AS nothing_after_rollback FROM dedup_lookup('orders', 'o-1');
+SELECT outcome FROM dedup_begin('orders', 'o-1', '{"sku": 7}');
+
+-- claims and records share one key space per scope
+SELECT dedup_claim('shared', 'k-1') AS claimed;
+SELECT outcome, status, response_code, attempts FROM dedup_begin('shared', 'k-1');
+SELECT kind, status FROM dedup_lookup('shared', 'k-1');
+SELECT pg_temp.try($$SELECT dedup_complete('shared', 'k-1', 200)$$);
+SELECT outcome FROM dedup_begin('shared', 'k-2');
+SELECT dedup_claim('shared', 'k-2') AS claim_of_processing_key;
+-- ...and other scopes do not see each other's keys
+SELECT outcome FROM dedup_begin('other', 'k-1');
+
+-- begin after expiry starts fresh: attempt 1, no old response
+SELECT pg_temp.expire_all();
+SELECT outcome, attempts, response FROM dedup_begin('charges', 'idem-1', request => '{"amount": 5}');
+SELECT count(*) AS expired_invisible FROM dedup_lookup('charges', 'idem-2');
+SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-2', 200)$$);
+
+-- a scope's lease and ttl apply
+SELECT ttl, lease FROM dedup_set_scope('short', ttl => '1 hour', lease => '30 seconds');
+SELECT lease_expires_at - first_seen_at AS lease FROM dedup_begin('short', 's-1');
+SELECT dedup_complete('short', 's-1', 204);
+SELECT expires_at - completed_at AS ttl FROM dedup_lookup('short', 's-1');
+SELECT dedup_reset_scope('short');
+
+-- bad input
+SELECT stmt, pg_temp.try(stmt) FROM (VALUES
+  ($$SELECT dedup_begin(NULL, 'k')$$),
+  ($$SELECT dedup_begin('s', NULL)$$),
+  ($$SELECT dedup_begin('', 'k')$$),
+  ($$SELECT dedup_begin('s', '')$$),
+  ($$SELECT dedup_begin('s', 'k', NULL, lease => '0')$$),
+  ($$SELECT dedup_begin('s', 'k', NULL, lease => '-5 minutes')$$),
+  ($$SELECT dedup_begin('s', 'k', '{bad json')$$),
+  ($$SELECT dedup_complete(NULL, 'k', 200)$$),
+  ($$SELECT dedup_complete('s', NULL, 200)$$),
+  ($$SELECT dedup_release('s', '')$$),
+  ($$SELECT dedup_release('s', 'k', attempt => -1)$$),
+  ($$SELECT * FROM dedup_lookup(NULL, 'k')$$),
+  ($$SELECT * FROM dedup_lookup('s', NULL)$$)) AS t(stmt);
+SELECT count(*) FILTER (WHERE (record).status IS NOT NULL) AS records,
+       count(*) FILTER (WHERE (record).status IS NULL) AS claims
+FROM dedup.claims WHERE expires_at > clock_timestamp();
+
+-- read-only transactions may look up, not begin
+BEGIN READ ONLY;
+SELECT kind, status FROM dedup_lookup('short', 's-1');
+SELECT pg_temp.try($$SELECT dedup_begin('orders', 'o-2')$$);
+ROLLBACK;
+
+TRUNCATE dedup.claims;

@@ -1,0 +1,378 @@
+/*-------------------------------------------------------------------------
+ *
+ * record.c
+ *	  Idempotency records, for work that cannot ride inside one transaction
+ *	  (the Stripe / IETF Idempotency-Key / Lambda Powertools pattern):
+ *	  dedup_begin(), dedup_complete(), dedup_release() and dedup_lookup().
+ *
+ * A record is a row of dedup.claims with a record part (store.h): it shares
+ * the key space, the expiry rule and the cleanup with plain claims, and a
+ * plain claim reads as a record that completed with its transaction.
+ *
+ *	absent or expired --begin--> processing (attempt 1, lease)
+ *	processing, lease live --begin--> in_progress (at once, never waiting)
+ *	processing, lease passed --begin--> processing (taken over: attempt + 1)
+ *	processing --complete--> complete (response stored, expires after ttl)
+ *	processing --release--> absent
+ *	complete --begin--> replay (the stored response, errors included)
+ *	any, other request fingerprint --begin--> mismatch
+ *
+ * A processing record expires (counts as absent, and the cleanup deletes
+ * it) one ttl after its lease ends.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+
+#include "store.h"
+
+/* Columns of dedup_begin_result */
+#define BEGIN_RESULT_NATTS 7
+
+/* Columns of dedup_lookup's result */
+#define LOOKUP_RESULT_NATTS 10
+
+static const char *
+record_status_name(char status)
+{
+	return status == RECORD_PROCESSING ? "processing" : "complete";
+}
+
+/* The request fingerprint argument, if any. */
+static bool
+record_request_arg(FunctionCallInfo fcinfo, int argno, DedupFingerprint *fp)
+{
+	if (PG_ARGISNULL(argno))
+		return false;
+	dedup_fingerprint_of_jsonb(PG_GETARG_JSONB_P(argno), NULL, fp);
+	return true;
+}
+
+static bool
+record_request_matches(const KeyRow *row, bool has_request, const DedupFingerprint *request)
+{
+	if (!row->has_record)
+		return true;			/* a plain claim stored no request */
+	if (row->record.has_request != has_request)
+		return false;
+	return !has_request ||
+		dedup_fingerprint_compare(&row->record.request, request) == 0;
+}
+
+/*
+ * dedup_begin(scope text, key text, request jsonb DEFAULT NULL,
+ *			   lease interval DEFAULT NULL) RETURNS dedup_begin_result
+ */
+PG_FUNCTION_INFO_V1(dedup_begin);
+Datum
+dedup_begin(PG_FUNCTION_ARGS)
+{
+	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	DedupFingerprint fp;
+	DedupFingerprint request;
+	bool		has_request;
+	Interval   *lease;
+	Interval   *ttl;
+	KeyStore	ks;
+	KeyRow		row;
+	const char *outcome;
+	bool		show_response = false;
+	TupleDesc	tupdesc;
+	Datum		values[BEGIN_RESULT_NATTS];
+	bool		nulls[BEGIN_RESULT_NATTS];
+
+	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	has_request = record_request_arg(fcinfo, 2, &request);
+	lease = dedup_interval_arg(fcinfo, 3, "lease");
+	if (lease == NULL)
+		lease = dedup_scope_lease(scope);
+	ttl = dedup_scope_ttl(scope);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	key_store_open(&ks, "dedup_begin", scope, true);
+	for (;;)
+	{
+		KeyState	state = key_store_find(&ks, &fp, KEY_BUSY_RETURN, &row);
+		bool		take;
+
+		if (state == KEY_BUSY)
+		{
+			/* being written by a transaction in progress: never wait for it */
+			outcome = "in_progress";
+			break;
+		}
+		if (state == KEY_LIVE && !record_request_matches(&row, has_request, &request))
+		{
+			key_store_unlock(&row);
+			outcome = "mismatch";
+			break;
+		}
+		if (state == KEY_LIVE &&
+			(!row.has_record || row.record.status == RECORD_COMPLETE))
+		{
+			key_store_unlock(&row);
+			outcome = "replay";
+			show_response = true;
+			break;
+		}
+		if (state == KEY_LIVE && row.record.lease_until > ks.now)
+		{
+			key_store_unlock(&row);
+			outcome = "in_progress";
+			break;
+		}
+
+		/* absent, expired, or processing with its lease passed: take it */
+		take = state == KEY_LIVE;
+		if (!take)
+		{
+			memset(&row.record, 0, sizeof(DedupRecord));
+			row.record.first_seen = ks.now;
+		}
+		row.has_record = true;
+		row.record.status = RECORD_PROCESSING;
+		row.record.attempts = take ? row.record.attempts + 1 : 1;
+		row.record.lease_until = dedup_timestamp_plus(ks.now, lease);
+		row.record.has_request = has_request;
+		if (has_request)
+			row.record.request = request;
+		row.expires_at = dedup_timestamp_plus(row.record.lease_until, ttl);
+		if (key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT))
+		{
+			outcome = "started";
+			break;
+		}
+	}
+	key_store_close(&ks);
+
+	memset(nulls, true, sizeof(nulls));
+	values[0] = CStringGetTextDatum(outcome);
+	nulls[0] = false;
+	if (row.has_record || row.state == KEY_LIVE)
+	{
+		/* status */
+		values[1] = CStringGetTextDatum(row.has_record ?
+										record_status_name(row.record.status) : "complete");
+		nulls[1] = false;
+	}
+	if (row.has_record)
+	{
+		if (show_response && row.record.has_response_code)
+		{
+			values[2] = Int32GetDatum(row.record.response_code);
+			nulls[2] = false;
+		}
+		if (show_response && row.record.response)
+		{
+			values[3] = JsonbPGetDatum(row.record.response);
+			nulls[3] = false;
+		}
+		values[4] = Int32GetDatum(row.record.attempts);
+		values[5] = TimestampTzGetDatum(row.record.lease_until);
+		values[6] = TimestampTzGetDatum(row.record.first_seen);
+		nulls[4] = nulls[5] = nulls[6] = false;
+		if (row.record.status == RECORD_COMPLETE)
+			nulls[5] = true;	/* no lease once complete */
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}
+
+/*
+ * Find the processing record that dedup_complete() or dedup_release() acts
+ * on, and check that the caller holds its lease.  Returns with the key lock
+ * held.  attempt < 0 means "not given".
+ */
+static void
+record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
+				 const char *funcname, KeyRow *row)
+{
+	const char *scope = text_to_cstring(ks->scope);
+
+	key_store_find(ks, fp, KEY_BUSY_WAIT, row);
+	if (row->state == KEY_ABSENT || row->state == KEY_EXPIRED)
+	{
+		key_store_unlock(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("key of scope \"%s\" has no idempotency record", scope),
+				 row->state == KEY_EXPIRED ?
+				 errdetail("Its record expired at %s.",
+						   timestamptz_to_str(row->expires_at)) :
+				 errdetail("It was never begun, or was released or cleaned up."),
+				 errhint("Call dedup_begin() before %s().", funcname)));
+	}
+	if (!row->has_record)
+	{
+		key_store_unlock(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("key of scope \"%s\" is not processing", scope),
+				 errdetail("It was claimed by dedup_claim(), which completes with its transaction.")));
+	}
+	if (row->record.status != RECORD_PROCESSING)
+	{
+		key_store_unlock(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("key of scope \"%s\" is not processing", scope),
+				 errdetail("Its record is already complete.")));
+	}
+	if (attempt >= 0 && attempt != row->record.attempts)
+	{
+		int32		holder = row->record.attempts;
+
+		key_store_unlock(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("lease of key of scope \"%s\" was taken over", scope),
+				 errdetail("Attempt %d holds the key now; the caller's attempt is %d.",
+						   holder, attempt),
+				 errhint("Leave the key to attempt %d; nothing was changed.", holder)));
+	}
+	if (attempt < 0 && row->record.lease_until <= ks->now)
+	{
+		TimestampTz until = row->record.lease_until;
+
+		key_store_unlock(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("lease of key of scope \"%s\" has expired", scope),
+				 errdetail("The lease ended at %s; another caller may have taken the key over.",
+						   timestamptz_to_str(until)),
+				 errhint("Pass the attempt number dedup_begin() returned to act on an expired lease that nobody took over.")));
+	}
+}
+
+static int32
+record_attempt_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int32		attempt;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return -1;
+	attempt = PG_GETARG_INT32(argno);
+	if (attempt < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("attempt must be at least 1")));
+	return attempt;
+}
+
+/*
+ * dedup_complete(scope text, key text, response_code integer,
+ *				  response jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
+ */
+PG_FUNCTION_INFO_V1(dedup_complete);
+Datum
+dedup_complete(PG_FUNCTION_ARGS)
+{
+	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	DedupFingerprint fp;
+	int32		attempt;
+	Interval   *ttl;
+	KeyStore	ks;
+	KeyRow		row;
+
+	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	attempt = record_attempt_arg(fcinfo, 4);
+	ttl = dedup_scope_ttl(scope);
+
+	key_store_open(&ks, "dedup_complete", scope, true);
+	do
+	{
+		record_find_held(&ks, &fp, attempt, "dedup_complete", &row);
+		row.record.status = RECORD_COMPLETE;
+		row.record.has_response_code = !PG_ARGISNULL(2);
+		row.record.response_code = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2);
+		row.record.response = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
+		row.record.has_completed_at = true;
+		row.record.completed_at = ks.now;
+	} while (!key_store_put(&ks, &fp, &row, dedup_timestamp_plus(ks.now, ttl),
+							&row.record, KEY_BUSY_WAIT));
+	key_store_close(&ks);
+	PG_RETURN_VOID();
+}
+
+/*
+ * dedup_release(scope text, key text, attempt integer DEFAULT NULL)
+ */
+PG_FUNCTION_INFO_V1(dedup_release);
+Datum
+dedup_release(PG_FUNCTION_ARGS)
+{
+	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	DedupFingerprint fp;
+	int32		attempt;
+	KeyStore	ks;
+	KeyRow		row;
+
+	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	attempt = record_attempt_arg(fcinfo, 2);
+
+	key_store_open(&ks, "dedup_release", scope, true);
+	do
+	{
+		record_find_held(&ks, &fp, attempt, "dedup_release", &row);
+	} while (!key_store_delete(&ks, &row));
+	key_store_close(&ks);
+	PG_RETURN_VOID();
+}
+
+/*
+ * dedup_lookup(scope text, key text) RETURNS TABLE (kind, status, attempts,
+ *		lease_expires_at, first_seen_at, completed_at, expires_at,
+ *		response_code, response, request_fingerprint)
+ *
+ * The key's live row as the statement's snapshot sees it; no row when the
+ * key is absent or expired.  Changes nothing.
+ */
+PG_FUNCTION_INFO_V1(dedup_lookup);
+Datum
+dedup_lookup(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	DedupFingerprint fp;
+	KeyStore	ks;
+	KeyRow		row;
+	Datum		values[LOOKUP_RESULT_NATTS];
+	bool		nulls[LOOKUP_RESULT_NATTS];
+
+	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	InitMaterializedSRF(fcinfo, 0);
+
+	key_store_open(&ks, "dedup_lookup", scope, false);
+	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
+	{
+		memset(nulls, true, sizeof(nulls));
+		values[0] = CStringGetTextDatum(row.has_record ? "record" : "claim");
+		values[1] = CStringGetTextDatum(row.has_record ?
+										record_status_name(row.record.status) : "complete");
+		values[6] = TimestampTzGetDatum(row.expires_at);
+		nulls[0] = nulls[1] = nulls[6] = false;
+		if (row.has_record)
+		{
+			values[2] = Int32GetDatum(row.record.attempts);
+			values[3] = TimestampTzGetDatum(row.record.lease_until);
+			values[4] = TimestampTzGetDatum(row.record.first_seen);
+			nulls[2] = nulls[4] = false;
+			nulls[3] = row.record.status != RECORD_PROCESSING;
+			values[5] = TimestampTzGetDatum(row.record.completed_at);
+			nulls[5] = !row.record.has_completed_at;
+			values[7] = Int32GetDatum(row.record.response_code);
+			nulls[7] = !row.record.has_response_code;
+			values[8] = JsonbPGetDatum(row.record.response);
+			nulls[8] = row.record.response == NULL;
+			values[9] = PointerGetDatum(&row.record.request);
+			nulls[9] = !row.record.has_request;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	key_store_close(&ks);
+	return (Datum) 0;
+}

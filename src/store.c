@@ -1,0 +1,481 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.c
+ *	  The one place that reads and writes rows of dedup.claims for callers
+ *	  (claims and idempotency records; the cleanup only deletes).
+ *
+ * A row is (key fingerprint, expires_at, record) under a unique btree on
+ * the fingerprint; record is NULL for a plain claim.  The heap and index
+ * are used directly, not through SPI: a look-up is one index probe that
+ * writes nothing; a new row is one heap insert and one index insert, no
+ * speculative-insertion record.
+ *
+ * Concurrency.  Every writer of a key first takes a short heavyweight lock
+ * on the key (an advisory-class lock tag of our own), then looks the key up
+ * with a dirty snapshot:
+ *	- a row inserted or deleted by a transaction still in progress: release
+ *	  the key lock and, by the caller's policy, wait for that transaction and
+ *	  look again, report lock_not_available at once, or return "busy";
+ *	- a committed row: live or expired by its expires_at, decided at the
+ *	  time of the call; an expired row counts as absent and is replaced;
+ *	- no row.
+ * The key lock is released as soon as the caller's row is in the index:
+ * from then on the index entry itself makes later writers wait for the
+ * caller's transaction.  The lock only closes the window between look-up
+ * and write, so no writer ever fails on a unique violation and none holds
+ * more than one key lock, however many keys it handles.  Nothing waits
+ * while holding the key lock.
+ *
+ * Under REPEATABLE READ and SERIALIZABLE, a committed row the transaction's
+ * snapshot cannot see raises serialization_failure, as INSERT ... ON
+ * CONFLICT does, because the caller could not see that transaction's other
+ * writes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/typcache.h"
+
+#include "store.h"
+
+/* Column numbers of dedup.claims */
+#define Anum_claims_key			1
+#define Anum_claims_expires_at	2
+#define Anum_claims_record		3
+#define Natts_claims			3
+
+/* Field numbers of dedup.record_state */
+#define Anum_record_status			1
+#define Anum_record_attempts		2
+#define Anum_record_lease_until		3
+#define Anum_record_request			4
+#define Anum_record_response_code	5
+#define Anum_record_response		6
+#define Anum_record_first_seen		7
+#define Anum_record_completed_at	8
+#define Natts_record				8
+
+/* locktag_field4 of our key locks; user advisory locks use 1 and 2 */
+#define STORE_LOCKTAG_CLASS		0x6464
+
+TimestampTz
+dedup_timestamp_plus(TimestampTz t, const Interval *span)
+{
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(t),
+												   IntervalPGetDatum(span)));
+}
+
+/* The equality function of the index's operator family, looked up once. */
+static RegProcedure
+store_eqproc(Relation index)
+{
+	static Oid	cached_index = InvalidOid;
+	static RegProcedure cached_proc = InvalidOid;
+
+	if (cached_index != RelationGetRelid(index))
+	{
+		Oid			eqop = get_opfamily_member(index->rd_opfamily[0],
+											   index->rd_opcintype[0],
+											   index->rd_opcintype[0],
+											   BTEqualStrategyNumber);
+
+		cached_proc = get_opcode(eqop);
+		cached_index = RelationGetRelid(index);
+	}
+	return cached_proc;
+}
+
+void
+key_store_open(KeyStore *ks, const char *funcname, const text *scope, bool for_write)
+{
+	LOCKMODE	mode = for_write ? RowExclusiveLock : AccessShareLock;
+
+	if (for_write)
+		dedup_check_writable(funcname);
+	ks->scope = scope;
+	ks->heap = table_open(dedup_relation_oid(DEDUP_REL_CLAIMS), mode);
+	ks->index = index_open(dedup_relation_oid(DEDUP_REL_CLAIMS_PKEY), mode);
+	ks->indexinfo = for_write ? BuildIndexInfo(ks->index) : NULL;
+	ks->eqproc = store_eqproc(ks->index);
+	ks->slot = table_slot_create(ks->heap, NULL);
+	InitDirtySnapshot(ks->dirty);
+	ks->scan = index_beginscan(ks->heap, ks->index, &ks->dirty, 1, 0);
+	ks->record_desc = NULL;
+	ks->now = GetCurrentTimestamp();
+}
+
+void
+key_store_close(KeyStore *ks)
+{
+	LOCKMODE	mode = ks->indexinfo ? RowExclusiveLock : AccessShareLock;
+
+	index_endscan(ks->scan);
+	ExecDropSingleTupleTableSlot(ks->slot);
+	if (ks->record_desc)
+		ReleaseTupleDesc(ks->record_desc);
+	index_close(ks->index, mode);
+	table_close(ks->heap, mode);
+}
+
+static TupleDesc
+store_record_desc(KeyStore *ks)
+{
+	if (ks->record_desc == NULL)
+		ks->record_desc = lookup_rowtype_tupdesc(TupleDescAttr(RelationGetDescr(ks->heap),
+															   Anum_claims_record - 1)->atttypid,
+												 -1);
+	return ks->record_desc;
+}
+
+static void
+store_record_read(KeyStore *ks, Datum datum, DedupRecord *rec)
+{
+	HeapTupleHeader th = DatumGetHeapTupleHeader(datum);
+	HeapTupleData tuple;
+	Datum		values[Natts_record];
+	bool		nulls[Natts_record];
+
+	tuple.t_len = HeapTupleHeaderGetDatumLength(th);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = th;
+	heap_deform_tuple(&tuple, store_record_desc(ks), values, nulls);
+
+	rec->status = DatumGetChar(values[Anum_record_status - 1]);
+	rec->attempts = DatumGetInt32(values[Anum_record_attempts - 1]);
+	rec->lease_until = DatumGetTimestampTz(values[Anum_record_lease_until - 1]);
+	rec->has_request = !nulls[Anum_record_request - 1];
+	if (rec->has_request)
+		memcpy(&rec->request, DatumGetPointer(values[Anum_record_request - 1]),
+			   sizeof(DedupFingerprint));
+	rec->has_response_code = !nulls[Anum_record_response_code - 1];
+	rec->response_code = rec->has_response_code ?
+		DatumGetInt32(values[Anum_record_response_code - 1]) : 0;
+	rec->response = nulls[Anum_record_response - 1] ? NULL :
+		DatumGetJsonbPCopy(values[Anum_record_response - 1]);
+	rec->first_seen = DatumGetTimestampTz(values[Anum_record_first_seen - 1]);
+	rec->has_completed_at = !nulls[Anum_record_completed_at - 1];
+	rec->completed_at = rec->has_completed_at ?
+		DatumGetTimestampTz(values[Anum_record_completed_at - 1]) : 0;
+}
+
+static Datum
+store_record_datum(KeyStore *ks, const DedupRecord *rec)
+{
+	Datum		values[Natts_record];
+	bool		nulls[Natts_record] = {false};
+
+	values[Anum_record_status - 1] = CharGetDatum(rec->status);
+	values[Anum_record_attempts - 1] = Int32GetDatum(rec->attempts);
+	values[Anum_record_lease_until - 1] = TimestampTzGetDatum(rec->lease_until);
+	values[Anum_record_request - 1] = PointerGetDatum(&rec->request);
+	nulls[Anum_record_request - 1] = !rec->has_request;
+	values[Anum_record_response_code - 1] = Int32GetDatum(rec->response_code);
+	nulls[Anum_record_response_code - 1] = !rec->has_response_code;
+	values[Anum_record_response - 1] = PointerGetDatum(rec->response);
+	nulls[Anum_record_response - 1] = rec->response == NULL;
+	values[Anum_record_first_seen - 1] = TimestampTzGetDatum(rec->first_seen);
+	values[Anum_record_completed_at - 1] = TimestampTzGetDatum(rec->completed_at);
+	nulls[Anum_record_completed_at - 1] = !rec->has_completed_at;
+	return HeapTupleGetDatum(heap_form_tuple(store_record_desc(ks), values, nulls));
+}
+
+void
+key_store_report_busy(KeyStore *ks, const DedupFingerprint *fp)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("key of scope \"%s\" is being claimed by another transaction",
+					text_to_cstring(ks->scope)),
+			 errdetail("The key's fingerprint is %s.", dedup_fingerprint_hex(fp)),
+			 errhint("Deliver the message again later, or claim without nowait to wait for that transaction to end.")));
+}
+
+static void
+store_report_serialization_failure(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to concurrent claim"),
+			 errdetail("The key was written by a transaction that committed after this transaction's snapshot was taken."),
+			 errhint("Retry the transaction.")));
+}
+
+/*
+ * Under SERIALIZABLE, read the key once more with the transaction's MVCC
+ * snapshot so that the index page and tuple carry predicate locks, as a
+ * SELECT of the key would.
+ */
+static void
+store_predicate_lock(KeyStore *ks, ScanKey skey)
+{
+	IndexScanDesc scan;
+
+	scan = index_beginscan(ks->heap, ks->index, GetTransactionSnapshot(), 1, 0);
+	index_rescan(scan, skey, 1, NULL, 0);
+	(void) index_getnext_slot(scan, ForwardScanDirection, ks->slot);
+	index_endscan(scan);
+	ExecClearTuple(ks->slot);
+}
+
+/* Fill row from the tuple in ks->slot. */
+static void
+store_row_from_slot(KeyStore *ks, KeyRow *row)
+{
+	bool		isnull;
+	Datum		record;
+
+	row->tid = ks->slot->tts_tid;
+	row->expires_at = DatumGetTimestampTz(slot_getattr(ks->slot, Anum_claims_expires_at,
+													   &isnull));
+	record = slot_getattr(ks->slot, Anum_claims_record, &isnull);
+	row->has_record = !isnull;
+	if (row->has_record)
+		store_record_read(ks, record, &row->record);
+}
+
+/*
+ * Lock a key and find its row.  Returns the state, also in row->state.
+ * Unless the state is KEY_BUSY, the key lock is held: release it with
+ * key_store_unlock() or by writing with key_store_put()/key_store_delete().
+ * With KEY_BUSY_RETURN, a busy row's contents are filled in when they
+ * could be read (not when another writer held the key lock).
+ */
+KeyState
+key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
+			   KeyRow *row)
+{
+	ScanKeyData skey;
+	uint32		hi;
+	uint32		lo;
+
+	memset(row, 0, sizeof(KeyRow));
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   ks->index->rd_indcollation[0], ks->eqproc,
+						   PointerGetDatum(fp));
+	memcpy(&hi, fp->bytes, sizeof(hi));
+	memcpy(&lo, fp->bytes + sizeof(hi), sizeof(lo));
+	SET_LOCKTAG_ADVISORY(row->tag, MyDatabaseId, hi, lo, STORE_LOCKTAG_CLASS);
+
+	if (IsolationIsSerializable())
+		store_predicate_lock(ks, &skey);
+
+	for (;;)
+	{
+		TransactionId xwait = InvalidTransactionId;
+		uint32		spec_token = 0;
+		bool		visible = true;
+
+		CHECK_FOR_INTERRUPTS();
+		if (LockAcquire(&row->tag, ExclusiveLock, false,
+						busy != KEY_BUSY_WAIT) == LOCKACQUIRE_NOT_AVAIL)
+		{
+			if (busy == KEY_BUSY_ERROR)
+				key_store_report_busy(ks, fp);
+			row->state = KEY_BUSY;
+			return KEY_BUSY;
+		}
+
+		row->state = KEY_ABSENT;
+		index_rescan(ks->scan, &skey, 1, NULL, 0);
+		if (index_getnext_slot(ks->scan, ForwardScanDirection, ks->slot))
+		{
+			store_row_from_slot(ks, row);
+			if (TransactionIdIsValid(ks->dirty.xmin) || TransactionIdIsValid(ks->dirty.xmax))
+			{
+				xwait = TransactionIdIsValid(ks->dirty.xmin) ? ks->dirty.xmin : ks->dirty.xmax;
+				spec_token = ks->dirty.speculativeToken;
+			}
+			else
+			{
+				row->state = row->expires_at > ks->now ? KEY_LIVE : KEY_EXPIRED;
+				if (IsolationUsesXactSnapshot())
+					visible = table_tuple_satisfies_snapshot(ks->heap, ks->slot,
+															 GetTransactionSnapshot());
+			}
+		}
+		ExecClearTuple(ks->slot);
+
+		if (TransactionIdIsValid(xwait))
+		{
+			/* another transaction is writing the key */
+			LockRelease(&row->tag, ExclusiveLock, false);
+			if (busy == KEY_BUSY_ERROR)
+				key_store_report_busy(ks, fp);
+			if (busy == KEY_BUSY_RETURN)
+			{
+				row->state = KEY_BUSY;
+				return KEY_BUSY;
+			}
+			if (spec_token)
+				SpeculativeInsertionWait(xwait, spec_token);
+			else
+				XactLockTableWait(xwait, ks->heap, &row->tid, XLTW_InsertIndexUnique);
+			continue;
+		}
+		if (!visible)
+		{
+			LockRelease(&row->tag, ExclusiveLock, false);
+			store_report_serialization_failure();
+		}
+		return row->state;
+	}
+}
+
+void
+key_store_unlock(KeyRow *row)
+{
+	Assert(row->state != KEY_BUSY);
+	LockRelease(&row->tag, ExclusiveLock, false);
+}
+
+/* Add the index entry of a heap tuple we just wrote. */
+static void
+store_index_insert(KeyStore *ks, HeapTuple tuple, const DedupFingerprint *fp,
+				   bool unchanged)
+{
+	Datum		value = PointerGetDatum(fp);
+	bool		isnull = false;
+
+	index_insert(ks->index, &value, &isnull, &tuple->t_self, ks->heap,
+				 UNIQUE_CHECK_YES, unchanged, ks->indexinfo);
+}
+
+/*
+ * After an update or delete found the row changed under us (the cleanup
+ * deleted it, or is deleting it): release the key lock and wait for that
+ * transaction if it is still running.  The caller looks the key up again.
+ */
+static void
+store_changed_under_us(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
+					   TM_Result result, TM_FailureData *tmfd, KeyBusyPolicy busy)
+{
+	LockRelease(&row->tag, ExclusiveLock, false);
+	if (result != TM_BeingModified && IsolationUsesXactSnapshot())
+		store_report_serialization_failure();
+	if (result == TM_BeingModified)
+	{
+		if (busy == KEY_BUSY_ERROR)
+			key_store_report_busy(ks, fp);
+		XactLockTableWait(tmfd->xmax, ks->heap, &row->tid, XLTW_InsertIndexUnique);
+	}
+}
+
+/*
+ * Write the key's row: insert it when the key was absent, replace the row
+ * found otherwise.  Releases the key lock.  Returns false when the row was
+ * changed under us (the caller looks the key up again).
+ */
+bool
+key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
+			  TimestampTz expires_at, const DedupRecord *record, KeyBusyPolicy busy)
+{
+	Datum		values[Natts_claims];
+	bool		nulls[Natts_claims] = {false, false, false};
+	HeapTuple	tuple;
+
+	Assert(row->state != KEY_BUSY);
+	values[Anum_claims_key - 1] = PointerGetDatum(fp);
+	values[Anum_claims_expires_at - 1] = TimestampTzGetDatum(expires_at);
+	if (record)
+		values[Anum_claims_record - 1] = store_record_datum(ks, record);
+	else
+		nulls[Anum_claims_record - 1] = true;
+	tuple = heap_form_tuple(RelationGetDescr(ks->heap), values, nulls);
+
+	if (row->state == KEY_ABSENT)
+	{
+		heap_insert(ks->heap, tuple, GetCurrentCommandId(true), 0, NULL);
+		store_index_insert(ks, tuple, fp, false);
+	}
+	else
+	{
+		TM_FailureData tmfd;
+		LockTupleMode lockmode;
+		TM_Result	result;
+
+		result = heap_update(ks->heap, &row->tid, tuple, GetCurrentCommandId(true),
+							 InvalidSnapshot, false, &tmfd, &lockmode);
+		if (result == TM_BeingModified || result == TM_Updated || result == TM_Deleted)
+		{
+			heap_freetuple(tuple);
+			store_changed_under_us(ks, fp, row, result, &tmfd, busy);
+			return false;
+		}
+		if (result != TM_Ok)
+			elog(ERROR, "unexpected heap_update status %u on a dedup key",
+				 (unsigned) result);
+		if (!HeapTupleIsHeapOnly(tuple))
+			store_index_insert(ks, tuple, fp, true);
+	}
+	heap_freetuple(tuple);
+	LockRelease(&row->tag, ExclusiveLock, false);
+	return true;
+}
+
+/*
+ * Delete the key's row found by key_store_find().  Releases the key lock.
+ * Returns false when the row was changed under us.
+ */
+bool
+key_store_delete(KeyStore *ks, KeyRow *row)
+{
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	Assert(row->state == KEY_LIVE || row->state == KEY_EXPIRED);
+	result = heap_delete(ks->heap, &row->tid, GetCurrentCommandId(true),
+						 InvalidSnapshot, false, &tmfd, false);
+	if (result == TM_BeingModified || result == TM_Updated || result == TM_Deleted)
+	{
+		store_changed_under_us(ks, NULL, row, result, &tmfd, KEY_BUSY_WAIT);
+		return false;
+	}
+	if (result != TM_Ok)
+		elog(ERROR, "unexpected heap_delete status %u on a dedup key",
+			 (unsigned) result);
+	LockRelease(&row->tag, ExclusiveLock, false);
+	return true;
+}
+
+/*
+ * Read the key's row as the active snapshot sees it, taking no lock and
+ * writing nothing (for look-ups).
+ */
+KeyState
+key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row)
+{
+	ScanKeyData skey;
+	IndexScanDesc scan;
+
+	memset(row, 0, sizeof(KeyRow));
+	row->state = KEY_ABSENT;
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   ks->index->rd_indcollation[0], ks->eqproc,
+						   PointerGetDatum(fp));
+	scan = index_beginscan(ks->heap, ks->index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	if (index_getnext_slot(scan, ForwardScanDirection, ks->slot))
+	{
+		store_row_from_slot(ks, row);
+		row->state = row->expires_at > ks->now ? KEY_LIVE : KEY_EXPIRED;
+	}
+	index_endscan(scan);
+	ExecClearTuple(ks->slot);
+	return row->state;
+}

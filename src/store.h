@@ -1,0 +1,105 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.h
+ *	  The rows of dedup.claims, as claims (claim.c) and idempotency records
+ *	  (record.c) read and write them: one key space, one expiry rule, one
+ *	  concurrency protocol (store.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DEDUP_STORE_H
+#define DEDUP_STORE_H
+
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "executor/tuptable.h"
+#include "nodes/execnodes.h"
+#include "storage/lock.h"
+#include "utils/jsonb.h"
+#include "utils/rel.h"
+#include "utils/snapshot.h"
+
+#include "dedup.h"
+
+/* Status of an idempotency record */
+#define RECORD_PROCESSING	'p'
+#define RECORD_COMPLETE		'c'
+
+/*
+ * The record part of a row (column "record" of type dedup.record_state).
+ * A plain claim has none: it is a record that completed with its
+ * transaction and stored no response.
+ */
+typedef struct DedupRecord
+{
+	char		status;			/* RECORD_PROCESSING or RECORD_COMPLETE */
+	int32		attempts;
+	TimestampTz lease_until;
+	bool		has_request;
+	DedupFingerprint request;	/* fingerprint of the request, if given */
+	bool		has_response_code;
+	int32		response_code;
+	Jsonb	   *response;		/* NULL when none */
+	TimestampTz first_seen;
+	bool		has_completed_at;
+	TimestampTz completed_at;
+} DedupRecord;
+
+/* What a look-up found. */
+typedef enum KeyState
+{
+	KEY_ABSENT,					/* no row */
+	KEY_BUSY,					/* a transaction in progress is writing it */
+	KEY_LIVE,					/* a row that has not expired */
+	KEY_EXPIRED					/* a row that has expired: counts as absent */
+} KeyState;
+
+/* What a look-up does about a transaction in progress on the key. */
+typedef enum KeyBusyPolicy
+{
+	KEY_BUSY_WAIT,				/* wait for it to end, then look again */
+	KEY_BUSY_ERROR,				/* lock_not_available (55P03) at once */
+	KEY_BUSY_RETURN				/* return KEY_BUSY at once */
+} KeyBusyPolicy;
+
+/* A key's row as found; the key lock is held unless the state is KEY_BUSY. */
+typedef struct KeyRow
+{
+	KeyState	state;
+	LOCKTAG		tag;
+	ItemPointerData tid;
+	TimestampTz expires_at;
+	bool		has_record;
+	DedupRecord record;
+} KeyRow;
+
+/* Everything one call needs to read and write keys of one scope. */
+typedef struct KeyStore
+{
+	const text *scope;			/* for messages */
+	Relation	heap;
+	Relation	index;
+	IndexInfo  *indexinfo;
+	RegProcedure eqproc;		/* fingerprint equality, for the scan key */
+	TupleTableSlot *slot;
+	SnapshotData dirty;			/* sees rows of transactions in progress */
+	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
+	TupleDesc	record_desc;	/* of dedup.record_state */
+	TimestampTz now;			/* the time of the call: expiry is decided by it */
+} KeyStore;
+
+extern void key_store_open(KeyStore *ks, const char *funcname, const text *scope,
+						   bool for_write);
+extern void key_store_close(KeyStore *ks);
+extern KeyState key_store_find(KeyStore *ks, const DedupFingerprint *fp,
+							   KeyBusyPolicy busy, KeyRow *row);
+extern void key_store_unlock(KeyRow *row);
+extern bool key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
+						  TimestampTz expires_at, const DedupRecord *record,
+						  KeyBusyPolicy busy);
+extern bool key_store_delete(KeyStore *ks, KeyRow *row);
+extern KeyState key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row);
+extern void key_store_report_busy(KeyStore *ks, const DedupFingerprint *fp);
+extern TimestampTz dedup_timestamp_plus(TimestampTz t, const Interval *span);
+
+#endif							/* DEDUP_STORE_H */
