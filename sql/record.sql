@@ -142,3 +142,13 @@ SELECT pg_temp.try($$SELECT dedup_begin('orders', 'o-2')$$);
 ROLLBACK;
 
 TRUNCATE dedup.claims;
+
+-- several writes of one key in one statement see each other
+SELECT (dedup_begin('stmt', 'k-1')).outcome AS began,
+       dedup_complete('stmt', 'k-1', 200, '{"in": "one statement"}') AS completed,
+       (dedup_begin('stmt', 'k-1')).outcome AS then;
+SELECT dedup_claim('stmt', 'k-2', ttl => '1 microsecond') AS first,
+       pg_sleep(0.001) IS NOT NULL AS slept,
+       dedup_claim('stmt', 'k-2') AS after_its_expiry;
+SELECT kind, status, response FROM dedup_lookup('stmt', 'k-1');
+TRUNCATE dedup.claims;

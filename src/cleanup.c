@@ -103,6 +103,8 @@ cleanup_claims(BlockNumber *position, int batch_size)
 	table_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(rel, RowExclusiveLock);
+	if (deleted > 0)
+		CommandCounterIncrement();	/* the rest of the statement sees the deletes */
 	return deleted;
 }
 

@@ -344,6 +344,18 @@ key_store_unlock(KeyRow *row)
 	LockRelease(&row->tag, ExclusiveLock, false);
 }
 
+/*
+ * Make a write visible to the rest of the statement, as SPI does after each
+ * command: a later write of the same key in the same statement (dedup_begin
+ * and dedup_complete in one SELECT, a claim of a key claimed a moment ago
+ * with a tiny ttl) must find the row as an ordinary earlier version.
+ */
+static void
+store_command_done(void)
+{
+	CommandCounterIncrement();
+}
+
 /* Add the index entry of a heap tuple we just wrote. */
 static void
 store_index_insert(KeyStore *ks, HeapTuple tuple, const DedupFingerprint *fp,
@@ -425,6 +437,7 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 	}
 	heap_freetuple(tuple);
 	LockRelease(&row->tag, ExclusiveLock, false);
+	store_command_done();
 	return true;
 }
 
@@ -450,6 +463,7 @@ key_store_delete(KeyStore *ks, KeyRow *row)
 		elog(ERROR, "unexpected heap_delete status %u on a dedup key",
 			 (unsigned) result);
 	LockRelease(&row->tag, ExclusiveLock, false);
+	store_command_done();
 	return true;
 }
 
