@@ -143,6 +143,12 @@ ROLLBACK;
 
 TRUNCATE dedup.claims;
 
+-- a large response is stored out of line (TOAST) and replayed whole
+SELECT outcome FROM dedup_begin('big', 'b-1');
+SELECT dedup_complete('big', 'b-1', 200, jsonb_build_object('blob', repeat('x', 2000000)));
+SELECT outcome, length(response->>'blob') AS blob_length FROM dedup_begin('big', 'b-1');
+SELECT pg_relation_size(reltoastrelid) > 0 AS toasted FROM pg_class WHERE oid = 'dedup.claims'::regclass;
+
 -- several writes of one key in one statement see each other
 SELECT (dedup_begin('stmt', 'k-1')).outcome AS began,
        dedup_complete('stmt', 'k-1', 200, '{"in": "one statement"}') AS completed,
