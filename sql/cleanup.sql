@@ -53,15 +53,7 @@ SELECT count(*) AS kept FROM dedup.claims;
 SELECT dedup_claim('cleanup', 'k-1') AS still_claimed;
 
 -- errors
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE stmt;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-SELECT stmt, pg_temp.try(stmt) FROM (VALUES
+SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT * FROM dedup_cleanup_batch(0, 0)$$),
   ($$SELECT * FROM dedup_cleanup_batch(0, -5)$$),
   ($$SELECT * FROM dedup_cleanup_batch(0, 1000001)$$),

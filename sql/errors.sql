@@ -1,14 +1,6 @@
 -- Bad input to the claim and scope functions: each case asserts the SQLSTATE
 -- and message, and that nothing was written.
 
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE stmt;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
 CREATE TEMP TABLE cases (n serial, stmt text);
 INSERT INTO cases (stmt) VALUES
   -- NULLs: null_value_not_allowed (22004)
@@ -57,7 +49,7 @@ INSERT INTO cases (stmt) VALUES
   ($$SET TRANSACTION READ ONLY; SELECT dedup_claim('s', 'k')$$);
 
 -- wrapped in a transaction per case so that SET TRANSACTION works
-SELECT n, stmt, pg_temp.try(stmt) AS result FROM cases ORDER BY n;
+SELECT n, stmt, regress_try(stmt) AS result FROM cases ORDER BY n;
 
 -- nothing was written by any of them
 SELECT count(*) AS claims FROM dedup.claims;
@@ -81,19 +73,19 @@ ROLLBACK;
 -- functions refuse to run without the extension's tables (42P01)
 BEGIN;
 ALTER TABLE dedup.claims RENAME TO claims_moved;
-SELECT pg_temp.try($$SELECT dedup_claim('s', 'k')$$);
+SELECT regress_try($$SELECT dedup_claim('s', 'k')$$);
 ROLLBACK;
 -- privileges: nothing that writes is executable by PUBLIC
 CREATE ROLE regress_dedup_nobody NOLOGIN;
 SET ROLE regress_dedup_nobody;
-SELECT pg_temp.try($$SELECT dedup_claim('s', 'k')$$);
-SELECT pg_temp.try($$SELECT * FROM dedup_claim_batch('s', ARRAY['k'])$$);
-SELECT pg_temp.try($$SELECT * FROM dedup_set_scope('s', '1h')$$);
-SELECT pg_temp.try($$SELECT dedup_reset_scope('s')$$);
-SELECT pg_temp.try($$SELECT * FROM dedup_scope('s')$$);
-SELECT pg_temp.try($$SELECT dedup_grant_usage('regress_dedup_nobody')$$);
-SELECT pg_temp.try($$SELECT count(*) FROM dedup.claims$$);
-SELECT pg_temp.try($$SELECT count(*) FROM dedup.scopes$$);
+SELECT regress_try($$SELECT dedup_claim('s', 'k')$$);
+SELECT regress_try($$SELECT * FROM dedup_claim_batch('s', ARRAY['k'])$$);
+SELECT regress_try($$SELECT * FROM dedup_set_scope('s', '1h')$$);
+SELECT regress_try($$SELECT dedup_reset_scope('s')$$);
+SELECT regress_try($$SELECT * FROM dedup_scope('s')$$);
+SELECT regress_try($$SELECT dedup_grant_usage('regress_dedup_nobody')$$);
+SELECT regress_try($$SELECT count(*) FROM dedup.claims$$);
+SELECT regress_try($$SELECT count(*) FROM dedup.scopes$$);
 -- the pure fingerprint functions are for everyone
 SELECT dedup_fingerprint('abc'::text) IS NOT NULL AS fingerprint_for_all;
 RESET ROLE;

@@ -5,18 +5,9 @@
 SELECT '00112233445566778899AABBCCDDEEFF'::dedup_fingerprint;
 SELECT '00112233445566778899aabbccddeeff'::dedup_fingerprint::text;
 
--- errors come back as SQLSTATE: message
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE stmt;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
 
 -- bad text forms are rejected with invalid_text_representation (22P02)
-SELECT stmt, pg_temp.try(stmt) FROM (VALUES
+SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT ''::dedup_fingerprint$$),
   ($$SELECT '00112233445566778899aabbccddeef'::dedup_fingerprint$$),
   ($$SELECT '00112233445566778899aabbccddeeff0'::dedup_fingerprint$$),
@@ -76,7 +67,7 @@ SELECT dedup_fingerprint('{"m": {"attempt": 1}}'::jsonb, ARRAY['attempt'])
 SELECT dedup_fingerprint('{"a": 1}'::jsonb, '{}') = dedup_fingerprint('{"a": 1}'::jsonb) AS empty_ignore;
 SELECT dedup_fingerprint('{"a": 1}'::jsonb, ARRAY[NULL]::text[]) = dedup_fingerprint('{"a": 1}'::jsonb) AS null_ignore;
 -- a two-dimensional ignore list is an error (2202E)
-SELECT pg_temp.try($$SELECT dedup_fingerprint('{"a": 1}'::jsonb, ARRAY[['a'], ['b']])$$);
+SELECT regress_try($$SELECT dedup_fingerprint('{"a": 1}'::jsonb, ARRAY[['a'], ['b']])$$);
 -- NULL in, NULL out (these are pure functions)
 SELECT dedup_fingerprint(NULL::text) IS NULL AS null_text, dedup_fingerprint(NULL::jsonb) IS NULL AS null_jsonb;
 
@@ -103,7 +94,7 @@ SELECT count(*) FROM fp_test WHERE fp < '80000000000000000000000000000000'
                                AND fp >= '00000000000000000000000000000000';
 RESET enable_seqscan;
 -- the unique index refuses a second equal fingerprint (23505)
-SELECT pg_temp.try($$INSERT INTO fp_test VALUES (dedup_fingerprint('1'::text), 0)$$);
+SELECT regress_try($$INSERT INTO fp_test VALUES (dedup_fingerprint('1'::text), 0)$$);
 -- hash aggregation and hash joins use the hash opclass
 SET enable_sort = off;
 SELECT count(DISTINCT fp) FROM (SELECT fp FROM fp_test UNION ALL SELECT fp FROM fp_test) s;

@@ -1,13 +1,5 @@
 -- Idempotency records: every outcome of dedup_begin, complete, release,
 -- lookup, and every wrong transition with its SQLSTATE and nothing changed.
-CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE stmt;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
 -- make a record look as if time had passed: its lease ended a second ago
 CREATE FUNCTION pg_temp.end_lease() RETURNS void LANGUAGE sql AS $$
   UPDATE dedup.claims
@@ -60,8 +52,8 @@ SELECT outcome, attempts FROM dedup_begin('charges', 'idem-3');
 SELECT pg_temp.end_lease();
 SELECT outcome, status, attempts FROM dedup_begin('charges', 'idem-3');
 -- the old holder (attempt 1) can neither complete nor release (55006)
-SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-3', 200, '{}', attempt => 1)$$);
-SELECT pg_temp.try($$SELECT dedup_release('charges', 'idem-3', attempt => 1)$$);
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-3', 200, '{}', attempt => 1)$$);
+SELECT regress_try($$SELECT dedup_release('charges', 'idem-3', attempt => 1)$$);
 SELECT status, attempts FROM dedup_lookup('charges', 'idem-3');
 -- the new holder can
 SELECT dedup_complete('charges', 'idem-3', 200, '{"ok": true}', attempt => 2);
@@ -70,18 +62,18 @@ SELECT outcome, response FROM dedup_begin('charges', 'idem-3');
 -- without an attempt, complete needs a live lease (55006 once it passed)
 SELECT outcome FROM dedup_begin('charges', 'idem-4');
 SELECT pg_temp.end_lease();
-SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-4', 200)$$);
-SELECT pg_temp.try($$SELECT dedup_release('charges', 'idem-4')$$);
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-4', 200)$$);
+SELECT regress_try($$SELECT dedup_release('charges', 'idem-4')$$);
 -- with its attempt, a holder whose lease passed but was not taken over may finish
 SELECT dedup_complete('charges', 'idem-4', 200, NULL, attempt => 1);
 SELECT status, response_code, response FROM dedup_lookup('charges', 'idem-4');
 
 -- wrong transitions: a clear error and nothing changed
-SELECT pg_temp.try($$SELECT dedup_complete('charges', 'never-begun', 200)$$);
-SELECT pg_temp.try($$SELECT dedup_release('charges', 'never-begun')$$);
-SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-1', 200, '{}')$$);
-SELECT pg_temp.try($$SELECT dedup_release('charges', 'idem-1')$$);
-SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-1', 200, '{}', attempt => 0)$$);
+SELECT regress_try($$SELECT dedup_complete('charges', 'never-begun', 200)$$);
+SELECT regress_try($$SELECT dedup_release('charges', 'never-begun')$$);
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-1', 200, '{}')$$);
+SELECT regress_try($$SELECT dedup_release('charges', 'idem-1')$$);
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-1', 200, '{}', attempt => 0)$$);
 SELECT response_code, response FROM dedup_lookup('charges', 'idem-1');
 
 -- begin and complete in one transaction: nothing visible until commit
@@ -97,7 +89,7 @@ SELECT outcome FROM dedup_begin('orders', 'o-1', '{"sku": 7}');
 SELECT dedup_claim('shared', 'k-1') AS claimed;
 SELECT outcome, status, response_code, attempts FROM dedup_begin('shared', 'k-1');
 SELECT kind, status FROM dedup_lookup('shared', 'k-1');
-SELECT pg_temp.try($$SELECT dedup_complete('shared', 'k-1', 200)$$);
+SELECT regress_try($$SELECT dedup_complete('shared', 'k-1', 200)$$);
 SELECT outcome FROM dedup_begin('shared', 'k-2');
 SELECT dedup_claim('shared', 'k-2') AS claim_of_processing_key;
 -- ...and other scopes do not see each other's keys
@@ -107,7 +99,7 @@ SELECT outcome FROM dedup_begin('other', 'k-1');
 SELECT pg_temp.expire_all();
 SELECT outcome, attempts, response FROM dedup_begin('charges', 'idem-1', request => '{"amount": 5}');
 SELECT count(*) AS expired_invisible FROM dedup_lookup('charges', 'idem-2');
-SELECT pg_temp.try($$SELECT dedup_complete('charges', 'idem-2', 200)$$);
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-2', 200)$$);
 
 -- a scope's lease and ttl apply
 SELECT ttl, lease FROM dedup_set_scope('short', ttl => '1 hour', lease => '30 seconds');
@@ -117,7 +109,7 @@ SELECT expires_at - completed_at AS ttl FROM dedup_lookup('short', 's-1');
 SELECT dedup_reset_scope('short');
 
 -- bad input
-SELECT stmt, pg_temp.try(stmt) FROM (VALUES
+SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_begin(NULL, 'k')$$),
   ($$SELECT dedup_begin('s', NULL)$$),
   ($$SELECT dedup_begin('', 'k')$$),
@@ -138,7 +130,7 @@ FROM dedup.claims WHERE expires_at > clock_timestamp();
 -- read-only transactions may look up, not begin
 BEGIN READ ONLY;
 SELECT kind, status FROM dedup_lookup('short', 's-1');
-SELECT pg_temp.try($$SELECT dedup_begin('orders', 'o-2')$$);
+SELECT regress_try($$SELECT dedup_begin('orders', 'o-2')$$);
 ROLLBACK;
 
 TRUNCATE dedup.claims;

@@ -55,7 +55,7 @@ claim_ttl(FunctionCallInfo fcinfo, int argno, const text *scope)
 {
 	Interval   *ttl = dedup_interval_arg(fcinfo, argno, "ttl");
 
-	return ttl ? ttl : dedup_scope_ttl(scope);
+	return ttl ? ttl : dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
 }
 
 static bool

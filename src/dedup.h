@@ -95,8 +95,14 @@ dedup_fingerprint_compare(const DedupFingerprint *a, const DedupFingerprint *b)
 	return 0;
 }
 
-/* scope.c: per-scope settings with GUC defaults */
-extern Interval *dedup_scope_ttl(const text *scope);
-extern Interval *dedup_scope_lease(const text *scope);
+/* scope.c: per-scope settings with GUC defaults, in the column order */
+typedef enum DedupScopeSetting
+{
+	DEDUP_SCOPE_TTL,
+	DEDUP_SCOPE_LEASE,
+	DEDUP_SCOPE_RETENTION
+} DedupScopeSetting;
+
+extern Interval *dedup_scope_setting(const text *scope, DedupScopeSetting which);
 
 #endif							/* DEDUP_H */

@@ -89,8 +89,8 @@ dedup_begin(PG_FUNCTION_ARGS)
 	has_request = record_request_arg(fcinfo, 2, &request);
 	lease = dedup_interval_arg(fcinfo, 3, "lease");
 	if (lease == NULL)
-		lease = dedup_scope_lease(scope);
-	ttl = dedup_scope_ttl(scope);
+		lease = dedup_scope_setting(scope, DEDUP_SCOPE_LEASE);
+	ttl = dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -280,7 +280,7 @@ dedup_complete(PG_FUNCTION_ARGS)
 
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	attempt = record_attempt_arg(fcinfo, 4);
-	ttl = dedup_scope_ttl(scope);
+	ttl = dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
 
 	key_store_open(&ks, "dedup_complete", scope, true);
 	do

@@ -38,7 +38,7 @@
 #define Anum_scopes_retention	4
 #define SCOPE_NSETTINGS			3
 
-/* A scope's settings in the order of the columns ttl, lease, retention. */
+/* A scope's settings, indexed by DedupScopeSetting (the column order). */
 typedef struct ScopeSettings
 {
 	Interval	value[SCOPE_NSETTINGS];
@@ -196,30 +196,17 @@ scope_read(const text *scope, ScopeSettings *settings)
 }
 
 /*
- * The dedup window of a scope.
+ * One setting of a scope: its own where its row sets it, the GUC default
+ * otherwise.
  */
 Interval *
-dedup_scope_ttl(const text *scope)
+dedup_scope_setting(const text *scope, DedupScopeSetting which)
 {
 	ScopeSettings settings;
 	Interval   *result = palloc(sizeof(Interval));
 
 	scope_read(scope, &settings);
-	memcpy(result, &settings.value[0], sizeof(Interval));
-	return result;
-}
-
-/*
- * The processing lease of a scope's idempotency records.
- */
-Interval *
-dedup_scope_lease(const text *scope)
-{
-	ScopeSettings settings;
-	Interval   *result = palloc(sizeof(Interval));
-
-	scope_read(scope, &settings);
-	memcpy(result, &settings.value[1], sizeof(Interval));
+	memcpy(result, &settings.value[which], sizeof(Interval));
 	return result;
 }
 
