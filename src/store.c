@@ -117,6 +117,7 @@ key_store_open(KeyStore *ks, const char *funcname, const text *scope, bool for_w
 	ks->scan = index_beginscan(ks->heap, ks->index, &ks->dirty, 1, 0);
 	ks->record_desc = NULL;
 	ks->now = GetCurrentTimestamp();
+	ks->wrote = false;
 }
 
 void
@@ -130,6 +131,16 @@ key_store_close(KeyStore *ks)
 		ReleaseTupleDesc(ks->record_desc);
 	index_close(ks->index, mode);
 	table_close(ks->heap, mode);
+
+	/*
+	 * Make the writes visible to the rest of the statement, as SPI does after
+	 * each command: a later write of the same key in the same statement
+	 * (dedup_begin and dedup_complete in one SELECT, a claim of a key claimed
+	 * a moment ago with a tiny ttl) must find the row as an earlier version.
+	 * Within one call, every key is written at most once.
+	 */
+	if (ks->wrote)
+		CommandCounterIncrement();
 }
 
 static TupleDesc
@@ -344,18 +355,6 @@ key_store_unlock(KeyRow *row)
 	LockRelease(&row->tag, ExclusiveLock, false);
 }
 
-/*
- * Make a write visible to the rest of the statement, as SPI does after each
- * command: a later write of the same key in the same statement (dedup_begin
- * and dedup_complete in one SELECT, a claim of a key claimed a moment ago
- * with a tiny ttl) must find the row as an ordinary earlier version.
- */
-static void
-store_command_done(void)
-{
-	CommandCounterIncrement();
-}
-
 /* Add the index entry of a heap tuple we just wrote. */
 static void
 store_index_insert(KeyStore *ks, HeapTuple tuple, const DedupFingerprint *fp,
@@ -437,7 +436,7 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 	}
 	heap_freetuple(tuple);
 	LockRelease(&row->tag, ExclusiveLock, false);
-	store_command_done();
+	ks->wrote = true;
 	return true;
 }
 
@@ -463,7 +462,7 @@ key_store_delete(KeyStore *ks, KeyRow *row)
 		elog(ERROR, "unexpected heap_delete status %u on a dedup key",
 			 (unsigned) result);
 	LockRelease(&row->tag, ExclusiveLock, false);
-	store_command_done();
+	ks->wrote = true;
 	return true;
 }
 

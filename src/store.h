@@ -86,6 +86,7 @@ typedef struct KeyStore
 	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
 	TupleDesc	record_desc;	/* of dedup.record_state */
 	TimestampTz now;			/* the time of the call: expiry is decided by it */
+	bool		wrote;			/* a row was written or deleted */
 } KeyStore;
 
 extern void key_store_open(KeyStore *ks, const char *funcname, const text *scope,
