@@ -150,8 +150,11 @@ dedup_check_writable(const char *funcname)
 				 errmsg("cannot execute %s() during recovery", funcname),
 				 errdetail("This server is a hot standby; dedup writes only on the primary."),
 				 errhint("Connect to the primary server.")));
-	PreventCommandIfReadOnly(psprintf("%s()", funcname));
-	PreventCommandIfParallelMode(psprintf("%s()", funcname));
+	/* format the command name only when it is needed: this runs per claim */
+	if (XactReadOnly)
+		PreventCommandIfReadOnly(psprintf("%s()", funcname));
+	if (IsInParallelMode())
+		PreventCommandIfParallelMode(psprintf("%s()", funcname));
 }
 
 /*
