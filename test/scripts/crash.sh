@@ -35,7 +35,8 @@ for round in 1 2; do
 	# wait for the postmaster to be gone (or a zombie nobody reaps) and for
 	# the backends, which notice its death, to exit
 	for _ in $(seq 1 100); do
-		case "$(ps -o stat= -p "$pid" 2>/dev/null)" in ""|Z*) break ;; esac
+		state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+		case "$state" in ""|Z) break ;; esac
 		sleep 0.1
 	done
 	wait "$load" 2>/dev/null || true
