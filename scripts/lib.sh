@@ -74,3 +74,18 @@ server_start() {
 server_stop() {
 	as_server "$PG_BINDIR/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
 }
+
+# test_server NAME PORT_OFFSET [extra postgresql.conf lines...]
+# For scripted tests: a server of their own in a new temporary directory, on
+# the test port plus PORT_OFFSET, stopped and removed when the script exits
+# (kept when KEEP is set), with PGHOST/PGPORT/PGUSER/PGDATABASE pointing at
+# it.  Sets dir and port.
+test_server() {
+	local name=$1 offset=$2
+	shift 2
+	dir=$(mktemp -d "/tmp/dedup-$name.XXXXXX")
+	port=$(( ${DEDUP_TEST_PORT:-54391} + offset ))
+	trap 'server_stop "$dir"; [ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
+	server_start "$dir" "$port" "$@"
+	export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+}

@@ -9,11 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-dir=$(mktemp -d /tmp/dedup-crash.XXXXXX)
-port=$(( ${DEDUP_TEST_PORT:-54391} + 11 ))
-trap 'server_stop "$dir"; [ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
-server_start "$dir" "$port" "restart_after_crash = off"
-export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+test_server crash 11 "restart_after_crash = off"
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
 q -c "CREATE EXTENSION dedup" -c "CREATE EXTENSION amcheck" \

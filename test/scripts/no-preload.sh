@@ -5,11 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-dir=$(mktemp -d /tmp/dedup-nopreload.XXXXXX)
-port=$(( ${DEDUP_TEST_PORT:-54391} + 10 ))
-trap 'server_stop "$dir"; rm -rf "$dir"' EXIT
-server_start "$dir" "$port" "shared_preload_libraries = ''"
-export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
+test_server nopreload 10 "shared_preload_libraries = ''"
 
 got=$(psql -X -q -At -v ON_ERROR_STOP=1 <<'SQL'
 SHOW shared_preload_libraries;
