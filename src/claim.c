@@ -16,7 +16,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/uuid.h"
 
 #include "store.h"
 

@@ -189,7 +189,7 @@ dedup_scope_arg(FunctionCallInfo fcinfo, int argno)
  * A ttl, lease or retention must be positive and at most 100 years.  Months
  * count as 30 days and days as 24 hours for this check only.
  */
-void
+static void
 dedup_check_interval(const Interval *value, const char *what)
 {
 	double		days = value->month * (double) DAYS_PER_MONTH + value->day +

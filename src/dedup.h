@@ -62,11 +62,8 @@ extern void dedup_check_writable(const char *funcname);
 extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno);
 extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,
 									const char *what);
-extern void dedup_check_interval(const Interval *value, const char *what);
 
 /* fingerprint.c: the one place that fingerprints anything */
-extern void dedup_fingerprint_key(const text *scope, const void *key,
-								  Size keylen, DedupFingerprint *result);
 extern void dedup_key_datum(Datum key, int16 typlen, const text *scope,
 							DedupFingerprint *result);
 extern void dedup_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope,

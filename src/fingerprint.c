@@ -86,9 +86,8 @@ fp_hasher_finish(FpHasher *h, DedupFingerprint *result)
  * The stored fingerprint of a key within a scope.  The scope is
  * length-prefixed, so no (scope, key) pair can be spelled as another.
  */
-void
-dedup_fingerprint_key(const text *scope, const void *key, Size keylen,
-					  DedupFingerprint *result)
+static void
+fp_of_key(const text *scope, const void *key, Size keylen, DedupFingerprint *result)
 {
 	FpHasher	h;
 
@@ -113,12 +112,12 @@ dedup_key_datum(Datum key, int16 typlen, const text *scope, DedupFingerprint *re
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("key must not be empty")));
-		dedup_fingerprint_key(scope, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v), result);
+		fp_of_key(scope, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v), result);
 	}
 	else
 	{
 		Assert(typlen == UUID_LEN && typlen == DEDUP_FINGERPRINT_LEN);
-		dedup_fingerprint_key(scope, DatumGetPointer(key), typlen, result);
+		fp_of_key(scope, DatumGetPointer(key), typlen, result);
 	}
 }
 

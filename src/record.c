@@ -191,15 +191,14 @@ static void
 record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 				 const char *funcname, KeyRow *row)
 {
-	const char *scope = text_to_cstring(ks->scope);
-
 	key_store_find(ks, fp, KEY_BUSY_WAIT, row);
 	if (row->state == KEY_ABSENT || row->state == KEY_EXPIRED)
 	{
 		key_store_unlock(row);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("key of scope \"%s\" has no idempotency record", scope),
+				 errmsg("key of scope \"%s\" has no idempotency record",
+						text_to_cstring(ks->scope)),
 				 row->state == KEY_EXPIRED ?
 				 errdetail("Its record expired at %s.",
 						   timestamptz_to_str(row->expires_at)) :
@@ -211,7 +210,8 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 		key_store_unlock(row);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("key of scope \"%s\" is not processing", scope),
+				 errmsg("key of scope \"%s\" is not processing",
+						text_to_cstring(ks->scope)),
 				 errdetail("It was claimed by dedup_claim(), which completes with its transaction.")));
 	}
 	if (row->record.status != RECORD_PROCESSING)
@@ -219,7 +219,8 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 		key_store_unlock(row);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("key of scope \"%s\" is not processing", scope),
+				 errmsg("key of scope \"%s\" is not processing",
+						text_to_cstring(ks->scope)),
 				 errdetail("Its record is already complete.")));
 	}
 	if (attempt >= 0 && attempt != row->record.attempts)
@@ -229,7 +230,8 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 		key_store_unlock(row);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("lease of key of scope \"%s\" was taken over", scope),
+				 errmsg("lease of key of scope \"%s\" was taken over",
+						text_to_cstring(ks->scope)),
 				 errdetail("Attempt %d holds the key now; the caller's attempt is %d.",
 						   holder, attempt),
 				 errhint("Leave the key to attempt %d; nothing was changed.", holder)));
@@ -241,7 +243,8 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 		key_store_unlock(row);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("lease of key of scope \"%s\" has expired", scope),
+				 errmsg("lease of key of scope \"%s\" has expired",
+						text_to_cstring(ks->scope)),
 				 errdetail("The lease ended at %s; another caller may have taken the key over.",
 						   timestamptz_to_str(until)),
 				 errhint("Pass the attempt number dedup_begin() returned to act on an expired lease that nobody took over.")));

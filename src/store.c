@@ -206,7 +206,7 @@ store_record_datum(KeyStore *ks, const DedupRecord *rec)
 	return HeapTupleGetDatum(heap_form_tuple(store_record_desc(ks), values, nulls));
 }
 
-void
+static void
 key_store_report_busy(KeyStore *ks, const DedupFingerprint *fp)
 {
 	ereport(ERROR,

@@ -100,7 +100,6 @@ extern bool key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 						  KeyBusyPolicy busy);
 extern bool key_store_delete(KeyStore *ks, KeyRow *row);
 extern KeyState key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row);
-extern void key_store_report_busy(KeyStore *ks, const DedupFingerprint *fp);
 extern TimestampTz dedup_timestamp_plus(TimestampTz t, const Interval *span);
 
 #endif							/* DEDUP_STORE_H */
