@@ -11,7 +11,9 @@ OBJS = \
 	src/store.o \
 	src/claim.o \
 	src/record.o \
-	src/cleanup.o
+	src/cleanup.o \
+	src/stats.o \
+	src/worker.o
 
 EXTENSION = dedup
 DATA = sql/dedup--1.0.sql

@@ -89,3 +89,36 @@ test_server() {
 	server_start "$dir" "$port" "$@"
 	export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 }
+
+# wait_for SQL WANT [SECONDS]: for scripted tests, run SQL every 0.1 s until
+# it prints WANT; fail, saying what it printed last, after SECONDS (30).
+wait_for() {
+	local sql=$1 want=$2 limit=${3:-30} got=
+	local deadline=$((SECONDS + ${3:-30}))
+	while :; do
+		got=$(psql -X -q -At -c "$sql" 2>&1)
+		[ "$got" = "$want" ] && return 0
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "after ${limit}s, [$sql] printed [$got], not [$want]"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# pid_gone_within PID SECONDS: whether process PID exits within SECONDS
+# (a decimal), polling /proc every 20 ms; prints how long it took.
+pid_gone_within() {
+	local pid=$1 limit=$2 start now
+	start=$(date +%s.%N)
+	while [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; do
+		now=$(date +%s.%N)
+		if awk -v a="$start" -v b="$now" -v l="$limit" 'BEGIN { exit !(b - a > l) }'; then
+			echo "pid $pid still there after ${limit}s"
+			return 1
+		fi
+		sleep 0.02
+	done
+	now=$(date +%s.%N)
+	awk -v a="$start" -v b="$now" 'BEGIN { printf "gone after %.3fs\n", b - a }'
+}

@@ -12,7 +12,7 @@ CREATE TEMP TABLE live_before AS
   SELECT key FROM dedup.claims WHERE expires_at > clock_timestamp();
 
 -- one batch of at most 50 rows: deletes 50, says where to go on
-SELECT deleted, next_block IS NOT NULL AS more FROM dedup_cleanup_batch(0, 50);
+SELECT deleted, next_position IS NOT NULL AS more FROM dedup_cleanup_batch(0, 50);
 SELECT count(*) AS expired_left FROM dedup.claims WHERE expires_at <= clock_timestamp();
 
 -- the procedure finishes the pass, a committed batch at a time
@@ -35,7 +35,7 @@ CALL dedup_cleanup();
 RESET dedup.cleanup_batch_size;
 RESET dedup.cleanup_pause;
 -- an empty stretch or past the end: nothing deleted, pass complete
-SELECT deleted, next_block FROM dedup_cleanup_batch(1000000, 10);
+SELECT deleted, next_position FROM dedup_cleanup_batch(1000000, 10);
 
 -- a batch rolled back deletes nothing
 UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute';

@@ -315,11 +315,11 @@ COMMENT ON FUNCTION @extschema@.dedup_lookup(text, text) IS
 -- Cleanup of what has expired
 -------------------------------------------------------------------------
 CREATE FUNCTION @extschema@.dedup_cleanup_batch(
-    start_block bigint DEFAULT 0, batch_size integer DEFAULT NULL,
-    OUT deleted bigint, OUT next_block bigint)
+    "position" bigint DEFAULT 0, batch_size integer DEFAULT NULL,
+    OUT deleted bigint, OUT next_position bigint)
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_cleanup_batch(bigint, integer) IS
-    'one batch of cleanup in the current transaction: deletes up to batch_size expired rows from start_block on; next_block is NULL at the end of the pass';
+    'one batch of cleanup in the current transaction: deletes up to batch_size expired rows from position on (0 starts a pass); next_position is where the next batch starts, NULL at the end of the pass';
 
 -- A whole pass, one committed batch at a time, with dedup.cleanup_pause
 -- between batches.  No SECURITY DEFINER and no SET clause, which would
@@ -335,7 +335,7 @@ DECLARE
 BEGIN
     deleted := 0;
     LOOP
-        SELECT b.deleted, b.next_block INTO n, pos
+        SELECT b.deleted, b.next_position INTO n, pos
         FROM @extschema@.dedup_cleanup_batch(pos, batch_size) AS b;
         deleted := deleted OPERATOR(pg_catalog.+) n;
         COMMIT;
@@ -350,6 +350,23 @@ END
 $$;
 COMMENT ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) IS
     'delete everything that has expired, committing after each batch; returns the number of rows deleted';
+
+-- The cleanup's figures, kept in shared memory when dedup is preloaded:
+-- one row per kind of row, for the current database or for all.
+CREATE FUNCTION @extschema@.dedup_cleanup_stats(all_databases boolean DEFAULT false,
+    OUT datname name, OUT kind text, OUT rows_deleted bigint,
+    OUT rows_deleted_last_pass bigint, OUT last_pass_started_at timestamptz,
+    OUT last_pass_duration interval, OUT batches bigint, OUT errors bigint,
+    OUT cleanup_lag interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) IS
+    'cleanup figures per kind since the server started: of this database, or of every database with all_databases';
+
+CREATE VIEW @extschema@.dedup_cleanup_stats AS
+    SELECT * FROM @extschema@.dedup_cleanup_stats(true);
+COMMENT ON VIEW @extschema@.dedup_cleanup_stats IS
+    'cleanup figures per database and kind since the server started (needs dedup in shared_preload_libraries)';
 
 -------------------------------------------------------------------------
 -- Privileges: the functions that read or write claims and settings are
@@ -374,6 +391,11 @@ REVOKE ALL ON FUNCTION
     @extschema@.dedup_lookup(text, text)
 FROM PUBLIC;
 REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
+-- Figures are for monitoring roles, as pg_stat_statements' are.
+REVOKE ALL ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) FROM PUBLIC;
+REVOKE ALL ON @extschema@.dedup_cleanup_stats FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) TO pg_monitor;
+GRANT SELECT ON @extschema@.dedup_cleanup_stats TO pg_monitor;
 
 -- What an application role needs to claim keys and read scope settings.
 CREATE FUNCTION @extschema@.dedup_grant_usage(role regrole)

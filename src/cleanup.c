@@ -1,11 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * cleanup.c
- *	  The one place that deletes what has expired: dedup_cleanup_batch()
- *	  deletes the expired claims of one stretch of dedup.claims and says
- *	  where the next stretch starts.  The procedure dedup_cleanup() (install
- *	  script) walks the whole table a batch at a time, committing after
- *	  each batch.
+ *	  The one place that knows what expires and deletes it: a cleanup pass
+ *	  is a sequence of batches, each in its own transaction, and
+ *	  dedup_cleanup_run_batch() runs one of them.  The background worker
+ *	  (worker.c), the SQL function dedup_cleanup_batch() and the procedure
+ *	  dedup_cleanup() (install script, for pg_cron) all run passes through it.
+ *
+ * Kinds of rows: claims and idempotency records, both in dedup.claims.  A
+ * processing record expires when its lease has passed by the scope's ttl
+ * (store.c sets expires_at so), so abandoned records go the same way.
  *
  * dedup.claims has no index on expires_at: every claim would pay for one.
  * Instead a cleanup pass reads the heap in block order with a TID range
@@ -13,10 +17,11 @@
  * expired.  Deletes touch no index (vacuum removes the index entries), so
  * a batch is sequential heap work only.
  *
- * A row is deleted only in the version this batch saw expired: when a
- * claimer has replaced it meanwhile (or is replacing it now), heap_delete
- * reports the row updated or being modified and the batch leaves it alone.
- * A batch never waits for another transaction.
+ * A row is deleted only in the version this batch saw expired, by the
+ * clock of the batch: when a claimer has replaced it meanwhile (or is
+ * replacing it now), heap_delete reports the row updated or being modified
+ * and the batch leaves it alone.  A batch never waits for another
+ * transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,20 +39,23 @@
 #include "utils/snapmgr.h"
 
 #include "dedup.h"
+#include "cleanup.h"
 
-/* Column number of expires_at in dedup.claims */
+/* Column numbers in dedup.claims */
 #define Anum_claims_expires_at	2
+#define Anum_claims_record		3
 
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
 
 /*
- * Delete up to batch_size expired claims, reading dedup.claims from block
- * *position on.  Sets *position to where the next batch starts, or to
- * InvalidBlockNumber when this batch reached the end of the table.
+ * Delete up to batch_size expired claims and records, reading dedup.claims
+ * from block *position on, and count them by kind in deleted[].  Sets
+ * *position to where the next batch starts, or to InvalidBlockNumber when
+ * this batch reached the end of the table.
  */
 static int64
-cleanup_claims(BlockNumber *position, int batch_size)
+cleanup_claims(BlockNumber *position, int batch_size, int64 deleted_by_kind[DEDUP_NUM_KINDS])
 {
 	Relation	rel = table_open(dedup_relation_oid(DEDUP_REL_CLAIMS), RowExclusiveLock);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
@@ -88,7 +96,11 @@ cleanup_claims(BlockNumber *position, int batch_size)
 			continue;
 		tid = slot->tts_tid;
 		if (heap_delete(rel, &tid, cid, InvalidSnapshot, false, &tmfd, false) == TM_Ok)
+		{
 			deleted++;
+			deleted_by_kind[slot_attisnull(slot, Anum_claims_record) ?
+							DEDUP_KIND_CLAIM : DEDUP_KIND_RECORD]++;
+		}
 		/* else: re-claimed, being re-claimed, or deleted by another cleanup */
 
 		if (deleted >= batch_size)
@@ -109,28 +121,53 @@ cleanup_claims(BlockNumber *position, int batch_size)
 }
 
 /*
- * dedup_cleanup_batch(start_block bigint DEFAULT 0, batch_size integer DEFAULT NULL,
- *					   OUT deleted bigint, OUT next_block bigint)
+ * One batch of a cleanup pass, in the current transaction: deletes up to
+ * batch_size expired rows from *position on, counts them in the figures
+ * (stats.c) and sets *position to where the next batch starts, or to
+ * DEDUP_CLEANUP_DONE.  A position holds the block number of dedup.claims
+ * where the batch starts; the high 32 bits are zero, left for kinds kept
+ * in other tables.
+ */
+int64
+dedup_cleanup_run_batch(int64 *position, int batch_size)
+{
+	int64		deleted_by_kind[DEDUP_NUM_KINDS] = {0};
+	bool		pass_start = (*position == 0);
+	BlockNumber block;
+	int64		deleted;
+
+	Assert(*position >= 0 && *position <= (int64) MaxBlockNumber);
+	block = (BlockNumber) *position;
+	dedup_stats_begin_batch(pass_start);
+	deleted = cleanup_claims(&block, batch_size, deleted_by_kind);
+	*position = (block == InvalidBlockNumber) ? DEDUP_CLEANUP_DONE : (int64) block;
+	dedup_stats_end_batch(*position == DEDUP_CLEANUP_DONE, deleted_by_kind);
+	return deleted;
+}
+
+/*
+ * dedup_cleanup_batch(position bigint DEFAULT 0, batch_size integer DEFAULT NULL,
+ *					   OUT deleted bigint, OUT next_position bigint)
  *
- * One batch of cleanup in the caller's transaction.  next_block is NULL
+ * One batch of cleanup in the caller's transaction.  next_position is NULL
  * when the pass is complete; a NULL batch_size means dedup.cleanup_batch_size.
  */
 PG_FUNCTION_INFO_V1(dedup_cleanup_batch);
 Datum
 dedup_cleanup_batch(PG_FUNCTION_ARGS)
 {
-	int64		start_block = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0);
+	int64		position = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0);
 	int32		batch_size;
-	BlockNumber block;
 	int64		deleted;
 	TupleDesc	tupdesc;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
-	if (start_block < 0 || start_block > (int64) MaxBlockNumber)
+	if (position < 0 || position > (int64) MaxBlockNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("start_block must be between 0 and %u", MaxBlockNumber)));
+				 errmsg("position must be between 0 and %u", MaxBlockNumber),
+				 errhint("Start a pass at 0 and pass back the next_position each batch returns.")));
 	batch_size = PG_ARGISNULL(1) ? dedup_cleanup_batch_size : PG_GETARG_INT32(1);
 	if (batch_size < 1 || batch_size > DEDUP_MAX_CLEANUP_BATCH)
 		ereport(ERROR,
@@ -141,12 +178,11 @@ dedup_cleanup_batch(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	block = (BlockNumber) start_block;
-	deleted = cleanup_claims(&block, batch_size);
+	deleted = dedup_cleanup_run_batch(&position, batch_size);
 	values[0] = Int64GetDatum(deleted);
-	if (block == InvalidBlockNumber)
+	if (position == DEDUP_CLEANUP_DONE)
 		nulls[1] = true;
 	else
-		values[1] = Int64GetDatum((int64) block);
+		values[1] = Int64GetDatum(position);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

@@ -2,11 +2,13 @@
  *
  * dedup.c
  *	  Module entry point of the dedup extension: the GUCs under the reserved
- *	  "dedup." prefix, the lookup of the extension's own tables, and the
- *	  argument checks shared by every public function.
+ *	  "dedup." prefix, the shared-memory hooks and the cleanup launcher when
+ *	  preloaded, the lookup of the extension's own tables, and the argument
+ *	  checks shared by every public function.
  *
  * The library works both loaded on demand by CREATE EXTENSION and loaded
- * through shared_preload_libraries; nothing here needs shared memory.
+ * through shared_preload_libraries; only the cleanup worker and its
+ * figures (stats.c) need the latter.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,23 +18,37 @@
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/varlena.h"
 
 #include "dedup.h"
+#include "cleanup.h"
 
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
+
+static void dedup_shmem_request(void);
+static void dedup_shmem_startup(void);
+static bool dedup_check_database_list(char **newval, void **extra, GucSource source);
 
 int			dedup_default_ttl = 86400;
 int			dedup_default_lease = 300;
 int			dedup_default_retention = 7 * 86400;
 int			dedup_cleanup_batch_size = 10000;
 int			dedup_cleanup_pause = 20;
+char	   *dedup_cleanup_databases = NULL;
+char	   *dedup_cleanup_role = NULL;
+int			dedup_cleanup_interval = 60;
+bool		dedup_cleanup_enabled = true;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* Largest interval accepted as a ttl, lease or retention: 100 years. */
 #define DEDUP_MAX_INTERVAL_DAYS (100 * MONTHS_PER_YEAR * DAYS_PER_MONTH)
@@ -75,7 +91,77 @@ _PG_init(void)
 							20, 0, 60000,
 							PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomStringVariable("dedup.cleanup_databases",
+							   "Databases the cleanup worker cleans, as a comma-separated list.",
+							   "Names as in SQL: unquoted names are lowercased.  A database "
+							   "that does not exist or lacks the extension is skipped.",
+							   &dedup_cleanup_databases,
+							   "postgres",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   dedup_check_database_list, NULL, NULL);
+	DefineCustomStringVariable("dedup.cleanup_role",
+							   "Role the cleanup worker connects as.",
+							   "Empty means the bootstrap superuser.  The role needs LOGIN and "
+							   "DELETE on dedup.claims.",
+							   &dedup_cleanup_role,
+							   "",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.cleanup_interval",
+							"Time between the starts of two cleanup passes in a database.",
+							NULL,
+							&dedup_cleanup_interval,
+							60, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("dedup.cleanup_enabled",
+							 "Whether the cleanup worker runs.",
+							 "Off stops passes at the next batch boundary; on resumes them.",
+							 &dedup_cleanup_enabled,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dedup");
+
+	if (process_shared_preload_libraries_in_progress)
+	{
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = dedup_shmem_request;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = dedup_shmem_startup;
+		dedup_worker_register_launcher();
+	}
+}
+
+static void
+dedup_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	dedup_stats_shmem_request();
+}
+
+static void
+dedup_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	dedup_stats_shmem_startup();
+}
+
+/* dedup.cleanup_databases must be a list of names */
+static bool
+dedup_check_database_list(char **newval, void **extra, GucSource source)
+{
+	char	   *raw = pstrdup(*newval);
+	List	   *names;
+	bool		ok = SplitIdentifierString(raw, ',', &names);
+
+	if (!ok)
+		GUC_check_errdetail("List syntax is invalid.");
+	list_free(names);
+	pfree(raw);
+	return ok;
 }
 
 /*

@@ -45,6 +45,10 @@ extern int	dedup_default_lease;	/* seconds */
 extern int	dedup_default_retention;	/* seconds */
 extern int	dedup_cleanup_batch_size;	/* rows */
 extern int	dedup_cleanup_pause;	/* milliseconds */
+extern char *dedup_cleanup_databases;
+extern char *dedup_cleanup_role;
+extern int	dedup_cleanup_interval;	/* seconds */
+extern bool dedup_cleanup_enabled;
 
 /* The extension's own relations, in schema dedup */
 typedef enum DedupRelation
