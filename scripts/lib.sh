@@ -45,7 +45,8 @@ fi
 
 # server_start DIR PORT [extra postgresql.conf lines...]
 # A new cluster in DIR/data, listening on PORT on a socket in DIR only,
-# with dedup and pg_cron preloaded and fsync off.
+# with dedup and pg_cron preloaded and fsync off.  @DIR@ in a line stands
+# for DIR.
 server_start() {
 	local dir=$1 port=$2
 	shift 2
@@ -64,7 +65,7 @@ server_start() {
 		echo "max_connections = 50"
 		echo "max_prepared_transactions = 10"
 		echo "log_line_prefix = '%m [%p] %q%a '"
-		for line in "$@"; do echo "$line"; done
+		for line in "$@"; do echo "${line//@DIR@/$dir}"; done
 	} | as_server tee -a "$dir/data/postgresql.conf" >/dev/null
 	as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
 		{ cat "$dir/server.log"; return 1; }
@@ -121,4 +122,15 @@ pid_gone_within() {
 	done
 	now=$(date +%s.%N)
 	awk -v a="$start" -v b="$now" 'BEGIN { printf "gone after %.3fs\n", b - a }'
+}
+
+# For scripted tests: q runs psql quietly and unaligned, stopping at the
+# first error; check WHAT GOT WANT fails the test unless GOT is WANT.
+q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+check() {
+	if [ "$2" != "$3" ]; then
+		echo "FAIL: $1: got [$2], want [$3]"
+		exit 1
+	fi
+	echo "ok: $1"
 }

@@ -75,4 +75,40 @@ SELECT * FROM dedup_cleanup_batch();
 ROLLBACK;
 SELECT count(*) AS kept FROM dedup.claims;
 
+
+-- figures (the test server preloads dedup): what committed batches deleted,
+-- per kind; a batch rolled back counts as an error and deletes nothing
+TRUNCATE dedup.claims;
+CREATE TEMP TABLE figures_before AS
+  SELECT kind, rows_deleted, batches, errors FROM dedup_cleanup_stats();
+SELECT count(*) FROM dedup_claim_batch('figures', ARRAY(SELECT 'f-' || i FROM generate_series(1, 7) i));
+SELECT count(*) FROM generate_series(1, 3) i,
+  LATERAL dedup_begin('figures', 'r-' || i) b, LATERAL dedup_complete('figures', 'r-' || i, 200, '{}') c;
+SELECT (dedup_begin('figures', 'live')).outcome;
+-- all but the processing record of 'live'
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute' WHERE (record).status IS DISTINCT FROM 'p';
+SELECT clock_timestamp() AS before_pass \gset
+CALL dedup_cleanup();
+SELECT s.datname = current_database() AS this_db, kind,
+       s.rows_deleted - b.rows_deleted AS deleted, s.rows_deleted_last_pass AS last_pass,
+       s.batches > b.batches AS batches_counted, s.errors - b.errors AS errors,
+       s.last_pass_started_at BETWEEN :'before_pass' AND clock_timestamp() AS last_pass_now,
+       s.last_pass_duration < interval '1 minute' AS short,
+       s.cleanup_lag BETWEEN interval '0' AND clock_timestamp() - :'before_pass' AS lag_since_pass
+FROM dedup_cleanup_stats() s JOIN figures_before b USING (kind) ORDER BY kind;
+-- rolled back: an error, and no deleted rows
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute';
+BEGIN;
+SELECT deleted FROM dedup_cleanup_batch();
+ROLLBACK;
+SELECT kind, s.rows_deleted - b.rows_deleted AS deleted, s.errors - b.errors AS errors
+FROM dedup_cleanup_stats() s JOIN figures_before b USING (kind) ORDER BY kind;
+SELECT count(*) AS still_there FROM dedup.claims;
+-- the view has the same rows for this database
+SELECT count(*) AS view_rows FROM dedup_cleanup_stats v
+  JOIN dedup_cleanup_stats() f USING (datname, kind, rows_deleted, errors);
+-- monitoring roles may read the figures; PUBLIC may not
+SELECT has_function_privilege('pg_monitor', 'dedup_cleanup_stats(boolean)', 'EXECUTE') AS monitor_fn,
+       has_table_privilege('pg_monitor', 'dedup_cleanup_stats', 'SELECT') AS monitor_view,
+       has_function_privilege('public', 'dedup_cleanup_stats(boolean)', 'EXECUTE') AS public_fn;
 TRUNCATE dedup.claims;

@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(53);
+SELECT plan(62);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -89,6 +89,25 @@ SELECT function_privs_are('public', 'dedup_complete', ARRAY['text', 'text', 'int
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can complete records');
 SELECT function_privs_are('public', 'dedup_cleanup_batch', ARRAY['bigint', 'integer'],
                           'regress_dedup_tap_app', ARRAY[]::text[], 'granted role cannot run the cleanup');
+
+-- the cleanup figures: a function and a view, for monitoring roles only
+SELECT has_function('public', 'dedup_cleanup_stats', ARRAY['boolean']);
+SELECT has_view('public', 'dedup_cleanup_stats', 'view dedup_cleanup_stats exists');
+SELECT columns_are('public', 'dedup_cleanup_stats',
+    ARRAY['datname', 'kind', 'rows_deleted', 'rows_deleted_last_pass', 'last_pass_started_at',
+          'last_pass_duration', 'batches', 'errors', 'cleanup_lag'],
+    'the figures view has the documented columns');
+SELECT col_type_is('public', 'dedup_cleanup_stats', 'cleanup_lag', 'interval', 'cleanup_lag is an interval');
+SELECT function_privs_are('public', 'dedup_cleanup_stats', ARRAY['boolean'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot read the figures');
+SELECT function_privs_are('public', 'dedup_cleanup_stats', ARRAY['boolean'],
+                          'pg_monitor', ARRAY['EXECUTE'], 'pg_monitor can read the figures');
+SELECT table_privs_are('public', 'dedup_cleanup_stats', 'pg_monitor', ARRAY['SELECT'],
+                       'pg_monitor can read the figures view');
+SELECT table_privs_are('public', 'dedup_cleanup_stats', 'regress_dedup_tap_app', ARRAY[]::text[],
+                       'an application role cannot read the figures view');
+SELECT function_privs_are('public', 'dedup_cleanup_stats', ARRAY['boolean'],
+                          'regress_dedup_tap_app', ARRAY[]::text[], 'dedup_grant_usage does not grant the figures');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -10,7 +10,6 @@ set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
 test_server crash 11 "restart_after_crash = off"
-q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 
 q -c "CREATE EXTENSION dedup" -c "CREATE EXTENSION amcheck" \
   -c "CREATE TABLE orders (message_id text NOT NULL, created_at timestamptz DEFAULT now())"

@@ -20,14 +20,6 @@ test_server worker 30 \
 
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE app" -c "CREATE DATABASE noext"
 export PGDATABASE=app
-q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
-check() {	# check WHAT GOT WANT
-	if [ "$2" != "$3" ]; then
-		echo "FAIL: $1: got [$2], want [$3]"
-		exit 1
-	fi
-	echo "ok: $1"
-}
 log_count() { grep -c -- "$1" "$dir/server.log" || true; }
 reload() { q -c "ALTER SYSTEM SET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
 launcher_pid() { q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'dedup cleanup launcher'"; }
