@@ -75,13 +75,13 @@ typedef struct LauncherDatabase
 {
 	char		name[NAMEDATALEN];
 	TimestampTz last_start;		/* of its last pass, 0 if none yet */
-	bool		missing_logged; /* "does not exist" said once */
+	const char *logged;			/* why it is skipped, as last logged, or NULL */
 	BackgroundWorkerHandle *handle; /* of its worker, while one may run */
 } LauncherDatabase;
 
 static LauncherDatabase *launcher_databases = NULL;
 static int	launcher_ndatabases = 0;
-static char *launcher_role_missing = NULL;	/* role name said missing once */
+static char *launcher_role_logged = NULL;	/* what was last logged of the role */
 static bool launcher_no_slot_logged = false;
 
 /*
@@ -158,13 +158,15 @@ launcher_read_databases(void)
 }
 
 /*
- * The OID of a database or role by name, or InvalidOid.  The launcher is
- * connected to no database, and may have started before any backend wrote
- * the shared relcache init file, so it reads the catalog's heap and uses
- * no index (autovacuum's launcher reads pg_database so too).
+ * The OID of a database or role by name, or InvalidOid, and whether a worker
+ * can connect with it (datallowconn, rolcanlogin): a worker refused at
+ * connection would die at every interval.  The launcher is connected to no
+ * database, and may have started before any backend wrote the shared
+ * relcache init file, so it reads the catalog's heap and uses no index
+ * (autovacuum's launcher reads pg_database so too).
  */
 static Oid
-launcher_lookup(Oid catalog, const char *name)
+launcher_lookup(Oid catalog, const char *name, bool *can_connect)
 {
 	Relation	rel = table_open(catalog, AccessShareLock);
 	TableScanDesc scan = table_beginscan_catalog(rel, 0, NULL);
@@ -178,7 +180,10 @@ launcher_lookup(Oid catalog, const char *name)
 			Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
 
 			if (strcmp(NameStr(form->datname), name) == 0)
+			{
 				result = form->oid;
+				*can_connect = form->datallowconn;
+			}
 		}
 		else
 		{
@@ -186,7 +191,10 @@ launcher_lookup(Oid catalog, const char *name)
 
 			Assert(catalog == AuthIdRelationId);
 			if (strcmp(NameStr(form->rolname), name) == 0)
+			{
 				result = form->oid;
+				*can_connect = form->rolcanlogin;
+			}
 		}
 		if (OidIsValid(result))
 			break;
@@ -196,29 +204,37 @@ launcher_lookup(Oid catalog, const char *name)
 	return result;
 }
 
-/* The role the workers connect as (InvalidOid: the bootstrap superuser) */
+/*
+ * The role the workers connect as (InvalidOid: the bootstrap superuser), or
+ * false when there is none they can connect as; that is logged once.
+ */
 static bool
 launcher_role(Oid *roleoid)
 {
+	bool		can_login = false;
+	char	   *problem;
+
 	*roleoid = InvalidOid;
 	if (dedup_cleanup_role == NULL || dedup_cleanup_role[0] == '\0')
 		return true;
-	*roleoid = launcher_lookup(AuthIdRelationId, dedup_cleanup_role);
-	if (OidIsValid(*roleoid))
+	*roleoid = launcher_lookup(AuthIdRelationId, dedup_cleanup_role, &can_login);
+	if (OidIsValid(*roleoid) && can_login)
 	{
-		if (launcher_role_missing != NULL)
-			pfree(launcher_role_missing);
-		launcher_role_missing = NULL;
+		if (launcher_role_logged != NULL)
+			pfree(launcher_role_logged);
+		launcher_role_logged = NULL;
 		return true;
 	}
-	if (launcher_role_missing == NULL || strcmp(launcher_role_missing, dedup_cleanup_role) != 0)
+	problem = psprintf("role \"%s\" %s", dedup_cleanup_role,
+					   OidIsValid(*roleoid) ? "cannot log in" : "does not exist");
+	if (launcher_role_logged == NULL || strcmp(launcher_role_logged, problem) != 0)
 	{
 		ereport(LOG,
-				(errmsg("dedup cleanup is idle: role \"%s\" does not exist", dedup_cleanup_role),
-				 errhint("Create the role, or change dedup.cleanup_role.")));
-		if (launcher_role_missing != NULL)
-			pfree(launcher_role_missing);
-		launcher_role_missing = MemoryContextStrdup(TopMemoryContext, dedup_cleanup_role);
+				(errmsg("dedup cleanup is idle: %s", problem),
+				 errhint("Create the role with LOGIN, or change dedup.cleanup_role.")));
+		if (launcher_role_logged != NULL)
+			pfree(launcher_role_logged);
+		launcher_role_logged = MemoryContextStrdup(TopMemoryContext, problem);
 	}
 	return false;
 }
@@ -284,6 +300,7 @@ launcher_schedule(void)
 		LauncherDatabase *db = &launcher_databases[i];
 		TimestampTz due;
 		Oid			dboid;
+		bool		can_connect = false;
 		pid_t		pid;
 
 		if (db->handle != NULL)
@@ -312,17 +329,20 @@ launcher_schedule(void)
 		sleep_ms = Min(sleep_ms, (long) (interval / 1000));
 		if (!role_ok)
 			continue;
-		dboid = launcher_lookup(DatabaseRelationId, db->name);
-		if (!OidIsValid(dboid))
+		dboid = launcher_lookup(DatabaseRelationId, db->name, &can_connect);
+		if (!OidIsValid(dboid) || !can_connect)
 		{
-			if (!db->missing_logged)
+			const char *problem = OidIsValid(dboid) ?
+				"it does not allow connections" : "it does not exist";
+
+			if (db->logged == NULL || strcmp(db->logged, problem) != 0)
 				ereport(LOG,
-						(errmsg("dedup cleanup skips database \"%s\": it does not exist", db->name),
-						 errhint("Create the database, or remove it from dedup.cleanup_databases.")));
-			db->missing_logged = true;
+						(errmsg("dedup cleanup skips database \"%s\": %s", db->name, problem),
+						 errhint("Remove it from dedup.cleanup_databases, or create it (with ALLOW_CONNECTIONS).")));
+			db->logged = problem;
 			continue;
 		}
-		db->missing_logged = false;
+		db->logged = NULL;
 		if (!launcher_start_worker(db, dboid, roleoid))
 			db->last_start = 0;	/* try again soon */
 	}

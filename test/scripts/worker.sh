@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Scripted test: the cleanup background worker.  A server with dedup
-# preloaded cleans database "app"; "missingdb" does not exist and "noext" has
-# no extension.  Checks, polling (never sleeping blindly for a result):
+# preloaded cleans database "app"; "missingdb" does not exist, "noext" has
+# no extension and "closed" allows no connections.  Checks, polling (never sleeping blindly for a result):
 #   - the worker deletes exactly the expired claims, completed records and
 #     abandoned processing records, and nothing live; the figures say so;
-#   - a missing database, a database without the extension and a role that
-#     may not clean are each logged once, then skipped;
+#   - a missing database, one without the extension, one that allows no
+#     connections, a missing role, one that cannot log in and one that may
+#     not delete are each logged once, then skipped;
 #   - dedup.cleanup_interval and dedup.cleanup_enabled take effect on reload;
 #   - SIGTERM stops a worker in the middle of a pass within a second, and
 #     the launcher within a second; the postmaster restarts the launcher,
@@ -14,11 +15,12 @@ set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
 test_server worker 30 \
-	"dedup.cleanup_databases = 'app, missingdb, noext'" \
+	"dedup.cleanup_databases = 'app, missingdb, noext, closed'" \
 	"dedup.cleanup_interval = 1" \
 	"dedup.cleanup_pause = 0"
 
-psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE app" -c "CREATE DATABASE noext"
+psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE app" -c "CREATE DATABASE noext" \
+	-c "CREATE DATABASE closed ALLOW_CONNECTIONS false"
 export PGDATABASE=app
 log_count() { grep -c -- "$1" "$dir/server.log" || true; }
 reload() { q -c "ALTER SYSTEM SET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
@@ -66,6 +68,9 @@ sleep 3.5	# three more intervals at least: nothing may be logged again
 check "missing database logged once" "$(log_count 'skips database "missingdb": it does not exist')" 1
 check "database without the extension logged once" \
 	"$(log_count 'skips database "noext": extension "dedup" is not installed there')" 1
+check "database that allows no connections logged once" \
+	"$(log_count 'skips database "closed": it does not allow connections')" 1
+check "no worker died at connection" "$(log_count 'exited with exit code 1')" 0
 check "app announced once" "$(log_count 'cleaning database "app"')" 1
 
 # 3. a longer interval on reload: no pass for a while; back to 1 s: passes resume
@@ -93,17 +98,20 @@ reload "dedup.cleanup_enabled = on"
 wait_for "SELECT count(*) FROM dedup.claims" 3020 10
 echo "ok: enabled again on reload: the expired rows went"
 
-# 5. a role: missing, then without the right to delete (each logged once),
-# then granted
+# 5. a role: missing, then unable to log in, then without the right to
+# delete (each logged once), then granted
 reload "dedup.cleanup_role = 'cleaner'"
 wait_for "SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'dedup cleanup launcher'" t
 q -c "SELECT count(*) FROM dedup_claim_batch('short', ARRAY(SELECT 'role-' || i FROM generate_series(1, 100) i))" >/dev/null
 wait_for_log 'role "cleaner" does not exist'
-psql -X -q -c "CREATE ROLE cleaner LOGIN"
+psql -X -q -c "CREATE ROLE cleaner NOLOGIN"
+wait_for_log 'role "cleaner" cannot log in'
+psql -X -q -c "ALTER ROLE cleaner LOGIN"
 # the message names the role the worker connected as
 wait_for_log 'role "cleaner" may not delete from dedup.claims'
 sleep 2.5
 check "missing role logged once" "$(log_count 'role "cleaner" does not exist')" 1
+check "role without LOGIN logged once" "$(log_count 'role "cleaner" cannot log in')" 1
 check "role without DELETE logged once" "$(log_count 'role "cleaner" may not delete from dedup.claims')" 1
 check "nothing deleted without the right" "$(q -c "SELECT count(*) FROM dedup.claims")" 3120
 q -c "GRANT DELETE ON dedup.claims TO cleaner"
