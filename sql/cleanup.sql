@@ -104,6 +104,25 @@ ROLLBACK;
 SELECT kind, s.rows_deleted - b.rows_deleted AS deleted, s.errors - b.errors AS errors
 FROM dedup_cleanup_stats() s JOIN figures_before b USING (kind) ORDER BY kind;
 SELECT count(*) AS still_there FROM dedup.claims;
+-- a batch in a subtransaction that rolls back: an error, no deleted rows,
+-- though the transaction commits; a batch after it counts
+BEGIN;
+SAVEPOINT s;
+SELECT deleted FROM dedup_cleanup_batch();
+ROLLBACK TO SAVEPOINT s;
+SAVEPOINT t;
+SELECT deleted FROM dedup_cleanup_batch(1000000, 10);
+RELEASE SAVEPOINT t;
+COMMIT;
+SELECT kind, s.rows_deleted - b.rows_deleted AS deleted, s.errors - b.errors AS errors
+FROM dedup_cleanup_stats() s JOIN figures_before b USING (kind) ORDER BY kind;
+SELECT count(*) AS still_there FROM dedup.claims;
+-- a transaction that ran a batch cannot be prepared (0A000): it rolls back
+BEGIN;
+SELECT deleted FROM dedup_cleanup_batch();
+PREPARE TRANSACTION 'dedup_cleanup';
+SELECT count(*) AS still_there FROM dedup.claims;
+SELECT count(*) AS prepared FROM pg_prepared_xacts;
 -- the view has the same rows for this database
 SELECT count(*) AS view_rows FROM dedup_cleanup_stats v
   JOIN dedup_cleanup_stats() f USING (datname, kind, rows_deleted, errors);

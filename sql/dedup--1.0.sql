@@ -364,7 +364,10 @@ COMMENT ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) IS
     'cleanup figures per kind since the server started: of this database, or of every database with all_databases';
 
 CREATE VIEW @extschema@.dedup_cleanup_stats AS
-    SELECT * FROM @extschema@.dedup_cleanup_stats(true);
+    SELECT s.datname, s.kind, s.rows_deleted, s.rows_deleted_last_pass,
+           s.last_pass_started_at, s.last_pass_duration, s.batches, s.errors,
+           s.cleanup_lag
+    FROM @extschema@.dedup_cleanup_stats(true) AS s;
 COMMENT ON VIEW @extschema@.dedup_cleanup_stats IS
     'cleanup figures per database and kind since the server started (needs dedup in shared_preload_libraries)';
 

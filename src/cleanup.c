@@ -121,7 +121,8 @@ cleanup_claims(BlockNumber *position, int batch_size, int64 deleted_by_kind[DEDU
 }
 
 /*
- * One batch of a cleanup pass, in the current transaction: deletes up to
+ * One batch of a cleanup pass, in the current transaction, which must be
+ * able to write (not read-only, not on a standby): deletes up to
  * batch_size expired rows from *position on, counts them in the figures
  * (stats.c) and sets *position to where the next batch starts, or to
  * DEDUP_CLEANUP_DONE.  A position holds the block number of dedup.claims
@@ -137,6 +138,7 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 	int64		deleted;
 
 	Assert(*position >= 0 && *position <= (int64) MaxBlockNumber);
+	dedup_check_writable("dedup_cleanup_batch");
 	block = (BlockNumber) *position;
 	dedup_stats_begin_batch(pass_start);
 	deleted = cleanup_claims(&block, batch_size, deleted_by_kind);
@@ -173,7 +175,6 @@ dedup_cleanup_batch(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch_size must be between 1 and %d", DEDUP_MAX_CLEANUP_BATCH)));
-	dedup_check_writable("dedup_cleanup_batch");
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");

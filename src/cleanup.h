@@ -47,10 +47,13 @@ typedef enum DedupDatabaseState
 	DEDUP_DB_UNKNOWN,
 	DEDUP_DB_CLEANING,
 	DEDUP_DB_NO_EXTENSION,
+	DEDUP_DB_NO_ROLE,
+	DEDUP_DB_READ_ONLY,
 	DEDUP_DB_NOT_PERMITTED
 } DedupDatabaseState;
 
 extern DedupDatabaseState dedup_stats_swap_state(Oid dboid, DedupDatabaseState state);
+extern bool dedup_stats_begin_pass(Oid dboid);
 
 /* worker.c: the launcher and the per-database cleanup workers */
 extern void dedup_worker_register_launcher(void);

@@ -8,9 +8,15 @@
  *	  view of the same name read them.
  *
  * Every batch, the worker's or a caller's of dedup_cleanup_batch(), notes
- * what it deleted in backend-local memory; a transaction callback adds it
- * to the shared figures when the transaction commits and counts an error
- * when it aborts, so a rolled-back batch never counts as deleted rows.
+ * what it deleted in backend-local memory, with its subtransaction; the
+ * transaction callbacks add it to the shared figures when the transaction
+ * commits, and count a batch that did not commit (its transaction or
+ * subtransaction aborted) as an error, so a rolled-back batch never counts
+ * as deleted rows.  A transaction that ran a batch cannot be prepared: its
+ * outcome would be decided elsewhere.
+ *
+ * Figures are kept for STATS_MAX_DATABASES databases; a further one takes
+ * the slot that changed least recently (a dropped database's, typically).
  *
  * The cleanup lag is an upper bound that costs nothing to keep: a pass
  * deletes every row it finds expired, so every expired row still present
@@ -22,6 +28,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -30,6 +38,7 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -48,7 +57,9 @@ const char *const dedup_kind_names[DEDUP_NUM_KINDS] = {
 typedef struct StatsDatabase
 {
 	Oid			dboid;			/* InvalidOid: a free slot */
+	TimestampTz touched;		/* last change, to reuse the least recent slot */
 	DedupDatabaseState state;	/* what the worker last found there */
+	int			pass_pid;		/* worker whose pass runs here, or 0 */
 	int64		batches;		/* committed batches */
 	int64		errors;			/* batches that rolled back */
 	TimestampTz pass_started_at;	/* of the pass under way, or 0 */
@@ -62,25 +73,30 @@ typedef struct StatsDatabase
 typedef struct StatsShared
 {
 	LWLock	   *lock;
+	bool		reuse_logged;	/* a slot was reused, and that was logged */
 	StatsDatabase databases[STATS_MAX_DATABASES];
 } StatsShared;
 
 static StatsShared *stats_shared = NULL;
 
-/* What this backend's current transaction deleted, not yet in the figures. */
-typedef struct StatsPending
+/*
+ * One batch of this backend's current transaction, not yet in the figures,
+ * with the subtransaction it ran in.  Kept in TopMemoryContext until the
+ * transaction ends.
+ */
+typedef struct StatsBatch
 {
-	bool		active;
+	SubTransactionId subid;
+	bool		done;			/* the batch finished its work */
 	bool		pass_start;
 	bool		pass_end;
-	TimestampTz pass_started_at;
-	int64		batches;
+	TimestampTz started_at;
 	int64		deleted[DEDUP_NUM_KINDS];
-} StatsPending;
+} StatsBatch;
 
-static StatsPending stats_pending;
-static bool stats_callback_registered = false;
-static bool stats_full_logged = false;
+static List *stats_batches = NIL;
+static int64 stats_failed_batches = 0;	/* of aborted subtransactions */
+static bool stats_callbacks_registered = false;
 
 void
 dedup_stats_shmem_request(void)
@@ -105,111 +121,194 @@ dedup_stats_shmem_startup(void)
 }
 
 /*
- * The slot of a database, taken when it has none yet; NULL when every slot
- * is taken.  Caller holds the lock exclusively.
+ * The slot of a database, taken when it has none yet: a free one, or else
+ * the one that changed least recently.  Caller holds the lock exclusively;
+ * *reused says whether another database's figures were dropped.
  */
 static StatsDatabase *
-stats_database_slot(Oid dboid)
+stats_database_slot(Oid dboid, bool *reused)
 {
-	StatsDatabase *free_slot = NULL;
+	StatsDatabase *victim = NULL;
 
+	*reused = false;
 	for (int i = 0; i < STATS_MAX_DATABASES; i++)
 	{
 		StatsDatabase *db = &stats_shared->databases[i];
 
 		if (db->dboid == dboid)
-			return db;
-		if (free_slot == NULL && !OidIsValid(db->dboid))
-			free_slot = db;
+		{
+			victim = db;
+			break;
+		}
+		if (victim == NULL || (OidIsValid(victim->dboid) &&
+							   (!OidIsValid(db->dboid) || db->touched < victim->touched)))
+			victim = db;
 	}
-	if (free_slot == NULL)
+	if (victim->dboid != dboid)
 	{
-		if (!stats_full_logged)
-			ereport(LOG,
-					(errmsg("dedup keeps cleanup figures for %d databases only",
-							STATS_MAX_DATABASES),
-					 errdetail("The cleanup of database %u runs, but is not counted.", dboid)));
-		stats_full_logged = true;
-		return NULL;
+		*reused = OidIsValid(victim->dboid);
+		memset(victim, 0, sizeof(StatsDatabase));
+		victim->dboid = dboid;
 	}
-	memset(free_slot, 0, sizeof(StatsDatabase));
-	free_slot->dboid = dboid;
-	return free_slot;
+	victim->touched = GetCurrentTimestamp();
+	return victim;
 }
 
-/* Add the pending figures to the shared ones (commit), or count an error. */
+/* Lock the figures and find a database's slot; see stats_unlock(). */
+static StatsDatabase *
+stats_lock(Oid dboid, bool *reused)
+{
+	LWLockAcquire(stats_shared->lock, LW_EXCLUSIVE);
+	return stats_database_slot(dboid, reused);
+}
+
+/* Unlock, and say once per server that figures were dropped for room. */
+static void
+stats_unlock(bool reused)
+{
+	bool		say = reused && !stats_shared->reuse_logged;
+
+	if (say)
+		stats_shared->reuse_logged = true;
+	LWLockRelease(stats_shared->lock);
+	if (say)
+		ereport(LOG,
+				(errmsg("dedup dropped the cleanup figures of a database to make room"),
+				 errdetail("Cleanup figures are kept for %d databases at most; the least recently cleaned one gave way.",
+						   STATS_MAX_DATABASES)));
+}
+
+/* Forget this transaction's batches. */
+static void
+stats_forget(void)
+{
+	list_free_deep(stats_batches);
+	stats_batches = NIL;
+	stats_failed_batches = 0;
+}
+
+/*
+ * At commit, add the batches to the shared figures; at abort, count them as
+ * errors.  A transaction that ran a batch cannot be prepared.
+ */
 static void
 stats_xact_callback(XactEvent event, void *arg)
 {
 	StatsDatabase *db;
-	bool		committed;
+	bool		reused;
+	ListCell   *lc;
 
-	if (!stats_pending.active)
+	if (stats_batches == NIL && stats_failed_batches == 0)
 		return;
 	switch (event)
 	{
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PREPARE:
-			committed = true;
+		case XACT_EVENT_PRE_PREPARE:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot prepare a transaction that ran a dedup cleanup batch")));
 			break;
+		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
-			committed = false;
 			break;
 		default:
 			return;
 	}
 
-	LWLockAcquire(stats_shared->lock, LW_EXCLUSIVE);
-	db = stats_database_slot(MyDatabaseId);
-	if (db != NULL && !committed)
-		db->errors++;
-	else if (db != NULL)
+	db = stats_lock(MyDatabaseId, &reused);
+	db->errors += stats_failed_batches;
+	if (event == XACT_EVENT_ABORT)
+		db->errors += list_length(stats_batches);
+	else
 	{
-		if (stats_pending.pass_start)
+		foreach(lc, stats_batches)
 		{
-			db->pass_started_at = stats_pending.pass_started_at;
-			memset(db->deleted_this_pass, 0, sizeof(db->deleted_this_pass));
-		}
-		db->batches += stats_pending.batches;
-		for (int k = 0; k < DEDUP_NUM_KINDS; k++)
-		{
-			db->deleted_total[k] += stats_pending.deleted[k];
-			db->deleted_this_pass[k] += stats_pending.deleted[k];
-		}
-		if (stats_pending.pass_end)
-		{
-			/* a pass whose start we missed counts from its last batch */
-			db->last_started_at = db->pass_started_at != 0 ?
-				db->pass_started_at : stats_pending.pass_started_at;
-			db->last_ended_at = GetCurrentTimestamp();
-			memcpy(db->deleted_last_pass, db->deleted_this_pass,
-				   sizeof(db->deleted_last_pass));
-			db->pass_started_at = 0;
+			StatsBatch *b = lfirst(lc);
+
+			if (b->pass_start)
+			{
+				db->pass_started_at = b->started_at;
+				memset(db->deleted_this_pass, 0, sizeof(db->deleted_this_pass));
+			}
+			db->batches++;
+			for (int k = 0; k < DEDUP_NUM_KINDS; k++)
+			{
+				db->deleted_total[k] += b->deleted[k];
+				db->deleted_this_pass[k] += b->deleted[k];
+			}
+			if (b->pass_end)
+			{
+				/* a pass whose start we missed counts from its last batch */
+				db->last_started_at = db->pass_started_at != 0 ?
+					db->pass_started_at : b->started_at;
+				db->last_ended_at = GetCurrentTimestamp();
+				memcpy(db->deleted_last_pass, db->deleted_this_pass,
+					   sizeof(db->deleted_last_pass));
+				db->pass_started_at = 0;
+			}
 		}
 	}
-	LWLockRelease(stats_shared->lock);
-	memset(&stats_pending, 0, sizeof(stats_pending));
+	stats_unlock(reused);
+	stats_forget();
 }
 
 /*
- * A batch begins in the current transaction: from now on, an abort of the
- * transaction counts as an error of the cleanup.
+ * A subtransaction that aborts takes its batches, and those of the
+ * subtransactions under it (their ids are larger), with it.
+ */
+static void
+stats_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	List	   *kept = NIL;
+	ListCell   *lc;
+	MemoryContext oldcxt;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB || stats_batches == NIL)
+		return;
+	/* the list outlives the subtransaction, whose memory goes now */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	foreach(lc, stats_batches)
+	{
+		StatsBatch *b = lfirst(lc);
+
+		if (b->subid >= mySubid)
+		{
+			stats_failed_batches++;
+			pfree(b);
+		}
+		else
+			kept = lappend(kept, b);
+	}
+	list_free(stats_batches);
+	stats_batches = kept;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * A batch begins in the current (sub)transaction: from now on, its abort
+ * counts as an error of the cleanup.
  */
 void
 dedup_stats_begin_batch(bool pass_start)
 {
+	MemoryContext oldcxt;
+	StatsBatch *b;
+
 	if (stats_shared == NULL)
 		return;
-	if (!stats_callback_registered)
+	if (!stats_callbacks_registered)
 	{
 		RegisterXactCallback(stats_xact_callback, NULL);
-		stats_callback_registered = true;
+		RegisterSubXactCallback(stats_subxact_callback, NULL);
+		stats_callbacks_registered = true;
 	}
-	if (pass_start || !stats_pending.active)
-		stats_pending.pass_started_at = GetCurrentStatementStartTimestamp();
-	if (pass_start)
-		stats_pending.pass_start = true;
-	stats_pending.active = true;
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	b = palloc0(sizeof(StatsBatch));
+	b->subid = GetCurrentSubTransactionId();
+	b->pass_start = pass_start;
+	b->started_at = GetCurrentStatementStartTimestamp();
+	stats_batches = lappend(stats_batches, b);
+	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
@@ -219,36 +318,68 @@ dedup_stats_begin_batch(bool pass_start)
 void
 dedup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS])
 {
+	StatsBatch *b;
+
 	if (stats_shared == NULL)
 		return;
-	stats_pending.pass_end = pass_end;
-	stats_pending.batches++;
-	for (int k = 0; k < DEDUP_NUM_KINDS; k++)
-		stats_pending.deleted[k] += deleted[k];
+	b = llast(stats_batches);
+	b->done = true;
+	b->pass_end = pass_end;
+	memcpy(b->deleted, deleted, sizeof(b->deleted));
 }
 
 /*
  * Record what the worker found in a database and return what it had found
- * before, so that only a change is logged.  Without shared memory there is
- * no memory of the past: every state is news.
+ * before, so that only a change is logged.
  */
 DedupDatabaseState
 dedup_stats_swap_state(Oid dboid, DedupDatabaseState state)
 {
 	StatsDatabase *db;
-	DedupDatabaseState old = DEDUP_DB_UNKNOWN;
+	DedupDatabaseState old;
+	bool		reused;
 
-	if (stats_shared == NULL)
-		return old;
-	LWLockAcquire(stats_shared->lock, LW_EXCLUSIVE);
-	db = stats_database_slot(dboid);
-	if (db != NULL)
-	{
-		old = db->state;
-		db->state = state;
-	}
-	LWLockRelease(stats_shared->lock);
+	Assert(stats_shared != NULL);
+	db = stats_lock(dboid, &reused);
+	old = db->state;
+	db->state = state;
+	stats_unlock(reused);
 	return old;
+}
+
+/* Clear this worker's claim on its database's pass (before_shmem_exit). */
+static void
+stats_end_pass(int code, Datum arg)
+{
+	bool		reused;
+	StatsDatabase *db = stats_lock(DatumGetObjectId(arg), &reused);
+
+	if (db->pass_pid == MyProcPid)
+		db->pass_pid = 0;
+	stats_unlock(reused);
+}
+
+/*
+ * Claim a database's pass for this worker until it exits; false when a
+ * pass of another worker still runs there (after a launcher restart, say).
+ */
+bool
+dedup_stats_begin_pass(Oid dboid)
+{
+	StatsDatabase *db;
+	bool		reused;
+	bool		mine;
+
+	Assert(stats_shared != NULL);
+	db = stats_lock(dboid, &reused);
+	mine = (db->pass_pid == 0 || db->pass_pid == MyProcPid ||
+			kill(db->pass_pid, 0) != 0);
+	if (mine)
+		db->pass_pid = MyProcPid;
+	stats_unlock(reused);
+	if (mine)
+		before_shmem_exit(stats_end_pass, ObjectIdGetDatum(dboid));
+	return mine;
 }
 
 static Datum
@@ -274,7 +405,7 @@ PG_FUNCTION_INFO_V1(dedup_cleanup_stats);
 Datum
 dedup_cleanup_stats(PG_FUNCTION_ARGS)
 {
-	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+	bool		all_databases = PG_GETARG_BOOL(0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	StatsDatabase *copies;
 	int			ncopies = 0;

@@ -20,9 +20,13 @@
  *
  * Both start only when recovery has finished: on a standby there is
  * nothing to clean (and nothing may be written); after promotion the
- * postmaster starts the launcher.  A database that does not exist, one
- * without the extension, and a role that may not clean are each logged
- * when first met, then skipped quietly until that changes.
+ * postmaster starts the launcher.  A worker connects as the bootstrap
+ * superuser, so that no CONNECT privilege, connection limit or LOGIN can
+ * refuse it at every interval, and cleans as dedup.cleanup_role.  A
+ * database that does not exist, allows no connections or lacks the
+ * extension, and a role that does not exist or may not delete, are each
+ * logged when first met, then skipped quietly until that changes.  One
+ * pass at a time runs in a database.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,7 +37,6 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
@@ -70,6 +73,9 @@ PGDLLEXPORT void dedup_worker_main(Datum main_arg);
 /* The launcher sleeps this long when it has nothing scheduled. */
 #define LAUNCHER_IDLE_MS	(3600 * 1000L)
 
+/* A worker that could not be started is tried again this much later. */
+#define LAUNCHER_RETRY_USECS	(10 * USECS_PER_SEC)
+
 /* The launcher's memory of one database of dedup.cleanup_databases */
 typedef struct LauncherDatabase
 {
@@ -81,7 +87,6 @@ typedef struct LauncherDatabase
 
 static LauncherDatabase *launcher_databases = NULL;
 static int	launcher_ndatabases = 0;
-static char *launcher_role_logged = NULL;	/* what was last logged of the role */
 static bool launcher_no_slot_logged = false;
 
 /*
@@ -158,90 +163,67 @@ launcher_read_databases(void)
 }
 
 /*
- * The OID of a database or role by name, or InvalidOid, and whether a worker
- * can connect with it (datallowconn, rolcanlogin): a worker refused at
- * connection would die at every interval.  The launcher is connected to no
- * database, and may have started before any backend wrote the shared
+ * Why a database cannot be cleaned, as far as pg_database says: it does not
+ * exist, allows no connections, or is invalid (an interrupted DROP
+ * DATABASE); NULL when it can, with its OID.  The launcher is connected to
+ * no database, and may have started before any backend wrote the shared
  * relcache init file, so it reads the catalog's heap and uses no index
  * (autovacuum's launcher reads pg_database so too).
  */
-static Oid
-launcher_lookup(Oid catalog, const char *name, bool *can_connect)
+static const char *
+launcher_lookup_database(const char *name, Oid *dboid)
 {
-	Relation	rel = table_open(catalog, AccessShareLock);
+	Relation	rel = table_open(DatabaseRelationId, AccessShareLock);
 	TableScanDesc scan = table_beginscan_catalog(rel, 0, NULL);
 	HeapTuple	tuple;
-	Oid			result = InvalidOid;
+	const char *problem = "it does not exist";
 
+	*dboid = InvalidOid;
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
-		if (catalog == DatabaseRelationId)
-		{
-			Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
+		Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
 
-			if (strcmp(NameStr(form->datname), name) == 0)
-			{
-				result = form->oid;
-				*can_connect = form->datallowconn;
-			}
-		}
+		if (strcmp(NameStr(form->datname), name) != 0)
+			continue;
+		*dboid = form->oid;
+		if (database_is_invalid_form(form))
+			problem = "it is invalid";
+		else if (!form->datallowconn)
+			problem = "it does not allow connections";
 		else
-		{
-			Form_pg_authid form = (Form_pg_authid) GETSTRUCT(tuple);
-
-			Assert(catalog == AuthIdRelationId);
-			if (strcmp(NameStr(form->rolname), name) == 0)
-			{
-				result = form->oid;
-				*can_connect = form->rolcanlogin;
-			}
-		}
-		if (OidIsValid(result))
-			break;
+			problem = NULL;
+		break;
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return result;
+	return problem;
 }
 
-/*
- * The role the workers connect as (InvalidOid: the bootstrap superuser), or
- * false when there is none they can connect as; that is logged once.
- */
-static bool
-launcher_role(Oid *roleoid)
+/* Say once why a listed database is skipped. */
+static void
+launcher_log_skip(LauncherDatabase *db, const char *problem)
 {
-	bool		can_login = false;
-	char	   *problem;
-
-	*roleoid = InvalidOid;
-	if (dedup_cleanup_role == NULL || dedup_cleanup_role[0] == '\0')
-		return true;
-	*roleoid = launcher_lookup(AuthIdRelationId, dedup_cleanup_role, &can_login);
-	if (OidIsValid(*roleoid) && can_login)
-	{
-		if (launcher_role_logged != NULL)
-			pfree(launcher_role_logged);
-		launcher_role_logged = NULL;
-		return true;
-	}
-	problem = psprintf("role \"%s\" %s", dedup_cleanup_role,
-					   OidIsValid(*roleoid) ? "cannot log in" : "does not exist");
-	if (launcher_role_logged == NULL || strcmp(launcher_role_logged, problem) != 0)
-	{
+	if (db->logged != NULL && strcmp(db->logged, problem) == 0)
+		return;
+	db->logged = problem;
+	if (strcmp(problem, "it does not exist") == 0)
 		ereport(LOG,
-				(errmsg("dedup cleanup is idle: %s", problem),
-				 errhint("Create the role with LOGIN, or change dedup.cleanup_role.")));
-		if (launcher_role_logged != NULL)
-			pfree(launcher_role_logged);
-		launcher_role_logged = MemoryContextStrdup(TopMemoryContext, problem);
-	}
-	return false;
+				(errmsg("dedup cleanup skips database \"%s\": it does not exist", db->name),
+				 errhint("Create the database, or remove it from dedup.cleanup_databases.")));
+	else if (strcmp(problem, "it does not allow connections") == 0)
+		ereport(LOG,
+				(errmsg("dedup cleanup skips database \"%s\": it does not allow connections", db->name),
+				 errhint("Run ALTER DATABASE ... WITH ALLOW_CONNECTIONS true, or remove it from dedup.cleanup_databases.")));
+	else
+		ereport(LOG,
+				(errmsg("dedup cleanup skips database \"%s\": it is invalid", db->name),
+				 errdetail("A DROP DATABASE of it was interrupted."),
+				 errhint("Drop it, or remove it from dedup.cleanup_databases.")));
 }
 
 /* Start the cleanup worker of one database; false when no slot was free. */
 static bool
-launcher_start_worker(LauncherDatabase *db, Oid dboid, Oid roleoid)
+launcher_start_worker(LauncherDatabase *db, Oid dboid)
 {
 	BackgroundWorker worker;
 	MemoryContext oldcxt;
@@ -256,7 +238,6 @@ launcher_start_worker(LauncherDatabase *db, Oid dboid, Oid roleoid)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "dedup cleanup worker for database %s", db->name);
 	strlcpy(worker.bgw_type, "dedup cleanup worker", BGW_MAXLEN);
 	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-	memcpy(worker.bgw_extra, &roleoid, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;
 
 	/* the handle outlives the transaction the launcher is in */
@@ -287,20 +268,18 @@ launcher_schedule(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	int64		interval = (int64) dedup_cleanup_interval * USECS_PER_SEC;
-	long		sleep_ms = LAUNCHER_IDLE_MS;
+	int64		sleep_usecs = LAUNCHER_IDLE_MS * 1000;
 	bool		in_xact = false;
-	bool		role_ok = false;
-	Oid			roleoid = InvalidOid;
 
 	if (!dedup_cleanup_enabled)
-		return sleep_ms;
+		return LAUNCHER_IDLE_MS;
 
 	for (int i = 0; i < launcher_ndatabases; i++)
 	{
 		LauncherDatabase *db = &launcher_databases[i];
 		TimestampTz due;
 		Oid			dboid;
-		bool		can_connect = false;
+		const char *problem;
 		pid_t		pid;
 
 		if (db->handle != NULL)
@@ -310,51 +289,45 @@ launcher_schedule(void)
 			pfree(db->handle);
 			db->handle = NULL;
 		}
+		/* a clock that stepped back does not hold a database back */
+		if (db->last_start > now)
+			db->last_start = now;
 		due = db->last_start == 0 ? now : db->last_start + interval;
 		if (due > now)
 		{
-			sleep_ms = Min(sleep_ms, (long) ((due - now + 999) / 1000));
+			sleep_usecs = Min(sleep_usecs, due - now);
 			continue;
 		}
 
-		/* due: look up the role and the database in the shared catalogs */
+		/* due: look the database up in pg_database */
 		if (!in_xact)
 		{
 			SetCurrentStatementStartTimestamp();
 			StartTransactionCommand();
 			in_xact = true;
-			role_ok = launcher_role(&roleoid);
 		}
 		db->last_start = now;
-		sleep_ms = Min(sleep_ms, (long) (interval / 1000));
-		if (!role_ok)
-			continue;
-		dboid = launcher_lookup(DatabaseRelationId, db->name, &can_connect);
-		if (!OidIsValid(dboid) || !can_connect)
+		sleep_usecs = Min(sleep_usecs, interval);
+		problem = launcher_lookup_database(db->name, &dboid);
+		if (problem != NULL)
 		{
-			const char *problem = OidIsValid(dboid) ?
-				"it does not allow connections" : "it does not exist";
-
-			if (db->logged == NULL || strcmp(db->logged, problem) != 0)
-				ereport(LOG,
-						(errmsg("dedup cleanup skips database \"%s\": %s", db->name, problem),
-						 errhint("Remove it from dedup.cleanup_databases, or create it (with ALLOW_CONNECTIONS).")));
-			db->logged = problem;
+			launcher_log_skip(db, problem);
 			continue;
 		}
 		db->logged = NULL;
-		if (!launcher_start_worker(db, dboid, roleoid))
-			db->last_start = 0;	/* try again soon */
+		if (!launcher_start_worker(db, dboid))
+		{
+			/* no free slot: try again a little later, not at every wake-up */
+			db->last_start = now - interval + Min(interval, LAUNCHER_RETRY_USECS);
+			sleep_usecs = Min(sleep_usecs, Min(interval, LAUNCHER_RETRY_USECS));
+		}
 	}
 	if (in_xact)
-		CommitTransactionCommand();
-	/* a worker that could not start is retried in a second */
-	for (int i = 0; i < launcher_ndatabases; i++)
 	{
-		if (launcher_databases[i].last_start == 0)
-			sleep_ms = Min(sleep_ms, 1000L);
+		CommitTransactionCommand();
+		pgstat_report_stat(false);
 	}
-	return sleep_ms;
+	return (long) ((sleep_usecs + 999) / 1000);
 }
 
 void
@@ -369,12 +342,16 @@ dedup_launcher_main(Datum main_arg)
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	launcher_read_databases();
-	ereport(LOG,
-			(errmsg("dedup cleanup launcher started"),
-			 errdetail("Databases: \"%s\"; interval: %d s; %s.",
-					   dedup_cleanup_databases ? dedup_cleanup_databases : "",
-					   dedup_cleanup_interval,
-					   dedup_cleanup_enabled ? "enabled" : "disabled (dedup.cleanup_enabled is off)")));
+	if (dedup_cleanup_enabled)
+		ereport(LOG,
+				(errmsg("dedup cleanup launcher started"),
+				 errdetail("It cleans the databases \"%s\" every %d s.",
+						   dedup_cleanup_databases ? dedup_cleanup_databases : "",
+						   dedup_cleanup_interval)));
+	else
+		ereport(LOG,
+				(errmsg("dedup cleanup launcher started"),
+				 errdetail("Cleanup is off: dedup.cleanup_enabled is false.")));
 
 	for (;;)
 	{
@@ -395,42 +372,58 @@ dedup_launcher_main(Datum main_arg)
 }
 
 /*
- * Whether this database can be cleaned, by this role; a change from what
- * the last worker here found is logged.
+ * Whether this database can be cleaned, and by which role; a change from
+ * what the last worker here found is logged.
  */
 static bool
-worker_check_database(void)
+worker_check_database(Oid *roleoid)
 {
 	DedupDatabaseState state;
-	DedupDatabaseState before;
 	char	   *datname;
+	const char *role = dedup_cleanup_role ? dedup_cleanup_role : "";
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	datname = get_database_name(MyDatabaseId);
+	*roleoid = (role[0] == '\0') ? GetUserId() : get_role_oid(role, true);
 	if (!OidIsValid(get_extension_oid("dedup", true)))
 		state = DEDUP_DB_NO_EXTENSION;
-	else if (pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_CLAIMS), GetUserId(),
+	else if (!OidIsValid(*roleoid))
+		state = DEDUP_DB_NO_ROLE;
+	else if (XactReadOnly)
+		state = DEDUP_DB_READ_ONLY;
+	else if (pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_CLAIMS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK)
 		state = DEDUP_DB_NOT_PERMITTED;
 	else
 		state = DEDUP_DB_CLEANING;
 
-	before = dedup_stats_swap_state(MyDatabaseId, state);
-	if (state != before)
+	if (dedup_stats_swap_state(MyDatabaseId, state) != state)
 	{
 		switch (state)
 		{
+			case DEDUP_DB_NO_ROLE:
+				ereport(LOG,
+						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" does not exist",
+								datname, role),
+						 errhint("Create the role, or change dedup.cleanup_role.")));
+				break;
 			case DEDUP_DB_NO_EXTENSION:
 				ereport(LOG,
 						(errmsg("dedup cleanup skips database \"%s\": extension \"dedup\" is not installed there",
 								datname),
 						 errhint("Run CREATE EXTENSION dedup there, or remove the database from dedup.cleanup_databases.")));
 				break;
+			case DEDUP_DB_READ_ONLY:
+				ereport(LOG,
+						(errmsg("dedup cleanup skips database \"%s\": its transactions are read-only",
+								datname),
+						 errdetail("default_transaction_read_only is on for it.")));
+				break;
 			case DEDUP_DB_NOT_PERMITTED:
 				ereport(LOG,
 						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" may not delete from dedup.claims",
-								datname, GetUserNameFromId(GetUserId(), false)),
+								datname, GetUserNameFromId(*roleoid, false)),
 						 errhint("Set dedup.cleanup_role to the extension's owner, or grant the role DELETE on dedup.claims.")));
 				break;
 			case DEDUP_DB_CLEANING:
@@ -477,6 +470,8 @@ worker_run_pass(void)
 			(void) dedup_cleanup_run_batch(&position, dedup_cleanup_batch_size);
 			PopActiveSnapshot();
 			CommitTransactionCommand();
+			/* the deleted rows reach autovacuum now, not when the pass ends */
+			pgstat_report_stat(false);
 		}
 		PG_CATCH();
 		{
@@ -507,14 +502,22 @@ dedup_worker_main(Datum main_arg)
 	Oid			dboid = DatumGetObjectId(main_arg);
 	Oid			roleoid;
 
-	memcpy(&roleoid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(dboid, roleoid, 0);
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	SetConfigOption("lock_timeout", WORKER_LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
 
-	if (worker_check_database())
+	if (!dedup_stats_begin_pass(dboid))
+	{
+		elog(DEBUG1, "dedup cleanup: a pass already runs in this database");
+		proc_exit(0);
+	}
+	if (worker_check_database(&roleoid))
+	{
+		/* the pass runs with the role's identity */
+		SetUserIdAndSecContext(roleoid, SECURITY_LOCAL_USERID_CHANGE);
 		worker_run_pass();
+	}
 	proc_exit(0);
 }
