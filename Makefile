@@ -12,6 +12,7 @@ OBJS = \
 	src/claim.o \
 	src/record.o \
 	src/cleanup.o \
+	src/outbox.o \
 	src/stats.o \
 	src/worker.o
 

@@ -193,8 +193,70 @@ CREATE TRIGGER scopes_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON dedup.scopes
     FOR EACH STATEMENT EXECUTE FUNCTION dedup.scopes_changed();
 
+-- The transactional outbox.  Events not yet published live in
+-- dedup.outbox, with the columns Debezium's Outbox Event Router reads (id,
+-- aggregatetype, aggregateid, type, payload) and the relay's own state;
+-- an acked event is deleted.  seq is the hand-out order; within an
+-- aggregate it is commit order (dedup_outbox_put serializes the producers
+-- of one aggregate).  Nothing the relay changes (status, attempts,
+-- visible_at, last_error) is indexed, so taking an event is a HOT update.
+-- A pending event is available from visible_at; a taken one is leased
+-- until visible_at.
+CREATE TABLE dedup.outbox (
+    seq           bigint GENERATED ALWAYS AS IDENTITY,
+    id            uuid NOT NULL,
+    topic         text COLLATE "C" NOT NULL,
+    aggregatetype text NOT NULL,
+    aggregateid   text NOT NULL,
+    type          text NOT NULL,
+    payload       jsonb,
+    headers       jsonb NOT NULL DEFAULT '{}',
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    status        "char" NOT NULL DEFAULT 'p',     -- 'p' pending, 't' taken
+    attempts      integer NOT NULL DEFAULT 0,
+    visible_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    last_error    text,
+    CONSTRAINT outbox_pkey PRIMARY KEY (id)
+) USING heap WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02);
+CREATE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
+CREATE INDEX outbox_aggregate_seq ON dedup.outbox (topic, aggregateid, seq);
+COMMENT ON TABLE dedup.outbox IS 'outbox events not yet published (Debezium Outbox Event Router columns plus the relay''s state)';
+
+-- Events that failed max_attempts times, until redriven.
+CREATE TABLE dedup.outbox_dead (
+    seq           bigint NOT NULL,
+    id            uuid NOT NULL,
+    topic         text COLLATE "C" NOT NULL,
+    aggregatetype text NOT NULL,
+    aggregateid   text NOT NULL,
+    type          text NOT NULL,
+    payload       jsonb,
+    headers       jsonb NOT NULL,
+    created_at    timestamptz NOT NULL,
+    attempts      integer NOT NULL,
+    last_error    text,
+    died_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT outbox_dead_pkey PRIMARY KEY (id)
+) USING heap;
+CREATE INDEX outbox_dead_topic_seq ON dedup.outbox_dead (topic, seq);
+COMMENT ON TABLE dedup.outbox_dead IS 'dead-lettered outbox events; dedup_outbox_redrive() puts them back';
+
+-- The (topic, key) of every event put within its topic's retention, so that
+-- a retried producer transaction never publishes twice.  The same columns
+-- as dedup.claims: the claim path and the cleanup serve both.
+CREATE TABLE dedup.outbox_keys (
+    key        @extschema@.dedup_fingerprint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    record     dedup.record_state,
+    CONSTRAINT outbox_keys_pkey PRIMARY KEY (key)
+) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02);
+COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put within their topic''s retention';
+
 SELECT pg_catalog.pg_extension_config_dump('dedup.scopes', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.claims', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_dead', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_keys', '');
 
 -------------------------------------------------------------------------
 -- Scopes
@@ -312,6 +374,233 @@ COMMENT ON FUNCTION @extschema@.dedup_lookup(text, text) IS
     'the live claim or record of a key, without changing it; no row when absent or expired';
 
 -------------------------------------------------------------------------
+-- Transactional outbox
+-------------------------------------------------------------------------
+CREATE FUNCTION @extschema@.dedup_outbox_put(topic text, key text, payload jsonb,
+    aggregate_id text DEFAULT NULL, type text DEFAULT NULL,
+    headers jsonb DEFAULT NULL, aggregate_type text DEFAULT NULL)
+RETURNS uuid
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text) IS
+    'enqueue an event in the current transaction; the same (topic, key) within the topic''s retention yields one event; returns its id';
+
+-- The relay.  An event is handed out at most once at a time: take locks
+-- with SKIP LOCKED, so relays run in parallel; within an aggregate, only
+-- the earliest event not yet acked is handed out, so events of one
+-- aggregate go out in commit order and never two at once.
+CREATE FUNCTION @extschema@.dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
+RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
+               headers jsonb, attempts integer, created_at timestamptz,
+               lease_expires_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lease interval;
+    max_attempts integer := pg_catalog.current_setting('dedup.outbox_max_attempts')::integer;
+BEGIN
+    IF topic IS NULL OR batch_size IS NULL THEN
+        RAISE EXCEPTION 'topic and batch_size must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF batch_size < 1 OR batch_size > 10000 THEN
+        RAISE EXCEPTION 'batch_size must be between 1 and 10000' USING ERRCODE = '22023';
+    END IF;
+    SELECT s.lease INTO lease FROM @extschema@.dedup_scope(topic) AS s;
+    RETURN QUERY
+    WITH candidates AS (
+        SELECT o.id AS cid
+        FROM dedup.outbox AS o
+        WHERE o.topic = dedup_outbox_take.topic
+          AND o.visible_at <= pg_catalog.now()
+          AND NOT EXISTS (SELECT FROM dedup.outbox AS e
+                          WHERE e.topic = o.topic AND e.aggregateid = o.aggregateid
+                            AND e.seq < o.seq)
+        ORDER BY o.seq
+        LIMIT batch_size
+        FOR UPDATE OF o SKIP LOCKED
+    ), dead AS (
+        DELETE FROM dedup.outbox AS o USING candidates AS c
+        WHERE o.id = c.cid AND o.attempts >= max_attempts
+        RETURNING o.*
+    ), buried AS (
+        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
+                                       payload, headers, created_at, attempts, last_error)
+        SELECT d.seq, d.id, d.topic, d.aggregatetype, d.aggregateid, d.type,
+               d.payload, d.headers, d.created_at, d.attempts, d.last_error
+        FROM dead AS d
+    ), taken AS (
+        UPDATE dedup.outbox AS o
+        SET status = 't', attempts = o.attempts + 1,
+            visible_at = pg_catalog.now() + lease
+        FROM candidates AS c
+        WHERE o.id = c.cid AND o.attempts < max_attempts
+        RETURNING o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,
+                  o.headers, o.attempts, o.created_at, o.visible_at
+    )
+    SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers,
+           t.attempts, t.created_at, t.visible_at
+    FROM taken AS t ORDER BY t.seq;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_take(text, integer) IS
+    'hand out up to batch_size events of a topic with a lease (the topic''s lease); an event not acked comes back after it';
+
+-- Why some of ids were not acked or nacked: an event that is not taken
+-- (55000) or unknown (42704).  An id already acked is fine: it is gone
+-- from the outbox while its key (the id's 16 bytes) stays in outbox_keys.
+CREATE FUNCTION dedup.outbox_check_ids(ids uuid[], done uuid[])
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bad uuid;
+BEGIN
+    SELECT i INTO bad FROM pg_catalog.unnest(ids) AS i
+    WHERE i <> ALL (done)
+      AND (EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i)
+           OR EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.id = i))
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
+            HINT = 'Only an event handed out by dedup_outbox_take() can be acked or nacked.';
+    END IF;
+    SELECT i INTO bad FROM pg_catalog.unnest(ids) AS i
+    WHERE i <> ALL (done)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_keys AS k
+                      WHERE k.key OPERATOR(@extschema@.=)
+                            pg_catalog.replace(i::text, '-', '')::@extschema@.dedup_fingerprint)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'outbox event % does not exist', bad USING ERRCODE = '42704';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_check_ids(uuid[], uuid[]) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.dedup_outbox_ack(ids uuid[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    done uuid[];
+BEGIN
+    IF ids IS NULL OR array_position(ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'ids must not be null' USING ERRCODE = '22004';
+    END IF;
+    WITH gone AS (
+        DELETE FROM dedup.outbox AS o WHERE o.id = ANY (ids) AND o.status = 't'
+        RETURNING o.id
+    )
+    SELECT coalesce(array_agg(gone.id), '{}') INTO done FROM gone;
+    PERFORM dedup.outbox_check_ids(ids, done);
+    RETURN cardinality(done);
+END
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_ack(uuid[]) IS
+    'the events were published: they never come back; returns how many were acked now (ids acked before are ignored)';
+
+CREATE FUNCTION @extschema@.dedup_outbox_nack(ids uuid[],
+    retry_delay interval DEFAULT '0', error text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    max_attempts integer := pg_catalog.current_setting('dedup.outbox_max_attempts')::integer;
+    done uuid[];
+BEGIN
+    IF ids IS NULL OR array_position(ids, NULL) IS NOT NULL OR retry_delay IS NULL THEN
+        RAISE EXCEPTION 'ids and retry_delay must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF retry_delay < interval '0' THEN
+        RAISE EXCEPTION 'retry_delay must not be negative' USING ERRCODE = '22023';
+    END IF;
+    WITH dead AS (
+        DELETE FROM dedup.outbox AS o
+        WHERE o.id = ANY (ids) AND o.status = 't' AND o.attempts >= max_attempts
+        RETURNING o.*
+    ), buried AS (
+        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
+                                       payload, headers, created_at, attempts, last_error)
+        SELECT d.seq, d.id, d.topic, d.aggregatetype, d.aggregateid, d.type,
+               d.payload, d.headers, d.created_at, d.attempts, error
+        FROM dead AS d
+        RETURNING id
+    ), back AS (
+        UPDATE dedup.outbox AS o
+        SET status = 'p', visible_at = pg_catalog.now() + retry_delay, last_error = error
+        WHERE o.id = ANY (ids) AND o.status = 't' AND o.attempts < max_attempts
+        RETURNING o.id
+    )
+    SELECT coalesce(array_agg(x.id), '{}') INTO done
+    FROM (SELECT b.id FROM buried AS b UNION ALL SELECT k.id FROM back AS k) AS x;
+    PERFORM dedup.outbox_check_ids(ids, done);
+    RETURN cardinality(done);
+END
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_nack(uuid[], interval, text) IS
+    'the events could not be published: they come back after retry_delay, or go to dead after dedup.outbox_max_attempts';
+
+CREATE FUNCTION @extschema@.dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    IF topic IS NULL THEN
+        RAISE EXCEPTION 'topic must not be null' USING ERRCODE = '22004';
+    END IF;
+    WITH revived AS (
+        DELETE FROM dedup.outbox_dead AS d
+        WHERE d.topic = dedup_outbox_redrive.topic AND (ids IS NULL OR d.id = ANY (ids))
+        RETURNING d.*
+    )
+    INSERT INTO dedup.outbox (seq, id, topic, aggregatetype, aggregateid, type, payload,
+                              headers, created_at, last_error)
+    OVERRIDING SYSTEM VALUE
+    SELECT r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
+           r.headers, r.created_at, r.last_error
+    FROM revived AS r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_catalog.pg_notify('dedup_outbox', topic);
+    END IF;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_redrive(text, uuid[]) IS
+    'put dead events of a topic (all, or those of ids) back in the outbox, in their original order, with no attempts';
+
+CREATE FUNCTION @extschema@.dedup_outbox_stats(topic text DEFAULT NULL,
+    OUT topic text, OUT pending bigint, OUT in_flight bigint, OUT dead bigint,
+    OUT oldest_pending_age interval)
+RETURNS SETOF record
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.topic,
+           count(*) FILTER (WHERE NOT t.dead AND NOT t.flying),
+           count(*) FILTER (WHERE t.flying),
+           count(*) FILTER (WHERE t.dead),
+           pg_catalog.now() - min(t.created_at) FILTER (WHERE NOT t.dead)
+    FROM (SELECT o.topic, o.created_at, false AS dead,
+                 (o.status = 't' AND o.visible_at > pg_catalog.now()) AS flying
+          FROM dedup.outbox AS o
+          WHERE $1 IS NULL OR o.topic = $1
+          UNION ALL
+          SELECT d.topic, d.created_at, true, false
+          FROM dedup.outbox_dead AS d
+          WHERE $1 IS NULL OR d.topic = $1) AS t
+    GROUP BY t.topic
+    ORDER BY t.topic
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_stats(text) IS
+    'per topic: events pending (including leases that passed), in flight, dead, and the age of the oldest not yet published';
+-------------------------------------------------------------------------
 -- Cleanup of what has expired
 -------------------------------------------------------------------------
 CREATE FUNCTION @extschema@.dedup_cleanup_batch(
@@ -394,6 +683,14 @@ REVOKE ALL ON FUNCTION
     @extschema@.dedup_lookup(text, text)
 FROM PUBLIC;
 REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION
+    @extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text),
+    @extschema@.dedup_outbox_take(text, integer),
+    @extschema@.dedup_outbox_ack(uuid[]),
+    @extschema@.dedup_outbox_nack(uuid[], interval, text),
+    @extschema@.dedup_outbox_redrive(text, uuid[]),
+    @extschema@.dedup_outbox_stats(text)
+FROM PUBLIC;
 -- Figures are for monitoring roles, as pg_stat_statements' are.
 REVOKE ALL ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) FROM PUBLIC;
 REVOKE ALL ON @extschema@.dedup_cleanup_stats FROM PUBLIC;
@@ -425,7 +722,8 @@ BEGIN
         '@extschema@.dedup_begin(text, text, jsonb, interval)',
         '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
         '@extschema@.dedup_release(text, text, integer)',
-        '@extschema@.dedup_lookup(text, text)'
+        '@extschema@.dedup_lookup(text, text)',
+        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)'
     ]::regprocedure[]
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
@@ -435,3 +733,30 @@ $$;
 COMMENT ON FUNCTION @extschema@.dedup_grant_usage(regrole) IS
     'grant an application role what it needs to claim keys and use idempotency records (not to change scope settings or run the cleanup)';
 REVOKE ALL ON FUNCTION @extschema@.dedup_grant_usage(regrole) FROM PUBLIC;
+
+-- What a relay role needs to publish outbox events.
+CREATE FUNCTION @extschema@.dedup_grant_relay(role regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    FOREACH fn IN ARRAY ARRAY[
+        '@extschema@.dedup_outbox_take(text, integer)',
+        '@extschema@.dedup_outbox_ack(uuid[])',
+        '@extschema@.dedup_outbox_nack(uuid[], interval, text)',
+        '@extschema@.dedup_outbox_stats(text)'
+    ]::regprocedure[]
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_grant_relay(regrole) IS
+    'grant a relay role what it needs to take, ack and nack outbox events and read their figures (not to redrive)';
+REVOKE ALL ON FUNCTION @extschema@.dedup_grant_relay(regrole) FROM PUBLIC;

@@ -19,31 +19,6 @@
 
 #include "store.h"
 
-/*
- * Claim one key.  Returns true when the caller's transaction now holds the
- * key, false when a live row of it exists (a claim, or an idempotency record
- * in any state).  An expired row counts as absent and is replaced.
- */
-static bool
-claim_key(KeyStore *ks, const DedupFingerprint *fp, TimestampTz expires_at, bool nowait)
-{
-	KeyBusyPolicy busy = nowait ? KEY_BUSY_ERROR : KEY_BUSY_WAIT;
-
-	for (;;)
-	{
-		KeyRow		row;
-
-		if (key_store_find(ks, fp, busy, &row) == KEY_LIVE)
-		{
-			key_store_unlock(&row);
-			return false;
-		}
-		Assert(row.state == KEY_ABSENT || row.state == KEY_EXPIRED);
-		if (key_store_put(ks, fp, &row, expires_at, NULL, busy))
-			return true;
-	}
-}
-
 /* ---------------------------------------------------------------------
  * Arguments
  * ---------------------------------------------------------------------
@@ -85,8 +60,8 @@ claim_single(FunctionCallInfo fcinfo, int16 typlen)
 	nowait = claim_nowait_arg(fcinfo, 3);
 	ttl = claim_ttl(fcinfo, 2, scope);
 
-	key_store_open(&ks, "dedup_claim", scope, true);
-	claimed = claim_key(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_claim", scope, true);
+	claimed = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
 	key_store_close(&ks);
 	PG_RETURN_BOOL(claimed);
 }
@@ -193,13 +168,13 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	qsort(entries, nelems, sizeof(BatchEntry), claim_batch_entry_cmp);
 
 	claimed = palloc0(sizeof(bool) * Max(nelems, 1));
-	key_store_open(&ks, "dedup_claim_batch", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_claim_batch", scope, true);
 	expires_at = dedup_timestamp_plus(ks.now, ttl);
 	for (int i = 0; i < nelems; i++)
 	{
 		if (i > 0 && dedup_fingerprint_compare(&entries[i].fp, &entries[i - 1].fp) == 0)
 			continue;			/* the same key earlier in this batch */
-		claimed[entries[i].pos] = claim_key(&ks, &entries[i].fp, expires_at, nowait);
+		claimed[entries[i].pos] = key_store_claim(&ks, &entries[i].fp, expires_at, nowait);
 	}
 	key_store_close(&ks);
 

@@ -46,6 +46,7 @@ char	   *dedup_cleanup_databases = NULL;
 char	   *dedup_cleanup_role = NULL;
 int			dedup_cleanup_interval = 60;
 bool		dedup_cleanup_enabled = true;
+int			dedup_outbox_max_attempts = 10;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -90,6 +91,13 @@ _PG_init(void)
 							&dedup_cleanup_pause,
 							20, 0, 60000,
 							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.outbox_max_attempts",
+							"Times an outbox event is handed out before it goes to dead.",
+							NULL,
+							&dedup_outbox_max_attempts,
+							10, 1, 1000000,
+							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomStringVariable("dedup.cleanup_databases",
 							   "Databases the cleanup worker cleans, as a comma-separated list.",
@@ -175,6 +183,9 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_CLAIMS_PKEY] = "claims_pkey",
 	[DEDUP_REL_SCOPES] = "scopes",
 	[DEDUP_REL_SCOPES_PKEY] = "scopes_pkey",
+	[DEDUP_REL_OUTBOX_KEYS] = "outbox_keys",
+	[DEDUP_REL_OUTBOX_KEYS_PKEY] = "outbox_keys_pkey",
+	[DEDUP_REL_OUTBOX] = "outbox",
 };
 static bool dedup_callback_registered = false;
 

@@ -49,6 +49,7 @@ extern char *dedup_cleanup_databases;
 extern char *dedup_cleanup_role;
 extern int	dedup_cleanup_interval;	/* seconds */
 extern bool dedup_cleanup_enabled;
+extern int	dedup_outbox_max_attempts;
 
 /* The extension's own relations, in schema dedup */
 typedef enum DedupRelation
@@ -57,6 +58,9 @@ typedef enum DedupRelation
 	DEDUP_REL_CLAIMS_PKEY,
 	DEDUP_REL_SCOPES,
 	DEDUP_REL_SCOPES_PKEY,
+	DEDUP_REL_OUTBOX_KEYS,
+	DEDUP_REL_OUTBOX_KEYS_PKEY,
+	DEDUP_REL_OUTBOX,
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 

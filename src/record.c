@@ -94,7 +94,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	key_store_open(&ks, "dedup_begin", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_begin", scope, true);
 	for (;;)
 	{
 		KeyState	state = key_store_find(&ks, &fp, KEY_BUSY_RETURN, &row);
@@ -285,7 +285,7 @@ dedup_complete(PG_FUNCTION_ARGS)
 	attempt = record_attempt_arg(fcinfo, 4);
 	ttl = dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
 
-	key_store_open(&ks, "dedup_complete", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_complete", scope, true);
 	do
 	{
 		record_find_held(&ks, &fp, attempt, "dedup_complete", &row);
@@ -317,7 +317,7 @@ dedup_release(PG_FUNCTION_ARGS)
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	attempt = record_attempt_arg(fcinfo, 2);
 
-	key_store_open(&ks, "dedup_release", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_release", scope, true);
 	do
 	{
 		record_find_held(&ks, &fp, attempt, "dedup_release", &row);
@@ -349,7 +349,7 @@ dedup_lookup(PG_FUNCTION_ARGS)
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	InitMaterializedSRF(fcinfo, 0);
 
-	key_store_open(&ks, "dedup_lookup", scope, false);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_lookup", scope, false);
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
 	{
 		memset(nulls, true, sizeof(nulls));

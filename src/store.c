@@ -100,16 +100,23 @@ store_eqproc(Relation index)
 	return cached_proc;
 }
 
+/*
+ * Open a key table: dedup.claims (DEDUP_REL_CLAIMS) or dedup.outbox_keys
+ * (DEDUP_REL_OUTBOX_KEYS), which has the same columns; its primary key
+ * follows it in DedupRelation.
+ */
 void
-key_store_open(KeyStore *ks, const char *funcname, const text *scope, bool for_write)
+key_store_open(KeyStore *ks, DedupRelation table, const char *funcname,
+			   const text *scope, bool for_write)
 {
 	LOCKMODE	mode = for_write ? RowExclusiveLock : AccessShareLock;
 
+	Assert(table == DEDUP_REL_CLAIMS || table == DEDUP_REL_OUTBOX_KEYS);
 	if (for_write)
 		dedup_check_writable(funcname);
 	ks->scope = scope;
-	ks->heap = table_open(dedup_relation_oid(DEDUP_REL_CLAIMS), mode);
-	ks->index = index_open(dedup_relation_oid(DEDUP_REL_CLAIMS_PKEY), mode);
+	ks->heap = table_open(dedup_relation_oid(table), mode);
+	ks->index = index_open(dedup_relation_oid(table + 1), mode);
 	ks->indexinfo = for_write ? BuildIndexInfo(ks->index) : NULL;
 	ks->eqproc = store_eqproc(ks->index);
 	ks->slot = table_slot_create(ks->heap, NULL);
@@ -491,4 +498,30 @@ key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row)
 	index_endscan(scan);
 	ExecClearTuple(ks->slot);
 	return row->state;
+}
+
+/*
+ * Claim a key: true when it was absent or expired and is now claimed until
+ * expires_at, false when a live row has it.  Waits for a transaction that
+ * is writing the key, or with nowait reports it (55P03).
+ */
+bool
+key_store_claim(KeyStore *ks, const DedupFingerprint *fp, TimestampTz expires_at,
+				bool nowait)
+{
+	KeyBusyPolicy busy = nowait ? KEY_BUSY_ERROR : KEY_BUSY_WAIT;
+
+	for (;;)
+	{
+		KeyRow		row;
+
+		if (key_store_find(ks, fp, busy, &row) == KEY_LIVE)
+		{
+			key_store_unlock(&row);
+			return false;
+		}
+		Assert(row.state == KEY_ABSENT || row.state == KEY_EXPIRED);
+		if (key_store_put(ks, fp, &row, expires_at, NULL, busy))
+			return true;
+	}
 }

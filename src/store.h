@@ -89,8 +89,10 @@ typedef struct KeyStore
 	bool		wrote;			/* a row was written or deleted */
 } KeyStore;
 
-extern void key_store_open(KeyStore *ks, const char *funcname, const text *scope,
-						   bool for_write);
+extern void key_store_open(KeyStore *ks, DedupRelation table, const char *funcname,
+						   const text *scope, bool for_write);
+extern bool key_store_claim(KeyStore *ks, const DedupFingerprint *fp,
+							TimestampTz expires_at, bool nowait);
 extern void key_store_close(KeyStore *ks);
 extern KeyState key_store_find(KeyStore *ks, const DedupFingerprint *fp,
 							   KeyBusyPolicy busy, KeyRow *row);

@@ -1,0 +1,215 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox.c
+ *	  dedup_outbox_put(): an event into the transactional outbox, inside the
+ *	  caller's business transaction.  The relay's functions (take, ack,
+ *	  nack, redrive, figures) are SQL in the install script.
+ *
+ * The event's id is the fingerprint of (topic, key) made a UUID (version 8:
+ * 122 of its 128 bits), so a put returns it either way without a look-up.
+ * A put claims those same 16 bytes in dedup.outbox_keys for the topic's
+ * retention, through the claim path of dedup_claim(): the same key within
+ * retention yields one event, a retried producer transaction never
+ * publishes twice, and an ack can tell an event already acked (its key is
+ * there) from one that never was.  dedup.outbox's primary key on the id
+ * also catches a retry of an event still pending after its key expired.
+ *
+ * The event row is inserted through SPI as the owner of dedup.outbox, so
+ * producers need EXECUTE on this function and no table privilege.
+ *
+ * Producers of one aggregate are serialized until they commit by a lock
+ * on (topic, aggregate id), taken before the event gets its sequence
+ * number: within an aggregate, sequence order is commit order, which is
+ * the order the relay hands events out in.
+ *
+ * A new event notifies channel dedup_outbox with the topic as payload;
+ * PostgreSQL folds a transaction's identical notifications into one, so
+ * relays are woken once per committing transaction and topic.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_type_d.h"
+#include "commands/async.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/uuid.h"
+
+#include "dedup.h"
+#include "store.h"
+
+/* The channel relays LISTEN on. */
+#define OUTBOX_CHANNEL "dedup_outbox"
+
+/* Lock tag class of the per-aggregate producer lock (claims use 0x6464). */
+#define OUTBOX_AGGREGATE_LOCKTAG_CLASS 0x6465
+
+#define OUTBOX_INSERT_NARGS 7
+
+static SPIPlanPtr outbox_insert_plan = NULL;
+
+/*
+ * Make a fingerprint an RFC 9562 version 8 UUID in place: it is then both
+ * the event's id and its key in dedup.outbox_keys.
+ */
+static void
+outbox_event_key(DedupFingerprint *fp)
+{
+	StaticAssertStmt(sizeof(pg_uuid_t) == DEDUP_FINGERPRINT_LEN,
+					 "a fingerprint is as long as a uuid");
+	fp->bytes[6] = (fp->bytes[6] & 0x0f) | 0x80;	/* version 8 */
+	fp->bytes[8] = (fp->bytes[8] & 0x3f) | 0x80;	/* variant 10 */
+}
+
+/*
+ * Serialize the producers of one aggregate until the end of the
+ * transaction: a lock on the fingerprint of (topic, aggregate id).
+ */
+static void
+outbox_lock_aggregate(const text *topic, text *aggregate_id)
+{
+	DedupFingerprint afp;
+	LOCKTAG		tag;
+	uint64		hi;
+	uint64		lo;
+
+	dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &afp);
+	memcpy(&hi, afp.bytes, sizeof(hi));
+	memcpy(&lo, afp.bytes + sizeof(hi), sizeof(lo));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hi ^ (hi >> 32)),
+						 (uint32) (lo ^ (lo >> 32)), OUTBOX_AGGREGATE_LOCKTAG_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/* An optional text argument: NULL when not given, an error when empty. */
+static text *
+outbox_text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	text	   *value;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	value = PG_GETARG_TEXT_PP(argno);
+	if (VARSIZE_ANY_EXHDR(value) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
+	return value;
+}
+
+/*
+ * Insert the event row (ON CONFLICT (id) DO NOTHING) through a kept plan,
+ * as the owner of dedup.outbox.
+ */
+static void
+outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_id,
+			  text *type, Jsonb *payload, Jsonb *headers)
+{
+	Datum		values[OUTBOX_INSERT_NARGS];
+	char		nulls[OUTBOX_INSERT_NARGS] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Relation	outbox = table_open(dedup_relation_oid(DEDUP_REL_OUTBOX), AccessShareLock);
+	Oid			owner = outbox->rd_rel->relowner;
+	Oid			save_userid;
+	int			save_sec_context;
+
+	table_close(outbox, AccessShareLock);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	if (outbox_insert_plan == NULL)
+	{
+		Oid			argtypes[OUTBOX_INSERT_NARGS] = {
+			UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID
+		};
+		SPIPlanPtr	plan = SPI_prepare("INSERT INTO dedup.outbox"
+									   " (id, topic, aggregatetype, aggregateid, type, payload, headers)"
+									   " VALUES ($1, $2, $3, $4, $5, $6,"
+									   "  COALESCE($7, '{}'::pg_catalog.jsonb))"
+									   " ON CONFLICT (id) DO NOTHING",
+									   OUTBOX_INSERT_NARGS, argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the outbox insert: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		outbox_insert_plan = plan;
+	}
+	values[0] = UUIDPGetDatum(id);
+	values[1] = PointerGetDatum(topic);
+	values[2] = PointerGetDatum(aggregate_type);
+	values[3] = PointerGetDatum(aggregate_id);
+	values[4] = PointerGetDatum(type);
+	values[5] = PointerGetDatum(payload);
+	values[6] = PointerGetDatum(headers);
+	if (headers == NULL)
+		nulls[6] = 'n';
+	if (SPI_execute_plan(outbox_insert_plan, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not insert an outbox event");
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+/*
+ * dedup_outbox_put(topic text, key text, payload jsonb,
+ *					aggregate_id text DEFAULT NULL, type text DEFAULT NULL,
+ *					headers jsonb DEFAULT NULL, aggregate_type text DEFAULT NULL)
+ *	  RETURNS uuid
+ *
+ * aggregate_id defaults to the key (no ordering between events), type and
+ * aggregate_type to the topic, headers to {}.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_put);
+Datum
+dedup_outbox_put(PG_FUNCTION_ARGS)
+{
+	text	   *topic = dedup_scope_arg(fcinfo, 0);
+	text	   *key;
+	Jsonb	   *payload;
+	text	   *aggregate_id = outbox_text_arg(fcinfo, 3, "aggregate_id");
+	text	   *type = outbox_text_arg(fcinfo, 4, "type");
+	Jsonb	   *headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
+	text	   *aggregate_type = outbox_text_arg(fcinfo, 6, "aggregate_type");
+	DedupFingerprint fp;
+	pg_uuid_t  *id;
+	Interval   *retention;
+	KeyStore	ks;
+	bool		is_new;
+
+	dedup_key_arg(fcinfo, 1, topic, -1, &fp);
+	outbox_event_key(&fp);
+	key = PG_GETARG_TEXT_PP(1);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload must not be null")));
+	payload = PG_GETARG_JSONB_P(2);
+	if (headers != NULL && !JB_ROOT_IS_OBJECT(headers))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("headers must be a JSON object")));
+	retention = dedup_scope_setting(topic, DEDUP_SCOPE_RETENTION);
+
+	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, "dedup_outbox_put", topic, true);
+	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
+	is_new = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, retention), false);
+	key_store_close(&ks);
+
+	if (is_new)
+	{
+		outbox_insert((pg_uuid_t *) fp.bytes, topic,
+					  aggregate_type ? aggregate_type : topic,
+					  aggregate_id ? aggregate_id : key,
+					  type ? type : topic,
+					  payload, headers);
+		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
+	}
+	id = palloc(sizeof(pg_uuid_t));
+	memcpy(id->data, fp.bytes, UUID_LEN);
+	PG_RETURN_UUID_P(id);
+}
