@@ -20,11 +20,12 @@ EXTENSION = dedup
 DATA = sql/dedup--1.0.sql
 
 # pg_regress: sql/NAME.sql -> expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record cleanup errors
+REGRESS = test_setup fingerprint claim scope record outbox cleanup errors
 REGRESS_OPTS = --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
+	outbox-take outbox-ack-lease outbox-order \
 	claim-serializable record-begin record-takeover record-release
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 

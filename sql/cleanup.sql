@@ -34,7 +34,8 @@ SET dedup.cleanup_pause = 0;
 CALL dedup_cleanup();
 RESET dedup.cleanup_batch_size;
 RESET dedup.cleanup_pause;
--- an empty stretch or past the end: nothing deleted, pass complete
+-- past the end of dedup.claims: nothing deleted, the pass goes on with
+-- dedup.outbox_keys (stage 1: position 2^32)
 SELECT deleted, next_position FROM dedup_cleanup_batch(1000000, 10);
 
 -- a batch rolled back deletes nothing

@@ -525,12 +525,13 @@ BEGIN
         INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
                                        payload, headers, created_at, attempts, last_error)
         SELECT d.seq, d.id, d.topic, d.aggregatetype, d.aggregateid, d.type,
-               d.payload, d.headers, d.created_at, d.attempts, error
+               d.payload, d.headers, d.created_at, d.attempts, coalesce(error, d.last_error)
         FROM dead AS d
         RETURNING id
     ), back AS (
         UPDATE dedup.outbox AS o
-        SET status = 'p', visible_at = pg_catalog.now() + retry_delay, last_error = error
+        SET status = 'p', visible_at = pg_catalog.now() + retry_delay,
+            last_error = coalesce(error, o.last_error)
         WHERE o.id = ANY (ids) AND o.status = 't' AND o.attempts < max_attempts
         RETURNING o.id
     )

@@ -7,9 +7,13 @@
  *	  (worker.c), the SQL function dedup_cleanup_batch() and the procedure
  *	  dedup_cleanup() (install script, for pg_cron) all run passes through it.
  *
- * Kinds of rows: claims and idempotency records, both in dedup.claims.  A
- * processing record expires when its lease has passed by the scope's ttl
- * (store.c sets expires_at so), so abandoned records go the same way.
+ * Kinds of rows: claims and idempotency records, both in dedup.claims (a
+ * processing record expires when its lease has passed by the scope's ttl,
+ * store.c sets expires_at so, so abandoned records go the same way), and
+ * the keys of outbox events past their topic's retention, in
+ * dedup.outbox_keys (an event itself leaves dedup.outbox when acked).  A
+ * pass cleans dedup.claims, then dedup.outbox_keys: a position's high 32
+ * bits say which (its stage), its low 32 bits the block.
  *
  * dedup.claims has no index on expires_at: every claim would pay for one.
  * Instead a cleanup pass reads the heap in block order with a TID range
@@ -48,16 +52,23 @@
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
 
+/* The tables a pass cleans, in order: its stages */
+static const DedupRelation cleanup_stages[] = {DEDUP_REL_CLAIMS, DEDUP_REL_OUTBOX_KEYS};
+
+#define CLEANUP_NSTAGES lengthof(cleanup_stages)
+
 /*
- * Delete up to batch_size expired claims and records, reading dedup.claims
- * from block *position on, and count them by kind in deleted[].  Sets
- * *position to where the next batch starts, or to InvalidBlockNumber when
- * this batch reached the end of the table.
+ * Delete up to batch_size expired rows of a key table (dedup.claims or
+ * dedup.outbox_keys, which have the same columns), reading it from block
+ * *position on, and count them by kind in deleted[].  Sets *position to
+ * where the next batch starts, or to InvalidBlockNumber when this batch
+ * reached the end of the table.
  */
 static int64
-cleanup_claims(BlockNumber *position, int batch_size, int64 deleted_by_kind[DEDUP_NUM_KINDS])
+cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
+				  int64 deleted_by_kind[DEDUP_NUM_KINDS])
 {
-	Relation	rel = table_open(dedup_relation_oid(DEDUP_REL_CLAIMS), RowExclusiveLock);
+	Relation	rel = table_open(dedup_relation_oid(table), RowExclusiveLock);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
 	BlockNumber start = *position;
 	BlockNumber end;
@@ -98,8 +109,12 @@ cleanup_claims(BlockNumber *position, int batch_size, int64 deleted_by_kind[DEDU
 		if (heap_delete(rel, &tid, cid, InvalidSnapshot, false, &tmfd, false) == TM_Ok)
 		{
 			deleted++;
-			deleted_by_kind[slot_attisnull(slot, Anum_claims_record) ?
-							DEDUP_KIND_CLAIM : DEDUP_KIND_RECORD]++;
+			if (table == DEDUP_REL_OUTBOX_KEYS)
+				deleted_by_kind[DEDUP_KIND_OUTBOX]++;
+			else if (slot_attisnull(slot, Anum_claims_record))
+				deleted_by_kind[DEDUP_KIND_CLAIM]++;
+			else
+				deleted_by_kind[DEDUP_KIND_RECORD]++;
 		}
 		/* else: re-claimed, being re-claimed, or deleted by another cleanup */
 
@@ -120,29 +135,40 @@ cleanup_claims(BlockNumber *position, int batch_size, int64 deleted_by_kind[DEDU
 	return deleted;
 }
 
+/* Whether a position is one a pass can be at. */
+bool
+dedup_cleanup_position_valid(int64 position)
+{
+	return position >= 0 && (position >> 32) < (int64) CLEANUP_NSTAGES &&
+		(position & 0xFFFFFFFF) <= MaxBlockNumber;
+}
+
 /*
  * One batch of a cleanup pass, in the current transaction, which must be
  * able to write (not read-only, not on a standby): deletes up to
  * batch_size expired rows from *position on, counts them in the figures
  * (stats.c) and sets *position to where the next batch starts, or to
- * DEDUP_CLEANUP_DONE.  A position holds the block number of dedup.claims
- * where the batch starts; the high 32 bits are zero, left for kinds kept
- * in other tables.
+ * DEDUP_CLEANUP_DONE.  A batch stays within one stage.
  */
 int64
 dedup_cleanup_run_batch(int64 *position, int batch_size)
 {
 	int64		deleted_by_kind[DEDUP_NUM_KINDS] = {0};
 	bool		pass_start = (*position == 0);
-	BlockNumber block;
+	uint32		stage = (uint32) (*position >> 32);
+	BlockNumber block = (BlockNumber) (*position & 0xFFFFFFFF);
 	int64		deleted;
 
-	Assert(*position >= 0 && *position <= (int64) MaxBlockNumber);
+	Assert(dedup_cleanup_position_valid(*position));
 	dedup_check_writable("dedup_cleanup_batch");
-	block = (BlockNumber) *position;
 	dedup_stats_begin_batch(pass_start);
-	deleted = cleanup_claims(&block, batch_size, deleted_by_kind);
-	*position = (block == InvalidBlockNumber) ? DEDUP_CLEANUP_DONE : (int64) block;
+	deleted = cleanup_key_table(cleanup_stages[stage], &block, batch_size, deleted_by_kind);
+	if (block != InvalidBlockNumber)
+		*position = ((int64) stage << 32) | block;
+	else if (stage + 1 < CLEANUP_NSTAGES)
+		*position = (int64) (stage + 1) << 32;
+	else
+		*position = DEDUP_CLEANUP_DONE;
 	dedup_stats_end_batch(*position == DEDUP_CLEANUP_DONE, deleted_by_kind);
 	return deleted;
 }
@@ -165,10 +191,10 @@ dedup_cleanup_batch(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
-	if (position < 0 || position > (int64) MaxBlockNumber)
+	if (!dedup_cleanup_position_valid(position))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("position must be between 0 and %u", MaxBlockNumber),
+				 errmsg("%lld is not a cleanup position", (long long) position),
 				 errhint("Start a pass at 0 and pass back the next_position each batch returns.")));
 	batch_size = PG_ARGISNULL(1) ? dedup_cleanup_batch_size : PG_GETARG_INT32(1);
 	if (batch_size < 1 || batch_size > DEDUP_MAX_CLEANUP_BATCH)

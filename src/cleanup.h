@@ -14,12 +14,14 @@
 
 /*
  * The kinds of rows the cleanup deletes; the figures are kept per kind.
- * Claims and records share dedup.claims (a record has a record_state).
+ * Claims and records share dedup.claims (a record has a record_state);
+ * outbox event keys live in dedup.outbox_keys.
  */
 typedef enum DedupKind
 {
 	DEDUP_KIND_CLAIM,
 	DEDUP_KIND_RECORD,
+	DEDUP_KIND_OUTBOX,
 	DEDUP_NUM_KINDS
 } DedupKind;
 
@@ -34,6 +36,7 @@ extern const char *const dedup_kind_names[DEDUP_NUM_KINDS];
 
 /* cleanup.c: one batch of a pass, in the current transaction */
 extern int64 dedup_cleanup_run_batch(int64 *position, int batch_size);
+extern bool dedup_cleanup_position_valid(int64 position);
 
 /* stats.c: the figures, in shared memory when the library is preloaded */
 extern void dedup_stats_shmem_request(void);

@@ -393,6 +393,8 @@ worker_check_database(Oid *roleoid)
 	else if (XactReadOnly)
 		state = DEDUP_DB_READ_ONLY;
 	else if (pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_CLAIMS), *roleoid,
+							   ACL_DELETE) != ACLCHECK_OK ||
+			 pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_OUTBOX_KEYS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK)
 		state = DEDUP_DB_NOT_PERMITTED;
 	else
@@ -422,9 +424,9 @@ worker_check_database(Oid *roleoid)
 				break;
 			case DEDUP_DB_NOT_PERMITTED:
 				ereport(LOG,
-						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" may not delete from dedup.claims",
+						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" may not delete from dedup.claims and dedup.outbox_keys",
 								datname, GetUserNameFromId(*roleoid, false)),
-						 errhint("Set dedup.cleanup_role to the extension's owner, or grant the role DELETE on dedup.claims.")));
+						 errhint("Set dedup.cleanup_role to the extension's owner, or grant the role DELETE on both tables.")));
 				break;
 			case DEDUP_DB_CLEANING:
 				ereport(LOG,
@@ -464,7 +466,7 @@ worker_run_pass(void)
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, "dedup cleanup: deleting expired claims and records");
+		pgstat_report_activity(STATE_RUNNING, "dedup cleanup: deleting expired claims, records and outbox keys");
 		PG_TRY();
 		{
 			(void) dedup_cleanup_run_batch(&position, dedup_cleanup_batch_size);

@@ -1,0 +1,138 @@
+-- The transactional outbox: put, take, ack, nack, dead letters, redrive,
+-- figures, cleanup of keys past retention, and every error (with nothing
+-- changed).
+TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+SELECT dedup_set_scope('orders', lease => '1 minute', retention => '1 hour') IS NOT NULL AS set;
+
+-- put: the same (topic, key) yields one event, whose id comes back either way
+BEGIN;
+SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') AS id1 \gset
+SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1, "retry": true}', aggregate_id => '1') = :'id1' AS same_id;
+COMMIT;
+SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') = :'id1' AS same_id_later;
+SELECT count(*) AS events FROM dedup.outbox;
+-- the id is a version 8 UUID; another topic with the same key is another event
+SELECT substr(:'id1', 15, 1) AS version, substr(:'id1', 20, 1) IN ('8', '9', 'a', 'b') AS variant;
+SELECT dedup_outbox_put('invoices', 'o-1-created', '{}') <> :'id1' AS other_topic;
+-- Debezium's columns, with their defaults: aggregatetype and type the topic,
+-- aggregateid the key, headers {}
+SELECT dedup_outbox_put('orders', 'o-2-created', '{"order": 2}') IS NOT NULL AS put;
+SELECT dedup_outbox_put('orders', 'o-2-paid', '{"order": 2}', aggregate_id => '2', type => 'OrderPaid',
+                        headers => '{"trace": "t-1"}', aggregate_type => 'Order') IS NOT NULL AS put;
+SELECT aggregatetype, aggregateid, type, payload, headers, status, attempts
+FROM dedup.outbox WHERE topic = 'orders' ORDER BY seq;
+-- a rolled-back put leaves nothing, and the key is free again
+BEGIN;
+SELECT dedup_outbox_put('orders', 'o-3-created', '{"order": 3}') IS NOT NULL AS put;
+ROLLBACK;
+SELECT count(*) AS events_after_rollback FROM dedup.outbox WHERE topic = 'orders';
+SELECT count(*) AS keys FROM dedup.outbox_keys;
+
+-- take: with the topic's lease; within an aggregate, one at a time, in order
+TRUNCATE dedup.outbox, dedup.outbox_keys;
+SELECT count(*) FROM (VALUES ('a-1', 'A'), ('a-2', 'A'), ('b-1', 'B'), ('a-3', 'A'), ('c-1', 'C')) AS v(k, agg),
+  LATERAL dedup_outbox_put('orders', k, jsonb_build_object('key', k), aggregate_id => agg) AS p;
+SELECT payload->>'key' AS key, aggregateid, attempts,
+       lease_expires_at - now() = interval '1 minute' AS topic_lease
+FROM dedup_outbox_take('orders', 10);
+-- everything handed out is in flight; A's next waits for A's first
+SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+SELECT topic, pending, in_flight, dead, oldest_pending_age >= interval '0' AS aged FROM dedup_outbox_stats('orders');
+-- ack A's first: A's second comes next, and only it
+SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'a-1')) AS acked;
+SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+-- an acked event never comes back; acking it again is no error (0 acked)
+SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'a-1', '{}')]) AS acked_again;
+SELECT count(*) AS a1_left FROM dedup.outbox WHERE payload->>'key' = 'a-1';
+
+-- nack: back at once, or after a delay, with the error kept
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'b-1'),
+                         error => 'broker down') AS nacked;
+SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'b-1'),
+                         retry_delay => '1 hour') AS nacked;
+SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+SELECT status, attempts, last_error, visible_at > now() + interval '59 minutes' AS delayed
+FROM dedup.outbox WHERE payload->>'key' = 'b-1';
+
+-- a lease that passes: the event comes back, attempts counted
+SELECT dedup_set_scope('orders', lease => '1 millisecond') IS NOT NULL AS set;
+UPDATE dedup.outbox SET visible_at = now() - interval '1 second' WHERE payload->>'key' = 'c-1';
+SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
+SELECT dedup_set_scope('orders', lease => '1 minute') IS NOT NULL AS set;
+
+-- dead letters: handed out dedup.outbox_max_attempts times, then dead
+SET dedup.outbox_max_attempts = 2;
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'c-1'),
+                         error => 'poison') AS nacked;
+SELECT count(*) AS c1_dead, min(attempts) AS attempts, min(last_error) AS last_error
+FROM dedup.outbox_dead WHERE aggregateid = 'C';
+SELECT topic, pending, in_flight, dead, oldest_pending_age >= interval '0' AS aged FROM dedup_outbox_stats('orders');
+-- redrive: back in the outbox, in its place, with no attempts
+SELECT dedup_outbox_redrive('orders') AS redriven;
+SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
+RESET dedup.outbox_max_attempts;
+
+-- errors, and nothing changed by them
+CREATE TEMP TABLE outbox_before AS SELECT id, status, attempts, visible_at FROM dedup.outbox;
+SELECT stmt, regress_try(stmt) FROM (VALUES
+  ($$SELECT dedup_outbox_put(NULL, 'k', '{}')$$),
+  ($$SELECT dedup_outbox_put('', 'k', '{}')$$),
+  ($$SELECT dedup_outbox_put('orders', NULL, '{}')$$),
+  ($$SELECT dedup_outbox_put('orders', '', '{}')$$),
+  ($$SELECT dedup_outbox_put('orders', 'k', NULL)$$),
+  ($$SELECT dedup_outbox_put('orders', 'k', '{}', aggregate_id => '')$$),
+  ($$SELECT dedup_outbox_put('orders', 'k', '{}', type => '')$$),
+  ($$SELECT dedup_outbox_put('orders', 'k', '{}', headers => '[1]')$$),
+  ($$SELECT * FROM dedup_outbox_take('orders', 0)$$),
+  ($$SELECT * FROM dedup_outbox_take('orders', 10001)$$),
+  ($$SELECT * FROM dedup_outbox_take(NULL, 10)$$),
+  ($$SELECT dedup_outbox_ack(NULL)$$),
+  ($$SELECT dedup_outbox_ack(ARRAY[NULL]::uuid[])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY['00000000-0000-8000-8000-000000000000'::uuid])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 'p' ORDER BY seq LIMIT 1))$$),
+  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't' ORDER BY seq LIMIT 1), '-1 second')$$),
+  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 'p' ORDER BY seq LIMIT 1))$$),
+  ($$SELECT dedup_outbox_redrive(NULL)$$)) AS t(stmt);
+SELECT count(*) AS unchanged FROM dedup.outbox o JOIN outbox_before b USING (id, status, attempts, visible_at);
+SELECT count(*) AS events FROM dedup.outbox;
+-- a read-only transaction cannot put (25006)
+BEGIN READ ONLY;
+SELECT dedup_outbox_put('orders', 'ro', '{}');
+ROLLBACK;
+SELECT count(*) AS ro_events FROM dedup.outbox WHERE aggregateid = 'ro';
+
+-- keys past the topic's retention go with the cleanup (kind outbox); the
+-- same key then makes a new event
+CREATE TEMP TABLE outbox_figures AS SELECT rows_deleted FROM dedup_cleanup_stats() WHERE kind = 'outbox';
+SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup_outbox_take('orders', 100))) >= 0 AS drained;
+UPDATE dedup.outbox_keys SET expires_at = now() - interval '1 second';
+SELECT count(*) AS keys_expired FROM dedup.outbox_keys;
+CALL dedup_cleanup();
+SELECT count(*) AS keys_left FROM dedup.outbox_keys;
+SELECT s.rows_deleted - f.rows_deleted AS outbox_keys_deleted
+FROM dedup_cleanup_stats() s, outbox_figures f WHERE s.kind = 'outbox';
+SELECT dedup_outbox_put('orders', 'a-1', '{"again": true}') = dedup_outbox_put('orders', 'a-1', '{}') AS same_id;
+SELECT count(*) AS a1_again FROM dedup.outbox WHERE payload = '{"again": true}';
+
+-- privileges: producers get put through dedup_grant_usage, relays get
+-- take/ack/nack/stats through dedup_grant_relay; redrive stays with the owner
+CREATE ROLE regress_dedup_producer;
+CREATE ROLE regress_dedup_relay;
+SELECT dedup_grant_usage('regress_dedup_producer');
+SELECT dedup_grant_relay('regress_dedup_relay');
+SELECT r AS role,
+       has_function_privilege(r, 'dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)', 'EXECUTE') AS put,
+       has_function_privilege(r, 'dedup_outbox_take(text, integer)', 'EXECUTE') AS take,
+       has_function_privilege(r, 'dedup_outbox_ack(uuid[])', 'EXECUTE') AS ack,
+       has_function_privilege(r, 'dedup_outbox_redrive(text, uuid[])', 'EXECUTE') AS redrive,
+       has_table_privilege(r, 'dedup.outbox', 'SELECT') AS read_table
+FROM unnest(ARRAY['public', 'regress_dedup_producer', 'regress_dedup_relay']) AS r;
+-- a producer with only EXECUTE puts events (the insert runs as the owner)
+SET ROLE regress_dedup_producer;
+SELECT dedup_outbox_put('orders', 'by-producer', '{}') IS NOT NULL AS put;
+RESET ROLE;
+SELECT count(*) AS by_producer FROM dedup.outbox WHERE aggregateid = 'by-producer';
+DROP OWNED BY regress_dedup_producer, regress_dedup_relay;
+DROP ROLE regress_dedup_producer, regress_dedup_relay;
+TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
