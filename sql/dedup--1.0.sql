@@ -151,6 +151,7 @@ CREATE TABLE dedup.scopes (
     ttl        interval,
     lease      interval,
     retention  interval,
+    max_attempts integer CHECK (max_attempts >= 1),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT scopes_pkey PRIMARY KEY (scope)
 ) USING heap;
@@ -263,13 +264,13 @@ SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_keys', '');
 -------------------------------------------------------------------------
 CREATE FUNCTION @extschema@.dedup_set_scope(
     scope text, ttl interval DEFAULT NULL, lease interval DEFAULT NULL,
-    retention interval DEFAULT NULL,
+    retention interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
     OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
-    OUT configured boolean)
+    OUT max_attempts integer, OUT configured boolean)
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval) IS
-    'set a scope''s ttl, lease and retention (NULL leaves a setting as it is); returns the effective settings';
+COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer) IS
+    'set a scope''s ttl, lease, retention and outbox max_attempts (NULL leaves a setting as it is); returns the effective settings';
 
 CREATE FUNCTION @extschema@.dedup_reset_scope(scope text)
 RETURNS boolean
@@ -281,7 +282,7 @@ COMMENT ON FUNCTION @extschema@.dedup_reset_scope(text) IS
 CREATE FUNCTION @extschema@.dedup_scope(
     scope text,
     OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
-    OUT configured boolean)
+    OUT max_attempts integer, OUT configured boolean)
 AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_scope(text) IS
     'the effective settings of a scope: its own where set, the GUC defaults otherwise';
@@ -397,7 +398,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     lease interval;
-    max_attempts integer := pg_catalog.current_setting('dedup.outbox_max_attempts')::integer;
+    max_attempts integer;
 BEGIN
     IF topic IS NULL OR batch_size IS NULL THEN
         RAISE EXCEPTION 'topic and batch_size must not be null' USING ERRCODE = '22004';
@@ -405,7 +406,8 @@ BEGIN
     IF batch_size < 1 OR batch_size > 10000 THEN
         RAISE EXCEPTION 'batch_size must be between 1 and 10000' USING ERRCODE = '22023';
     END IF;
-    SELECT s.lease INTO lease FROM @extschema@.dedup_scope(topic) AS s;
+    SELECT s.lease, s.max_attempts INTO lease, max_attempts
+    FROM @extschema@.dedup_scope(topic) AS s;
     RETURN QUERY
     WITH candidates AS (
         SELECT o.id AS cid
@@ -508,7 +510,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    max_attempts integer := pg_catalog.current_setting('dedup.outbox_max_attempts')::integer;
     done uuid[];
 BEGIN
     IF ids IS NULL OR array_position(ids, NULL) IS NOT NULL OR retry_delay IS NULL THEN
@@ -519,7 +520,8 @@ BEGIN
     END IF;
     WITH dead AS (
         DELETE FROM dedup.outbox AS o
-        WHERE o.id = ANY (ids) AND o.status = 't' AND o.attempts >= max_attempts
+        WHERE o.id = ANY (ids) AND o.status = 't'
+          AND o.attempts >= (SELECT s.max_attempts FROM @extschema@.dedup_scope(o.topic) AS s)
         RETURNING o.*
     ), buried AS (
         INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
@@ -532,7 +534,8 @@ BEGIN
         UPDATE dedup.outbox AS o
         SET status = 'p', visible_at = pg_catalog.now() + retry_delay,
             last_error = coalesce(error, o.last_error)
-        WHERE o.id = ANY (ids) AND o.status = 't' AND o.attempts < max_attempts
+        WHERE o.id = ANY (ids) AND o.status = 't'
+          AND o.attempts < (SELECT s.max_attempts FROM @extschema@.dedup_scope(o.topic) AS s)
         RETURNING o.id
     )
     SELECT coalesce(array_agg(x.id), '{}') INTO done
@@ -542,7 +545,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_nack(uuid[], interval, text) IS
-    'the events could not be published: they come back after retry_delay, or go to dead after dedup.outbox_max_attempts';
+    'the events could not be published: they come back after retry_delay, or go to dead after the topic''s max_attempts';
 
 CREATE FUNCTION @extschema@.dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL)
 RETURNS integer
@@ -666,7 +669,7 @@ COMMENT ON VIEW @extschema@.dedup_cleanup_stats IS
 -- for roles granted them, not for PUBLIC.
 -------------------------------------------------------------------------
 REVOKE ALL ON FUNCTION
-    @extschema@.dedup_set_scope(text, interval, interval, interval),
+    @extschema@.dedup_set_scope(text, interval, interval, interval, integer),
     @extschema@.dedup_reset_scope(text),
     @extschema@.dedup_scope(text),
     @extschema@.dedup_claim(text, text, interval, boolean),

@@ -61,8 +61,8 @@ UPDATE dedup.outbox SET visible_at = now() - interval '1 second' WHERE payload->
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
 SELECT dedup_set_scope('orders', lease => '1 minute') IS NOT NULL AS set;
 
--- dead letters: handed out dedup.outbox_max_attempts times, then dead
-SET dedup.outbox_max_attempts = 2;
+-- dead letters: handed out the topic's max_attempts times, then dead
+SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 2);
 SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'c-1'),
                          error => 'poison') AS nacked;
 SELECT count(*) AS c1_dead, min(attempts) AS attempts, min(last_error) AS last_error
@@ -71,6 +71,12 @@ SELECT topic, pending, in_flight, dead, oldest_pending_age >= interval '0' AS ag
 -- redrive: back in the outbox, in its place, with no attempts
 SELECT dedup_outbox_redrive('orders') AS redriven;
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
+SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 10);
+SELECT stmt, regress_try(stmt) FROM (VALUES
+  ($$SELECT dedup_set_scope('orders', max_attempts => 0)$$)) AS t(stmt);
+-- without a setting of its own, a topic uses dedup.outbox_max_attempts
+SET dedup.outbox_max_attempts = 3;
+SELECT max_attempts, configured FROM dedup_scope('unset-topic');
 RESET dedup.outbox_max_attempts;
 
 -- errors, and nothing changed by them
@@ -136,3 +142,4 @@ SELECT count(*) AS by_producer FROM dedup.outbox WHERE aggregateid = 'by-produce
 DROP OWNED BY regress_dedup_producer, regress_dedup_relay;
 DROP ROLE regress_dedup_producer, regress_dedup_relay;
 TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+SELECT dedup_reset_scope('orders') AS reset;

@@ -93,7 +93,7 @@ _PG_init(void)
 							PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dedup.outbox_max_attempts",
-							"Times an outbox event is handed out before it goes to dead.",
+							"Hand-outs of an outbox event before a failure makes it dead, for topics without their own.",
 							NULL,
 							&dedup_outbox_max_attempts,
 							10, 1, 1000000,

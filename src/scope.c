@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * scope.c
- *	  Per-scope settings (ttl, lease, retention): the row of dedup.scopes
+ *	  Per-scope settings (ttl, lease, retention, and the outbox's
+ *	  max_attempts): the row of dedup.scopes
  *	  for a scope when there is one, the GUC defaults for what it leaves
  *	  NULL or when there is none.  Holds the read used by the claim path
  *	  and the SQL functions dedup_scope(), dedup_set_scope() and
@@ -36,12 +37,14 @@
 #define Anum_scopes_ttl			2
 #define Anum_scopes_lease		3
 #define Anum_scopes_retention	4
-#define SCOPE_NSETTINGS			3
+#define Anum_scopes_max_attempts 5
+#define SCOPE_NSETTINGS			3	/* the intervals; max_attempts apart */
 
 /* A scope's settings, indexed by DedupScopeSetting (the column order). */
 typedef struct ScopeSettings
 {
 	Interval	value[SCOPE_NSETTINGS];
+	int32		max_attempts;
 	bool		configured;		/* dedup.scopes has a row for the scope */
 } ScopeSettings;
 
@@ -58,6 +61,8 @@ typedef struct ScopeCacheEntry
 	bool		found;			/* a row exists */
 	bool		isset[SCOPE_NSETTINGS];
 	Interval	value[SCOPE_NSETTINGS];
+	bool		max_attempts_set;
+	int32		max_attempts;
 } ScopeCacheEntry;
 
 #define SCOPE_CACHE_MAX 10000
@@ -124,6 +129,15 @@ scope_load(const text *scope, ScopeCacheEntry *entry)
 			if (!isnull)
 				memcpy(&entry->value[i], DatumGetIntervalP(d), sizeof(Interval));
 		}
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(tuple, Anum_scopes_max_attempts,
+										 RelationGetDescr(rel), &isnull);
+
+			entry->max_attempts_set = !isnull;
+			if (!isnull)
+				entry->max_attempts = DatumGetInt32(d);
+		}
 	}
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
@@ -186,6 +200,8 @@ scope_read(const text *scope, ScopeSettings *settings)
 	}
 
 	settings->configured = entry->found;
+	settings->max_attempts = entry->max_attempts_set ?
+		entry->max_attempts : dedup_outbox_max_attempts;
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
 	{
 		if (entry->isset[i])
@@ -216,8 +232,8 @@ scope_result(FunctionCallInfo fcinfo, text *scope)
 {
 	ScopeSettings settings;
 	TupleDesc	tupdesc;
-	Datum		values[SCOPE_NSETTINGS + 2];
-	bool		nulls[SCOPE_NSETTINGS + 2] = {false};
+	Datum		values[SCOPE_NSETTINGS + 3];
+	bool		nulls[SCOPE_NSETTINGS + 3] = {false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -225,7 +241,8 @@ scope_result(FunctionCallInfo fcinfo, text *scope)
 	values[0] = PointerGetDatum(scope);
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
 		values[i + 1] = IntervalPGetDatum(&settings.value[i]);
-	values[SCOPE_NSETTINGS + 1] = BoolGetDatum(settings.configured);
+	values[SCOPE_NSETTINGS + 1] = Int32GetDatum(settings.max_attempts);
+	values[SCOPE_NSETTINGS + 2] = BoolGetDatum(settings.configured);
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
@@ -237,8 +254,9 @@ dedup_scope(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_set_scope(scope, ttl, lease, retention): upsert; a NULL argument
- * leaves that setting as it is (the GUC default for a new scope).
+ * dedup_set_scope(scope, ttl, lease, retention, max_attempts): upsert; a
+ * NULL argument leaves that setting as it is (the GUC default for a new
+ * scope).
  */
 PG_FUNCTION_INFO_V1(dedup_set_scope);
 Datum
@@ -246,9 +264,9 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 {
 	static const char *const names[SCOPE_NSETTINGS] = {"ttl", "lease", "retention"};
 	text	   *scope = dedup_scope_arg(fcinfo, 0);
-	Oid			argtypes[SCOPE_NSETTINGS + 1] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID};
-	Datum		values[SCOPE_NSETTINGS + 1];
-	char		nulls[SCOPE_NSETTINGS + 1] = {' ', ' ', ' ', ' '};
+	Oid			argtypes[SCOPE_NSETTINGS + 2] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID, INT4OID};
+	Datum		values[SCOPE_NSETTINGS + 2];
+	char		nulls[SCOPE_NSETTINGS + 2] = {' ', ' ', ' ', ' ', ' '};
 
 	values[0] = PointerGetDatum(scope);
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
@@ -258,18 +276,31 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 		values[i + 1] = IntervalPGetDatum(v);
 		nulls[i + 1] = v ? ' ' : 'n';
 	}
+	if (PG_ARGISNULL(SCOPE_NSETTINGS + 1))
+		nulls[SCOPE_NSETTINGS + 1] = 'n';
+	else
+	{
+		int32		max_attempts = PG_GETARG_INT32(SCOPE_NSETTINGS + 1);
+
+		if (max_attempts < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_attempts must be at least 1")));
+		values[SCOPE_NSETTINGS + 1] = Int32GetDatum(max_attempts);
+	}
 	dedup_check_writable("dedup_set_scope");
 
 	SPI_connect();
 	if (SPI_execute_with_args(
-							  "INSERT INTO dedup.scopes AS s (scope, ttl, lease, retention)"
-							  " VALUES ($1, $2, $3, $4)"
+							  "INSERT INTO dedup.scopes AS s (scope, ttl, lease, retention, max_attempts)"
+							  " VALUES ($1, $2, $3, $4, $5)"
 							  " ON CONFLICT (scope) DO UPDATE SET"
 							  " ttl = COALESCE(excluded.ttl, s.ttl),"
 							  " lease = COALESCE(excluded.lease, s.lease),"
 							  " retention = COALESCE(excluded.retention, s.retention),"
+							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
 							  " updated_at = pg_catalog.now()",
-							  SCOPE_NSETTINGS + 1, argtypes, values, nulls,
+							  SCOPE_NSETTINGS + 2, argtypes, values, nulls,
 							  false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the settings of a dedup scope");
 	SPI_finish();

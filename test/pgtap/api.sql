@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(62);
+SELECT plan(80);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -32,10 +32,10 @@ SELECT function_returns('public', 'dedup_claim_batch', ARRAY['text', 'text[]', '
 SELECT has_function('public', 'dedup_fingerprint', ARRAY['text']);
 SELECT has_function('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]']);
 SELECT volatility_is('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]'], 'immutable');
-SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval']);
-SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval']);
+SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer']);
+SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer']);
 SELECT ok((SELECT proconfig @> ARRAY['search_path=pg_catalog, pg_temp'] FROM pg_proc
-           WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval)'::regprocedure),
+           WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval, integer)'::regprocedure),
           'dedup_set_scope pins its search_path');
 SELECT ok((SELECT bool_and(proconfig IS NOT NULL) FROM pg_proc
            WHERE prosecdef AND pronamespace = 'public'::regnamespace AND proname LIKE 'dedup%'),
@@ -71,7 +71,7 @@ SELECT has_table('dedup', 'scopes', 'dedup.scopes');
 -- privileges: PUBLIC may not claim, set scopes or read the tables
 SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot claim');
-SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval'],
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot change scopes');
 SELECT table_privs_are('dedup', 'claims', 'public', ARRAY[]::text[], 'PUBLIC cannot read claims');
 SELECT schema_privs_are('dedup', 'public', ARRAY[]::text[], 'PUBLIC cannot use schema dedup');
@@ -81,7 +81,7 @@ CREATE ROLE regress_dedup_tap_app NOLOGIN;
 SELECT dedup_grant_usage('regress_dedup_tap_app');
 SELECT function_privs_are('public', 'dedup_claim_batch', ARRAY['text', 'uuid[]', 'interval', 'boolean'],
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim batches');
-SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval'],
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer'],
                           'regress_dedup_tap_app', ARRAY[]::text[], 'granted role still cannot change scopes');
 SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'uuid', 'interval', 'boolean'],
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim uuid keys');
@@ -108,6 +108,38 @@ SELECT table_privs_are('public', 'dedup_cleanup_stats', 'regress_dedup_tap_app',
                        'an application role cannot read the figures view');
 SELECT function_privs_are('public', 'dedup_cleanup_stats', ARRAY['boolean'],
                           'regress_dedup_tap_app', ARRAY[]::text[], 'dedup_grant_usage does not grant the figures');
+
+-- the outbox: put for producers, take/ack/nack/stats for relays, redrive for
+-- the owner; the relay functions run as the owner with a pinned search_path
+SELECT has_function('public', 'dedup_outbox_put', ARRAY['text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'text']);
+SELECT function_returns('public', 'dedup_outbox_put', ARRAY['text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'text'], 'uuid');
+SELECT isnt_strict('public', 'dedup_outbox_put', ARRAY['text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'text'],
+                   'dedup_outbox_put is not strict: a NULL payload is an error');
+SELECT has_function('public', 'dedup_outbox_take', ARRAY['text', 'integer']);
+SELECT has_function('public', 'dedup_outbox_ack', ARRAY['uuid[]']);
+SELECT has_function('public', 'dedup_outbox_nack', ARRAY['uuid[]', 'interval', 'text']);
+SELECT has_function('public', 'dedup_outbox_redrive', ARRAY['text', 'uuid[]']);
+SELECT has_function('public', 'dedup_outbox_stats', ARRAY['text']);
+SELECT is_definer('public', 'dedup_outbox_take', ARRAY['text', 'integer']);
+SELECT is_definer('public', 'dedup_outbox_ack', ARRAY['uuid[]']);
+SELECT is((SELECT count(*)::integer FROM pg_proc
+           WHERE proname LIKE 'dedup\_outbox\_%' AND prosecdef
+             AND NOT coalesce(proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)), 0,
+          'every SECURITY DEFINER outbox function pins its search_path');
+SELECT function_privs_are('public', 'dedup_outbox_put', ARRAY['text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'text'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot put');
+SELECT function_privs_are('public', 'dedup_outbox_take', ARRAY['text', 'integer'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot take');
+SELECT function_privs_are('public', 'dedup_outbox_put', ARRAY['text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'text'],
+                          'regress_dedup_tap_app', ARRAY['EXECUTE'], 'dedup_grant_usage grants put');
+SELECT function_privs_are('public', 'dedup_outbox_take', ARRAY['text', 'integer'],
+                          'regress_dedup_tap_app', ARRAY[]::text[], 'dedup_grant_usage does not grant take');
+SELECT has_table('dedup', 'outbox', 'table dedup.outbox exists');
+SELECT columns_are('dedup', 'outbox',
+    ARRAY['seq', 'id', 'topic', 'aggregatetype', 'aggregateid', 'type', 'payload', 'headers',
+          'created_at', 'status', 'attempts', 'visible_at', 'last_error'],
+    'dedup.outbox has Debezium''s columns and the relay''s state');
+SELECT col_type_is('dedup', 'outbox', 'id', 'uuid', 'the event id is a uuid');
 
 SELECT * FROM finish();
 ROLLBACK;
