@@ -21,3 +21,16 @@ CREATE TABLE seed_stripe (
     expires_at timestamptz NOT NULL
 );
 CREATE INDEX seed_stripe_expires_at ON seed_stripe (expires_at);
+-- the seed's outbox: a plain INSERT per event, a poller that marks them published
+CREATE TABLE seed_outbox (
+    id            bigserial PRIMARY KEY,
+    aggregatetype text NOT NULL,
+    aggregateid   text NOT NULL,
+    type          text NOT NULL,
+    payload       jsonb NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    published     boolean NOT NULL DEFAULT false
+);
+CREATE INDEX seed_outbox_unpublished ON seed_outbox (id) WHERE NOT published;
+-- PgQ (Debian's postgresql-15-pgq3), for the drain comparison
+CREATE EXTENSION IF NOT EXISTS pgq;

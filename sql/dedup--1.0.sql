@@ -218,7 +218,7 @@ CREATE TABLE dedup.outbox (
     visible_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     last_error    text,
     CONSTRAINT outbox_pkey PRIMARY KEY (id)
-) USING heap WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02);
+) USING heap WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02);
 CREATE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
 CREATE INDEX outbox_aggregate_seq ON dedup.outbox (topic, aggregateid, seq);
 COMMENT ON TABLE dedup.outbox IS 'outbox events not yet published (Debezium Outbox Event Router columns plus the relay''s state)';
@@ -496,7 +496,9 @@ BEGIN
         RETURNING o.id
     )
     SELECT coalesce(array_agg(gone.id), '{}') INTO done FROM gone;
-    PERFORM dedup.outbox_check_ids(ids, done);
+    IF cardinality(done) < cardinality(ids) THEN
+        PERFORM dedup.outbox_check_ids(ids, done);
+    END IF;
     RETURN cardinality(done);
 END
 $$;
@@ -540,7 +542,9 @@ BEGIN
     )
     SELECT coalesce(array_agg(x.id), '{}') INTO done
     FROM (SELECT b.id FROM buried AS b UNION ALL SELECT k.id FROM back AS k) AS x;
-    PERFORM dedup.outbox_check_ids(ids, done);
+    IF cardinality(done) < cardinality(ids) THEN
+        PERFORM dedup.outbox_check_ids(ids, done);
+    END IF;
     RETURN cardinality(done);
 END
 $$;

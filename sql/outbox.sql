@@ -28,6 +28,16 @@ ROLLBACK;
 SELECT count(*) AS events_after_rollback FROM dedup.outbox WHERE topic = 'orders';
 SELECT count(*) AS keys FROM dedup.outbox_keys;
 
+-- a consumer claims a message and publishes its follow-up event in one
+-- transaction: both or neither
+BEGIN;
+SELECT dedup_claim('payments-consumer', 'msg-7') AS claimed,
+       dedup_outbox_put('orders', 'msg-7-paid', '{"paid": 7}') IS NOT NULL AS put;
+ROLLBACK;
+SELECT dedup_claim('payments-consumer', 'msg-7') AS claimed_again,
+       (SELECT count(*) FROM dedup.outbox WHERE payload = '{"paid": 7}') AS events_after_rollback;
+TRUNCATE dedup.claims;
+
 -- take: with the topic's lease; within an aggregate, one at a time, in order
 TRUNCATE dedup.outbox, dedup.outbox_keys;
 SELECT count(*) FROM (VALUES ('a-1', 'A'), ('a-2', 'A'), ('b-1', 'B'), ('a-3', 'A'), ('c-1', 'C')) AS v(k, agg),

@@ -18,9 +18,15 @@
  * producers need EXECUTE on this function and no table privilege.
  *
  * Producers of one aggregate are serialized until they commit by a lock
- * on (topic, aggregate id), taken before the event gets its sequence
- * number: within an aggregate, sequence order is commit order, which is
- * the order the relay hands events out in.
+ * taken before the event gets its sequence number: within an aggregate,
+ * sequence order is commit order, which is the order the relay hands
+ * events out in.  The lock is one of OUTBOX_LOCK_STRIPES, chosen by a hash
+ * of (topic, aggregate id), so that a transaction that puts events of
+ * thousands of aggregates holds at most that many locks (a lock per
+ * aggregate would exhaust the lock table); two producers of different
+ * aggregates on one stripe wait for each other, which costs time, not
+ * correctness.  A put without an aggregate id (its own aggregate) has
+ * nothing to order and takes no lock.
  *
  * A new event notifies channel dedup_outbox with the topic as payload;
  * PostgreSQL folds a transaction's identical notifications into one, so
@@ -47,8 +53,9 @@
 /* The channel relays LISTEN on. */
 #define OUTBOX_CHANNEL "dedup_outbox"
 
-/* Lock tag class of the per-aggregate producer lock (claims use 0x6464). */
+/* Lock tag class of the producer locks (claims use 0x6464), and their number */
 #define OUTBOX_AGGREGATE_LOCKTAG_CLASS 0x6465
+#define OUTBOX_LOCK_STRIPES 1024
 
 #define OUTBOX_INSERT_NARGS 7
 
@@ -69,21 +76,19 @@ outbox_event_key(DedupFingerprint *fp)
 
 /*
  * Serialize the producers of one aggregate until the end of the
- * transaction: a lock on the fingerprint of (topic, aggregate id).
+ * transaction: the lock of the aggregate's stripe.
  */
 static void
 outbox_lock_aggregate(const text *topic, text *aggregate_id)
 {
 	DedupFingerprint afp;
 	LOCKTAG		tag;
-	uint64		hi;
-	uint64		lo;
+	uint32		stripe;
 
 	dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &afp);
-	memcpy(&hi, afp.bytes, sizeof(hi));
-	memcpy(&lo, afp.bytes + sizeof(hi), sizeof(lo));
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hi ^ (hi >> 32)),
-						 (uint32) (lo ^ (lo >> 32)), OUTBOX_AGGREGATE_LOCKTAG_CLASS);
+	memcpy(&stripe, afp.bytes, sizeof(stripe));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, stripe % OUTBOX_LOCK_STRIPES, 0,
+						 OUTBOX_AGGREGATE_LOCKTAG_CLASS);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
@@ -196,7 +201,8 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	retention = dedup_scope_setting(topic, DEDUP_SCOPE_RETENTION);
 
 	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, "dedup_outbox_put", topic, true);
-	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
+	if (aggregate_id != NULL)
+		outbox_lock_aggregate(topic, aggregate_id);
 	is_new = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, retention), false);
 	key_store_close(&ks);
 
