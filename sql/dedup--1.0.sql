@@ -256,6 +256,7 @@ COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put within their to
 SELECT pg_catalog.pg_extension_config_dump('dedup.scopes', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.claims', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_seq_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_dead', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_keys', '');
 
@@ -386,9 +387,10 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
     'enqueue an event in the current transaction; the same (topic, key) within the topic''s retention yields one event; returns its id';
 
 -- The relay.  An event is handed out at most once at a time: take locks
--- with SKIP LOCKED, so relays run in parallel; within an aggregate, only
--- the earliest event not yet acked is handed out, so events of one
--- aggregate go out in commit order and never two at once.
+-- with SKIP LOCKED, so relays run in parallel.  Within an aggregate, only
+-- the earliest event not yet acked is handed out, and only while no other
+-- event of it is in flight, so events of one aggregate go out in commit
+-- order and never two at once.  Leases run from the statement's start.
 CREATE FUNCTION @extschema@.dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
                headers jsonb, attempts integer, created_at timestamptz,
@@ -413,10 +415,13 @@ BEGIN
         SELECT o.id AS cid
         FROM dedup.outbox AS o
         WHERE o.topic = dedup_outbox_take.topic
-          AND o.visible_at <= pg_catalog.now()
+          AND o.visible_at <= pg_catalog.statement_timestamp()
           AND NOT EXISTS (SELECT FROM dedup.outbox AS e
                           WHERE e.topic = o.topic AND e.aggregateid = o.aggregateid
-                            AND e.seq < o.seq)
+                            AND e.id <> o.id
+                            AND (e.seq < o.seq
+                                 OR (e.status = 't'
+                                     AND e.visible_at > pg_catalog.statement_timestamp())))
         ORDER BY o.seq
         LIMIT batch_size
         FOR UPDATE OF o SKIP LOCKED
@@ -430,10 +435,11 @@ BEGIN
         SELECT d.seq, d.id, d.topic, d.aggregatetype, d.aggregateid, d.type,
                d.payload, d.headers, d.created_at, d.attempts, d.last_error
         FROM dead AS d
+        ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING
     ), taken AS (
         UPDATE dedup.outbox AS o
         SET status = 't', attempts = o.attempts + 1,
-            visible_at = pg_catalog.now() + lease
+            visible_at = pg_catalog.statement_timestamp() + lease
         FROM candidates AS c
         WHERE o.id = c.cid AND o.attempts < max_attempts
         RETURNING o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,
@@ -447,9 +453,30 @@ $$;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_take(text, integer) IS
     'hand out up to batch_size events of a topic with a lease (the topic''s lease); an event not acked comes back after it';
 
--- Why some of ids were not acked or nacked: an event that is not taken
--- (55000) or unknown (42704).  An id already acked is fine: it is gone
--- from the outbox while its key (the id's 16 bytes) stays in outbox_keys.
+-- The (id, attempt) pairs an ack or nack names; attempts, when given,
+-- must match ids one for one.
+CREATE FUNCTION dedup.outbox_given(ids uuid[], attempts integer[])
+RETURNS TABLE (id uuid, attempt integer)
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF ids IS NULL OR array_position(ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'ids must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF attempts IS NOT NULL AND (cardinality(attempts) <> cardinality(ids)
+                                 OR array_position(attempts, NULL) IS NOT NULL) THEN
+        RAISE EXCEPTION 'attempts must give one attempt number per id' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY SELECT g.i, g.a FROM unnest(ids, attempts) AS g(i, a);
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
+
+-- The ids of a relay's ack or nack that it did not act on must be events
+-- it could have been handed: one that never was (attempts 0) is 55000, one
+-- unknown 42704.  Any other (acked before, dead, back in the queue, or
+-- taken again under another attempt) was acted on by someone else: fine.
 CREATE FUNCTION dedup.outbox_check_ids(ids uuid[], done uuid[])
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -460,8 +487,7 @@ DECLARE
 BEGIN
     SELECT i INTO bad FROM pg_catalog.unnest(ids) AS i
     WHERE i <> ALL (done)
-      AND (EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i)
-           OR EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.id = i))
+      AND EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i AND o.attempts = 0)
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
@@ -469,6 +495,8 @@ BEGIN
     END IF;
     SELECT i INTO bad FROM pg_catalog.unnest(ids) AS i
     WHERE i <> ALL (done)
+      AND NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.id = i)
       AND NOT EXISTS (SELECT FROM dedup.outbox_keys AS k
                       WHERE k.key OPERATOR(@extschema@.=)
                             pg_catalog.replace(i::text, '-', '')::@extschema@.dedup_fingerprint)
@@ -480,7 +508,11 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_check_ids(uuid[], uuid[]) FROM PUBLIC;
 
-CREATE FUNCTION @extschema@.dedup_outbox_ack(ids uuid[])
+-- The events were published: they never come back.  Counts even when the
+-- lease passed, and for an event dead-lettered meanwhile.  With attempts
+-- (as take returned them), an event taken again since is left to the relay
+-- that holds it now.
+CREATE FUNCTION @extschema@.dedup_outbox_ack(ids uuid[], attempts integer[] DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -488,25 +520,33 @@ AS $$
 DECLARE
     done uuid[];
 BEGIN
-    IF ids IS NULL OR array_position(ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'ids must not be null' USING ERRCODE = '22004';
-    END IF;
-    WITH gone AS (
-        DELETE FROM dedup.outbox AS o WHERE o.id = ANY (ids) AND o.status = 't'
+    WITH given AS (
+        SELECT g.id, g.attempt FROM dedup.outbox_given(ids, attempts) AS g
+    ), gone AS (
+        DELETE FROM dedup.outbox AS o USING given AS g
+        WHERE o.id = g.id AND o.attempts > 0 AND (g.attempt IS NULL OR o.attempts = g.attempt)
         RETURNING o.id
+    ), gone_dead AS (
+        DELETE FROM dedup.outbox_dead AS d USING given AS g
+        WHERE d.id = g.id AND (g.attempt IS NULL OR d.attempts = g.attempt)
+        RETURNING d.id
     )
-    SELECT coalesce(array_agg(gone.id), '{}') INTO done FROM gone;
+    SELECT coalesce(array_agg(x.id), '{}') INTO done
+    FROM (SELECT gone.id FROM gone UNION ALL SELECT gone_dead.id FROM gone_dead) AS x;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;
     RETURN cardinality(done);
 END
 $$;
-COMMENT ON FUNCTION @extschema@.dedup_outbox_ack(uuid[]) IS
-    'the events were published: they never come back; returns how many were acked now (ids acked before are ignored)';
+COMMENT ON FUNCTION @extschema@.dedup_outbox_ack(uuid[], integer[]) IS
+    'the events were published: they never come back; returns how many were acked now (ids acked before, or taken again since their attempt, count 0)';
 
+-- The events could not be published: back after retry_delay, or dead at
+-- the topic's max_attempts.  Only an event still taken, and with attempts
+-- under that same attempt, is nacked; others were dealt with by someone else.
 CREATE FUNCTION @extschema@.dedup_outbox_nack(ids uuid[],
-    retry_delay interval DEFAULT '0', error text DEFAULT NULL)
+    retry_delay interval DEFAULT '0', error text DEFAULT NULL, attempts integer[] DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -514,16 +554,22 @@ AS $$
 DECLARE
     done uuid[];
 BEGIN
-    IF ids IS NULL OR array_position(ids, NULL) IS NOT NULL OR retry_delay IS NULL THEN
-        RAISE EXCEPTION 'ids and retry_delay must not be null' USING ERRCODE = '22004';
+    IF retry_delay IS NULL THEN
+        RAISE EXCEPTION 'retry_delay must not be null' USING ERRCODE = '22004';
     END IF;
     IF retry_delay < interval '0' THEN
         RAISE EXCEPTION 'retry_delay must not be negative' USING ERRCODE = '22023';
     END IF;
-    WITH dead AS (
-        DELETE FROM dedup.outbox AS o
-        WHERE o.id = ANY (ids) AND o.status = 't'
-          AND o.attempts >= (SELECT s.max_attempts FROM @extschema@.dedup_scope(o.topic) AS s)
+    WITH given AS (
+        SELECT g.id, g.attempt FROM dedup.outbox_given(ids, attempts) AS g
+    ), targets AS (
+        SELECT o.id AS tid,
+               o.attempts >= (SELECT s.max_attempts FROM @extschema@.dedup_scope(o.topic) AS s) AS dies
+        FROM dedup.outbox AS o JOIN given AS g ON o.id = g.id
+        WHERE o.status = 't' AND (g.attempt IS NULL OR o.attempts = g.attempt)
+    ), dead AS (
+        DELETE FROM dedup.outbox AS o USING targets AS t
+        WHERE o.id = t.tid AND t.dies
         RETURNING o.*
     ), buried AS (
         INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
@@ -531,24 +577,24 @@ BEGIN
         SELECT d.seq, d.id, d.topic, d.aggregatetype, d.aggregateid, d.type,
                d.payload, d.headers, d.created_at, d.attempts, coalesce(error, d.last_error)
         FROM dead AS d
-        RETURNING id
+        ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING
     ), back AS (
         UPDATE dedup.outbox AS o
-        SET status = 'p', visible_at = pg_catalog.now() + retry_delay,
+        SET status = 'p', visible_at = pg_catalog.statement_timestamp() + retry_delay,
             last_error = coalesce(error, o.last_error)
-        WHERE o.id = ANY (ids) AND o.status = 't'
-          AND o.attempts < (SELECT s.max_attempts FROM @extschema@.dedup_scope(o.topic) AS s)
+        FROM targets AS t
+        WHERE o.id = t.tid AND NOT t.dies
         RETURNING o.id
     )
     SELECT coalesce(array_agg(x.id), '{}') INTO done
-    FROM (SELECT b.id FROM buried AS b UNION ALL SELECT k.id FROM back AS k) AS x;
+    FROM (SELECT dead.id FROM dead UNION ALL SELECT back.id FROM back) AS x;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;
     RETURN cardinality(done);
 END
 $$;
-COMMENT ON FUNCTION @extschema@.dedup_outbox_nack(uuid[], interval, text) IS
+COMMENT ON FUNCTION @extschema@.dedup_outbox_nack(uuid[], interval, text, integer[]) IS
     'the events could not be published: they come back after retry_delay, or go to dead after the topic''s max_attempts';
 
 CREATE FUNCTION @extschema@.dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL)
@@ -572,7 +618,8 @@ BEGIN
     OVERRIDING SYSTEM VALUE
     SELECT r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
            r.headers, r.created_at, r.last_error
-    FROM revived AS r;
+    FROM revived AS r
+    ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
         PERFORM pg_catalog.pg_notify('dedup_outbox', topic);
@@ -694,8 +741,8 @@ REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION
     @extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text),
     @extschema@.dedup_outbox_take(text, integer),
-    @extschema@.dedup_outbox_ack(uuid[]),
-    @extschema@.dedup_outbox_nack(uuid[], interval, text),
+    @extschema@.dedup_outbox_ack(uuid[], integer[]),
+    @extschema@.dedup_outbox_nack(uuid[], interval, text, integer[]),
     @extschema@.dedup_outbox_redrive(text, uuid[]),
     @extschema@.dedup_outbox_stats(text)
 FROM PUBLIC;
@@ -756,8 +803,8 @@ BEGIN
     END IF;
     FOREACH fn IN ARRAY ARRAY[
         '@extschema@.dedup_outbox_take(text, integer)',
-        '@extschema@.dedup_outbox_ack(uuid[])',
-        '@extschema@.dedup_outbox_nack(uuid[], interval, text)',
+        '@extschema@.dedup_outbox_ack(uuid[], integer[])',
+        '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
         '@extschema@.dedup_outbox_stats(text)'
     ]::regprocedure[]
     LOOP

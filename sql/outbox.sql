@@ -89,7 +89,63 @@ SET dedup.outbox_max_attempts = 3;
 SELECT max_attempts, configured FROM dedup_scope('unset-topic');
 RESET dedup.outbox_max_attempts;
 
+-- a late relay: its lease passed and another relay took the event again.
+-- With the attempt take gave it, its nack and its ack leave the event to
+-- the relay that holds it now (0 acted on); that relay's ack counts.
+TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+SELECT dedup_outbox_put('orders', 'late-1', '{}') AS late1 \gset
+SELECT attempts AS relay1 FROM dedup_outbox_take('orders', 10);
+UPDATE dedup.outbox SET visible_at = now() - interval '1 second';
+SELECT attempts AS relay2 FROM dedup_outbox_take('orders', 10);
+SELECT dedup_outbox_nack(ARRAY[:'late1'::uuid], attempts => ARRAY[1]) AS late_nack,
+       dedup_outbox_ack(ARRAY[:'late1'::uuid], attempts => ARRAY[1]) AS late_ack;
+SELECT status, attempts, visible_at > now() AS still_leased FROM dedup.outbox;
+SELECT dedup_outbox_ack(ARRAY[:'late1'::uuid], attempts => ARRAY[2]) AS holder_ack;
+-- without attempts, a late ack counts: the event was published
+SELECT dedup_outbox_put('orders', 'late-2', '{}') AS late2 \gset
+SELECT count(*) FROM dedup_outbox_take('orders', 10);
+UPDATE dedup.outbox SET visible_at = now() - interval '1 second';
+SELECT count(*) FROM dedup_outbox_take('orders', 10);
+SELECT dedup_outbox_ack(ARRAY[:'late2'::uuid]) AS late_ack;
+-- an event dead-lettered while its relay was still publishing: its ack
+-- takes it out of the dead letters (it was published)
+SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 1);
+SELECT dedup_outbox_put('orders', 'late-3', '{}') AS late3 \gset
+SELECT count(*) FROM dedup_outbox_take('orders', 10);
+UPDATE dedup.outbox SET visible_at = now() - interval '1 second';
+SELECT count(*) AS taken_again FROM dedup_outbox_take('orders', 10);
+SELECT count(*) AS dead FROM dedup.outbox_dead;
+SELECT dedup_outbox_ack(ARRAY[:'late3'::uuid]) AS late_ack;
+SELECT count(*) AS dead_after_ack FROM dedup.outbox_dead;
+-- a redriven event never goes out while a later one of its aggregate is in
+-- flight: it waits, then goes first
+SELECT count(*) FROM (VALUES ('m-1'), ('m-2')) AS v(k),
+  LATERAL dedup_outbox_put('orders', k, jsonb_build_object('key', k), aggregate_id => 'M') AS p;
+SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't')) AS nacked_to_dead;
+SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+SELECT dedup_outbox_redrive('orders') AS redriven;
+SELECT count(*) AS while_m2_in_flight FROM dedup_outbox_take('orders', 10);
+SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't')) AS acked_m2;
+SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 10);
+-- a key used again after its event went dead and its retention passed
+-- makes no second event of that id
+UPDATE dedup.outbox_keys SET expires_at = now() - interval '1 second';
+INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type, payload, headers,
+                               created_at, attempts)
+  SELECT 1, dedup_outbox_put('dead-topic', 'zombie', '{}'), 'dead-topic', 'x', 'x', 'x', '{}', '{}', now(), 1;
+DELETE FROM dedup.outbox WHERE topic = 'dead-topic';
+UPDATE dedup.outbox_keys SET expires_at = now() - interval '1 second';
+SELECT dedup_outbox_put('dead-topic', 'zombie', '{}') IS NOT NULL AS put,
+       (SELECT count(*) FROM dedup.outbox WHERE topic = 'dead-topic') AS in_outbox,
+       (SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-topic') AS dead;
+
 -- errors, and nothing changed by them
+TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+SELECT dedup_outbox_put('orders', 'err-taken', '{}') IS NOT NULL AS put,
+       dedup_outbox_put('orders', 'err-pending', '{}') IS NOT NULL AS put;
+SELECT count(*) AS taken FROM dedup_outbox_take('orders', 1);
 CREATE TEMP TABLE outbox_before AS SELECT id, status, attempts, visible_at FROM dedup.outbox;
 SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_outbox_put(NULL, 'k', '{}')$$),
@@ -106,9 +162,12 @@ SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_outbox_ack(NULL)$$),
   ($$SELECT dedup_outbox_ack(ARRAY[NULL]::uuid[])$$),
   ($$SELECT dedup_outbox_ack(ARRAY['00000000-0000-8000-8000-000000000000'::uuid])$$),
-  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 'p' ORDER BY seq LIMIT 1))$$),
-  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't' ORDER BY seq LIMIT 1), '-1 second')$$),
-  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 'p' ORDER BY seq LIMIT 1))$$),
+  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE attempts = 0))$$),
+  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), attempts => ARRAY[1, 2])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), attempts => ARRAY[NULL]::int[])$$),
+  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), '-1 second')$$),
+  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), NULL)$$),
+  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE attempts = 0))$$),
   ($$SELECT dedup_outbox_redrive(NULL)$$)) AS t(stmt);
 SELECT count(*) AS unchanged FROM dedup.outbox o JOIN outbox_before b USING (id, status, attempts, visible_at);
 SELECT count(*) AS events FROM dedup.outbox;
@@ -140,7 +199,7 @@ SELECT dedup_grant_relay('regress_dedup_relay');
 SELECT r AS role,
        has_function_privilege(r, 'dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)', 'EXECUTE') AS put,
        has_function_privilege(r, 'dedup_outbox_take(text, integer)', 'EXECUTE') AS take,
-       has_function_privilege(r, 'dedup_outbox_ack(uuid[])', 'EXECUTE') AS ack,
+       has_function_privilege(r, 'dedup_outbox_ack(uuid[], integer[])', 'EXECUTE') AS ack,
        has_function_privilege(r, 'dedup_outbox_redrive(text, uuid[])', 'EXECUTE') AS redrive,
        has_table_privilege(r, 'dedup.outbox', 'SELECT') AS read_table
 FROM unnest(ARRAY['public', 'regress_dedup_producer', 'regress_dedup_relay']) AS r;

@@ -12,7 +12,8 @@
  * retention yields one event, a retried producer transaction never
  * publishes twice, and an ack can tell an event already acked (its key is
  * there) from one that never was.  dedup.outbox's primary key on the id
- * also catches a retry of an event still pending after its key expired.
+ * also catches a retry of an event still pending after its key expired;
+ * an event that went dead counts as existing too.
  *
  * The event row is inserted through SPI as the owner of dedup.outbox, so
  * producers need EXECUTE on this function and no table privilege.
@@ -24,9 +25,10 @@
  * of (topic, aggregate id), so that a transaction that puts events of
  * thousands of aggregates holds at most that many locks (a lock per
  * aggregate would exhaust the lock table); two producers of different
- * aggregates on one stripe wait for each other, which costs time, not
- * correctness.  A put without an aggregate id (its own aggregate) has
- * nothing to order and takes no lock.
+ * aggregates on one stripe wait for each other (and two transactions that
+ * put events of several aggregates can deadlock, 40P01, as with row locks).
+ * A put without an aggregate id is the aggregate of its key, and locks it
+ * too: another put may name that key as its aggregate.
  *
  * A new event notifies channel dedup_outbox with the topic as payload;
  * PostgreSQL folds a transaction's identical notifications into one, so
@@ -109,10 +111,10 @@ outbox_text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 }
 
 /*
- * Insert the event row (ON CONFLICT (id) DO NOTHING) through a kept plan,
- * as the owner of dedup.outbox.
+ * Insert the event row through a kept plan, as the owner of dedup.outbox,
+ * unless an event of that id is there or dead; true if it was inserted.
  */
-static void
+static bool
 outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_id,
 			  text *type, Jsonb *payload, Jsonb *headers)
 {
@@ -122,8 +124,9 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 	Oid			owner = outbox->rd_rel->relowner;
 	Oid			save_userid;
 	int			save_sec_context;
+	bool		inserted;
 
-	table_close(outbox, AccessShareLock);
+	table_close(outbox, NoLock);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -134,9 +137,11 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 		};
 		SPIPlanPtr	plan = SPI_prepare("INSERT INTO dedup.outbox"
 									   " (id, topic, aggregatetype, aggregateid, type, payload, headers)"
-									   " VALUES ($1, $2, $3, $4, $5, $6,"
-									   "  COALESCE($7, '{}'::pg_catalog.jsonb))"
-									   " ON CONFLICT (id) DO NOTHING",
+									   " SELECT $1, $2, $3, $4, $5, $6,"
+									   "  COALESCE($7, '{}'::pg_catalog.jsonb)"
+									   " WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
+									   "  WHERE d.id OPERATOR(pg_catalog.=) $1)"
+									   " ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING",
 									   OUTBOX_INSERT_NARGS, argtypes);
 
 		if (plan == NULL)
@@ -156,8 +161,10 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 		nulls[6] = 'n';
 	if (SPI_execute_plan(outbox_insert_plan, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not insert an outbox event");
+	inserted = (SPI_processed > 0);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return inserted;
 }
 
 /*
@@ -201,20 +208,16 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	retention = dedup_scope_setting(topic, DEDUP_SCOPE_RETENTION);
 
 	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, "dedup_outbox_put", topic, true);
-	if (aggregate_id != NULL)
-		outbox_lock_aggregate(topic, aggregate_id);
+	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
 	is_new = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, retention), false);
 	key_store_close(&ks);
 
-	if (is_new)
-	{
-		outbox_insert((pg_uuid_t *) fp.bytes, topic,
-					  aggregate_type ? aggregate_type : topic,
-					  aggregate_id ? aggregate_id : key,
-					  type ? type : topic,
-					  payload, headers);
+	if (is_new && outbox_insert((pg_uuid_t *) fp.bytes, topic,
+								aggregate_type ? aggregate_type : topic,
+								aggregate_id ? aggregate_id : key,
+								type ? type : topic,
+								payload, headers))
 		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
-	}
 	id = palloc(sizeof(pg_uuid_t));
 	memcpy(id->data, fp.bytes, UUID_LEN);
 	PG_RETURN_UUID_P(id);

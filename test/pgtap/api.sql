@@ -116,12 +116,12 @@ SELECT function_returns('public', 'dedup_outbox_put', ARRAY['text', 'text', 'jso
 SELECT isnt_strict('public', 'dedup_outbox_put', ARRAY['text', 'text', 'jsonb', 'text', 'text', 'jsonb', 'text'],
                    'dedup_outbox_put is not strict: a NULL payload is an error');
 SELECT has_function('public', 'dedup_outbox_take', ARRAY['text', 'integer']);
-SELECT has_function('public', 'dedup_outbox_ack', ARRAY['uuid[]']);
-SELECT has_function('public', 'dedup_outbox_nack', ARRAY['uuid[]', 'interval', 'text']);
+SELECT has_function('public', 'dedup_outbox_ack', ARRAY['uuid[]', 'integer[]']);
+SELECT has_function('public', 'dedup_outbox_nack', ARRAY['uuid[]', 'interval', 'text', 'integer[]']);
 SELECT has_function('public', 'dedup_outbox_redrive', ARRAY['text', 'uuid[]']);
 SELECT has_function('public', 'dedup_outbox_stats', ARRAY['text']);
 SELECT is_definer('public', 'dedup_outbox_take', ARRAY['text', 'integer']);
-SELECT is_definer('public', 'dedup_outbox_ack', ARRAY['uuid[]']);
+SELECT is_definer('public', 'dedup_outbox_ack', ARRAY['uuid[]', 'integer[]']);
 SELECT is((SELECT count(*)::integer FROM pg_proc
            WHERE proname LIKE 'dedup\_outbox\_%' AND prosecdef
              AND NOT coalesce(proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)), 0,
