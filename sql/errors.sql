@@ -17,6 +17,7 @@ INSERT INTO cases (stmt) VALUES
   ($$SELECT * FROM dedup_set_scope(NULL, '1h')$$),
   ($$SELECT dedup_reset_scope(NULL)$$),
   ($$SELECT dedup_grant_usage(NULL)$$),
+  ($$SELECT dedup_grant_relay(NULL)$$),
   -- empty scope or key: invalid_parameter_value (22023)
   ($$SELECT dedup_claim('', 'k')$$),
   ($$SELECT dedup_claim('s', '')$$),
@@ -90,6 +91,13 @@ SELECT regress_try($$SELECT count(*) FROM dedup.scopes$$);
 SELECT dedup_fingerprint('abc'::text) IS NOT NULL AS fingerprint_for_all;
 RESET ROLE;
 DROP ROLE regress_dedup_nobody;
+
+-- a malformed list of cleanup databases is refused (22023) and nothing is
+-- written to postgresql.auto.conf
+\set VERBOSITY sqlstate
+ALTER SYSTEM SET dedup.cleanup_databases = 'app, "unterminated';
+\set VERBOSITY default
+SELECT count(*) AS written FROM pg_file_settings WHERE name = 'dedup.cleanup_databases';
 
 SELECT count(*) AS claims FROM dedup.claims;
 SELECT count(*) AS scopes FROM dedup.scopes;

@@ -88,7 +88,6 @@ static StatsShared *stats_shared = NULL;
 typedef struct StatsBatch
 {
 	SubTransactionId subid;
-	bool		done;			/* the batch finished its work */
 	bool		pass_start;
 	bool		pass_end;
 	TimestampTz started_at;
@@ -324,7 +323,6 @@ dedup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS])
 	if (stats_shared == NULL)
 		return;
 	b = llast(stats_batches);
-	b->done = true;
 	b->pass_end = pass_end;
 	memcpy(b->deleted, deleted, sizeof(b->deleted));
 }
