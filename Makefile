@@ -2,6 +2,7 @@
 #
 #   make && make install     build and install into the PostgreSQL of $(PG_CONFIG)
 #   scripts/test             the whole test suite on a throwaway server (see README)
+#   sim/dedup-sim            the exactly-once simulator (a libpq client; built by make)
 
 MODULE_big = dedup
 OBJS = \
@@ -31,6 +32,20 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 
+# the simulator: a client program, built beside the extension, not installed
+SIM_OBJS = sim/main.o sim/feed.o sim/db.o sim/consumer.o sim/relay.o \
+	sim/faults.o sim/report.o
+EXTRA_CLEAN = sim/dedup-sim $(SIM_OBJS)
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+all: sim/dedup-sim
+
+sim/dedup-sim: $(SIM_OBJS)
+	$(CC) -o $@ $(SIM_OBJS) -L$(shell $(PG_CONFIG) --libdir) -lpq -lm -pthread
+
+sim/%.o: sim/%.c sim/sim.h
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wmissing-prototypes \
+		-Werror -pthread -I$(shell $(PG_CONFIG) --includedir) -c -o $@ $<

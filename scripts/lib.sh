@@ -76,6 +76,30 @@ server_stop() {
 	as_server "$PG_BINDIR/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 
+# server_crash DIR: kill the server's postmaster with SIGKILL, as a crash
+# would, and start the server again (crash recovery replays the WAL).  Waits
+# for the postmaster to be gone and retries the start while its orphaned
+# backends, which exit when they notice its death, still hold shared memory.
+server_crash() {
+	local dir=$1 pid state try
+	pid=$(head -n 1 "$dir/data/postmaster.pid")
+	kill -9 "$pid"
+	for _ in $(seq 1 100); do
+		state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+		case "$state" in ""|Z) break ;; esac
+		sleep 0.1
+	done
+	# the dead postmaster's lock files: a zombie's PID would look alive
+	rm -f "$dir/data/postmaster.pid" "$dir"/.s.PGSQL.*.lock
+	for try in $(seq 1 20); do
+		as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+			>/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	echo "server_crash: the server did not start again; see $dir/server.log" >&2
+	return 1
+}
+
 # test_server NAME PORT_OFFSET [extra postgresql.conf lines...]
 # For scripted tests: a server of their own in a new temporary directory, on
 # the test port plus PORT_OFFSET, stopped and removed when the script exits

@@ -159,7 +159,7 @@ COMMENT ON TABLE dedup.scopes IS 'per-scope settings; change them with dedup_set
 
 -- The state of an idempotency record (dedup_begin ... dedup_complete).
 CREATE TYPE dedup.record_state AS (
-    status        "char",          -- 'p' processing, 'c' complete
+    status        "char",          -- 'p' processing, 'c' complete, 'r' released
     attempts      integer,
     lease_until   timestamptz,
     request       @extschema@.dedup_fingerprint,

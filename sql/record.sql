@@ -42,22 +42,38 @@ SELECT outcome FROM dedup_begin('charges', 'idem-2');
 SELECT dedup_complete('charges', 'idem-2', 402, '{"error": "card_declined"}');
 SELECT outcome, response_code, response FROM dedup_begin('charges', 'idem-2');
 
--- release gives the key back: the next begin starts fresh (attempt 1)
+-- release gives the key back: it reads as absent, and the next begin
+-- starts fresh with the attempts counting on (2), so that the released
+-- holder's attempt 1 can never pass for a later holder's
 SELECT outcome, attempts FROM dedup_begin('charges', 'idem-3', lease => '10 minutes');
 SELECT dedup_release('charges', 'idem-3');
 SELECT count(*) AS released FROM dedup_lookup('charges', 'idem-3');
-SELECT outcome, attempts FROM dedup_begin('charges', 'idem-3');
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-3', 200, '{}', attempt => 1)$$);
+SELECT regress_try($$SELECT dedup_release('charges', 'idem-3', attempt => 1)$$);
+SELECT outcome, attempts FROM dedup_begin('charges', 'idem-3', request => '{"other": "body"}');
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-3', 200, '{}', attempt => 1)$$);
+SELECT status, attempts FROM dedup_lookup('charges', 'idem-3');
+-- a released key can be claimed like an absent one
+SELECT outcome FROM dedup_begin('charges', 'idem-5');
+SELECT dedup_release('charges', 'idem-5', attempt => 1);
+SELECT dedup_claim('charges', 'idem-5') AS claimed_after_release;
+SELECT kind, status FROM dedup_lookup('charges', 'idem-5');
 
 -- a lease that passed is taken over by the next begin: attempt + 1
 SELECT pg_temp.end_lease();
-SELECT outcome, status, attempts FROM dedup_begin('charges', 'idem-3');
--- the old holder (attempt 1) can neither complete nor release (55006)
-SELECT regress_try($$SELECT dedup_complete('charges', 'idem-3', 200, '{}', attempt => 1)$$);
-SELECT regress_try($$SELECT dedup_release('charges', 'idem-3', attempt => 1)$$);
+SELECT outcome, status, attempts FROM dedup_begin('charges', 'idem-3', request => '{"other": "body"}');
+-- the old holder (attempt 2) can neither complete nor release (55006)
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-3', 200, '{}', attempt => 2)$$);
+SELECT regress_try($$SELECT dedup_release('charges', 'idem-3', attempt => 2)$$);
 SELECT status, attempts FROM dedup_lookup('charges', 'idem-3');
 -- the new holder can
-SELECT dedup_complete('charges', 'idem-3', 200, '{"ok": true}', attempt => 2);
-SELECT outcome, response FROM dedup_begin('charges', 'idem-3');
+SELECT dedup_complete('charges', 'idem-3', 200, '{"ok": true}', attempt => 3);
+SELECT outcome, response FROM dedup_begin('charges', 'idem-3', request => '{"other": "body"}');
+-- the old holder coming back after the taker completed: still 55006, and
+-- the taker's response stays
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-3', 500, '{}', attempt => 2)$$);
+SELECT regress_try($$SELECT dedup_release('charges', 'idem-3', attempt => 2)$$);
+SELECT status, attempts, response_code, response FROM dedup_lookup('charges', 'idem-3');
 
 -- without an attempt, complete needs a live lease (55006 once it passed)
 SELECT outcome FROM dedup_begin('charges', 'idem-4');

@@ -10,15 +10,20 @@
  * plain claim reads as a record that completed with its transaction.
  *
  *	absent or expired --begin--> processing (attempt 1, lease)
+ *	released --begin--> processing (attempt + 1, lease)
  *	processing, lease live --begin--> in_progress (at once, never waiting)
  *	processing, lease passed --begin--> processing (taken over: attempt + 1)
  *	processing --complete--> complete (response stored, expires after ttl)
- *	processing --release--> absent
+ *	processing --release--> released
  *	complete --begin--> replay (the stored response, errors included)
  *	any, other request fingerprint --begin--> mismatch
  *
  * A processing record expires (counts as absent, and the cleanup deletes
- * it) one ttl after its lease ends.
+ * it) one ttl after its lease ends.  A released record counts as absent at
+ * once, but its row stays, with its attempt count, until then: so that the
+ * attempt numbers of one record's life never repeat, and a holder that lost
+ * its lease and comes back late can never pass for a later holder (its
+ * attempt would otherwise match the attempt 1 of a fresh begin).
  *
  *-------------------------------------------------------------------------
  */
@@ -99,6 +104,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 	{
 		KeyState	state = key_store_find(&ks, &fp, KEY_BUSY_RETURN, &row);
 		bool		take;
+		int32		attempts;
 
 		if (state == KEY_BUSY)
 		{
@@ -127,8 +133,15 @@ dedup_begin(PG_FUNCTION_ARGS)
 			break;
 		}
 
-		/* absent, expired, or processing with its lease passed: take it */
+		/*
+		 * absent, expired, released, or processing with its lease passed:
+		 * take it; the attempts go on counting from a taken-over or released
+		 * record
+		 */
 		take = state == KEY_LIVE;
+		attempts = take || (state == KEY_EXPIRED && row.has_record &&
+							row.record.status == RECORD_RELEASED) ?
+			row.record.attempts : 0;
 		if (!take)
 		{
 			memset(&row.record, 0, sizeof(DedupRecord));
@@ -136,7 +149,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 		}
 		row.has_record = true;
 		row.record.status = RECORD_PROCESSING;
-		row.record.attempts = take ? row.record.attempts + 1 : 1;
+		row.record.attempts = attempts + 1;
 		row.record.lease_until = dedup_timestamp_plus(ks.now, lease);
 		row.record.has_request = has_request;
 		if (has_request)
@@ -199,6 +212,9 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("key of scope \"%s\" has no idempotency record",
 						text_to_cstring(ks->scope)),
+				 row->state == KEY_EXPIRED && row->has_record &&
+				 row->record.status == RECORD_RELEASED ?
+				 errdetail("It was released by attempt %d.", row->record.attempts) :
 				 row->state == KEY_EXPIRED ?
 				 errdetail("Its record expired at %s.",
 						   timestamptz_to_str(row->expires_at)) :
@@ -214,6 +230,27 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 						text_to_cstring(ks->scope)),
 				 errdetail("It was claimed by dedup_claim(), which completes with its transaction.")));
 	}
+	/*
+	 * A caller whose attempt is not the record's lost the key to a takeover,
+	 * whether the taker is still processing or has completed it since.
+	 */
+	if (attempt >= 0 && attempt != row->record.attempts)
+	{
+		int32		holder = row->record.attempts;
+		bool		processing = row->record.status == RECORD_PROCESSING;
+
+		key_store_unlock(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("lease of key of scope \"%s\" was taken over",
+						text_to_cstring(ks->scope)),
+				 processing ?
+				 errdetail("Attempt %d holds the key now; the caller's attempt is %d.",
+						   holder, attempt) :
+				 errdetail("Attempt %d took the key over and completed it; the caller's attempt is %d.",
+						   holder, attempt),
+				 errhint("Leave the key to attempt %d; nothing was changed.", holder)));
+	}
 	if (row->record.status != RECORD_PROCESSING)
 	{
 		key_store_unlock(row);
@@ -222,19 +259,6 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 				 errmsg("key of scope \"%s\" is not processing",
 						text_to_cstring(ks->scope)),
 				 errdetail("Its record is already complete.")));
-	}
-	if (attempt >= 0 && attempt != row->record.attempts)
-	{
-		int32		holder = row->record.attempts;
-
-		key_store_unlock(row);
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("lease of key of scope \"%s\" was taken over",
-						text_to_cstring(ks->scope)),
-				 errdetail("Attempt %d holds the key now; the caller's attempt is %d.",
-						   holder, attempt),
-				 errhint("Leave the key to attempt %d; nothing was changed.", holder)));
 	}
 	if (attempt < 0 && row->record.lease_until <= ks->now)
 	{
@@ -320,8 +344,10 @@ dedup_release(PG_FUNCTION_ARGS)
 	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_release", scope, true);
 	do
 	{
+		/* a tombstone that keeps the attempt count until the record expires */
 		record_find_held(&ks, &fp, attempt, "dedup_release", &row);
-	} while (!key_store_delete(&ks, &row));
+		row.record.status = RECORD_RELEASED;
+	} while (!key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
 	PG_RETURN_VOID();
 }

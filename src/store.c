@@ -268,9 +268,22 @@ store_row_from_slot(KeyStore *ks, KeyRow *row)
 }
 
 /*
+ * Whether a row found counts: live until it expires, unless it is the
+ * tombstone of a released record, which counts as absent like an expired
+ * row (it stays only to keep the count of attempts; see record.c).
+ */
+static KeyState
+store_row_state(const KeyStore *ks, const KeyRow *row)
+{
+	if (row->has_record && row->record.status == RECORD_RELEASED)
+		return KEY_EXPIRED;
+	return row->expires_at > ks->now ? KEY_LIVE : KEY_EXPIRED;
+}
+
+/*
  * Lock a key and find its row.  Returns the state, also in row->state.
  * Unless the state is KEY_BUSY, the key lock is held: release it with
- * key_store_unlock() or by writing with key_store_put()/key_store_delete().
+ * key_store_unlock() or by writing with key_store_put().
  * With KEY_BUSY_RETURN, a busy row's contents are filled in when they
  * could be read (not when another writer held the key lock).
  */
@@ -321,7 +334,7 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 			}
 			else
 			{
-				row->state = row->expires_at > ks->now ? KEY_LIVE : KEY_EXPIRED;
+				row->state = store_row_state(ks, row);
 				if (IsolationUsesXactSnapshot())
 					visible = table_tuple_satisfies_snapshot(ks->heap, ks->slot,
 															 GetTransactionSnapshot());
@@ -448,32 +461,6 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 }
 
 /*
- * Delete the key's row found by key_store_find().  Releases the key lock.
- * Returns false when the row was changed under us.
- */
-bool
-key_store_delete(KeyStore *ks, KeyRow *row)
-{
-	TM_FailureData tmfd;
-	TM_Result	result;
-
-	Assert(row->state == KEY_LIVE || row->state == KEY_EXPIRED);
-	result = heap_delete(ks->heap, &row->tid, GetCurrentCommandId(true),
-						 InvalidSnapshot, false, &tmfd, false);
-	if (result == TM_BeingModified || result == TM_Updated || result == TM_Deleted)
-	{
-		store_changed_under_us(ks, NULL, row, result, &tmfd, KEY_BUSY_WAIT);
-		return false;
-	}
-	if (result != TM_Ok)
-		elog(ERROR, "unexpected heap_delete status %u on a dedup key",
-			 (unsigned) result);
-	LockRelease(&row->tag, ExclusiveLock, false);
-	ks->wrote = true;
-	return true;
-}
-
-/*
  * Read the key's row as the active snapshot sees it, taking no lock and
  * writing nothing (for look-ups).
  */
@@ -493,7 +480,7 @@ key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row)
 	if (index_getnext_slot(scan, ForwardScanDirection, ks->slot))
 	{
 		store_row_from_slot(ks, row);
-		row->state = row->expires_at > ks->now ? KEY_LIVE : KEY_EXPIRED;
+		row->state = store_row_state(ks, row);
 	}
 	index_endscan(scan);
 	ExecClearTuple(ks->slot);

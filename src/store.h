@@ -24,6 +24,7 @@
 /* Status of an idempotency record */
 #define RECORD_PROCESSING	'p'
 #define RECORD_COMPLETE		'c'
+#define RECORD_RELEASED		'r'	/* a tombstone: counts as absent */
 
 /*
  * The record part of a row (column "record" of type dedup.record_state).
@@ -32,7 +33,7 @@
  */
 typedef struct DedupRecord
 {
-	char		status;			/* RECORD_PROCESSING or RECORD_COMPLETE */
+	char		status;			/* RECORD_PROCESSING, _COMPLETE or _RELEASED */
 	int32		attempts;
 	TimestampTz lease_until;
 	bool		has_request;
@@ -100,7 +101,6 @@ extern void key_store_unlock(KeyRow *row);
 extern bool key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 						  TimestampTz expires_at, const DedupRecord *record,
 						  KeyBusyPolicy busy);
-extern bool key_store_delete(KeyStore *ks, KeyRow *row);
 extern KeyState key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row);
 extern TimestampTz dedup_timestamp_plus(TimestampTz t, const Interval *span);
 

@@ -25,20 +25,8 @@ for round in 1 2; do
 	"$PG_BINDIR/pgbench" -n -c 2 -j 2 -T 30 -f "$dir/load.sql" >"$dir/pgbench-$round.log" 2>&1 &
 	load=$!
 	sleep 2
-	pid=$(head -n 1 "$dir/data/postmaster.pid")
-	kill -9 "$pid"
-	# wait for the postmaster to be gone (or a zombie nobody reaps) and for
-	# the backends, which notice its death, to exit
-	for _ in $(seq 1 100); do
-		state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-		case "$state" in ""|Z) break ;; esac
-		sleep 0.1
-	done
+	server_crash "$dir"
 	wait "$load" 2>/dev/null || true
-	sleep 0.5
-	# the dead postmaster's lock files: a zombie's PID would look alive
-	rm -f "$dir/data/postmaster.pid" "$dir"/.s.PGSQL.*.lock
-	as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
 	echo "round $round: killed under load, recovered with $(q -c 'SELECT count(*) FROM orders') orders"
 done
 

@@ -1,0 +1,504 @@
+/*
+ * main.c: dedup-sim's entry point — the options, the messages of the feed,
+ * the set-up of the business tables and the scopes, the threads
+ * (consumers, relay, fault injector), the progress line, and the report.
+ */
+#include "sim.h"
+
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+SimOptions	sim_options = {
+	.conninfo = "",
+	.messages = 100000,
+	.max_copies = 4,
+	.window = 2000,
+	.consumers = 8,
+	.accounts = 1000,
+	.record_share = 0.2,
+	.poison_share = 0.005,
+	.kill_rate = 2.0,
+	.rollback_share = 0.01,
+	.fail_share = 0.01,
+	.hang_share = 0.001,
+	.relay_fault_share = 0.01,
+	.crashes = 0,
+	.crash_command = NULL,
+	.ttl_seconds = 10,
+	.lease_ms = 1000,
+	.progress_seconds = 0,
+	.seed = 0,
+};
+SimCounters sim_counters;
+Message    *sim_messages;
+atomic_bool sim_consumers_done;
+atomic_bool sim_stopping;
+char		sim_scope_claims[64];
+char		sim_scope_records[64];
+char		sim_scope_downstream[64];
+char		sim_topic[64];
+
+static atomic_int main_consumers_left;
+static atomic_bool main_relay_done;
+
+extern const char *const consumer_statements[];
+extern SimConn relay_conn;
+extern SimConn relay_downstream;
+
+int64_t
+sim_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* splitmix64: small, fast, good enough to pick faults and shuffle */
+uint64_t
+sim_random(uint64_t *state)
+{
+	uint64_t	z = (*state += 0x9E3779B97F4A7C15ULL);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+double
+sim_random_unit(uint64_t *state)
+{
+	return (sim_random(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void
+sim_sleep_ms(int64_t ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+static void
+main_usage(void)
+{
+	printf("dedup-sim: an exactly-once simulation of dedup on a real server\n\n"
+		   "Usage: dedup-sim [OPTION]... [CONNINFO]\n\n"
+		   "An at-least-once feed delivers every message 1..K times to concurrent\n"
+		   "consumers that apply a payment with dedup_claim (or dedup_begin and\n"
+		   "dedup_complete around an external call) and dedup_outbox_put in one\n"
+		   "transaction; a relay publishes the events to a downstream consumer that\n"
+		   "dedups them again.  Faults are injected; at the end the database is\n"
+		   "checked against the feed, and the exit status is 1 if an invariant broke.\n"
+		   "CONNINFO is a libpq connection string or URI (default: the PG* variables).\n"
+		   "The set-up drops and re-creates the schema sim.\n\n"
+		   "Options (defaults in brackets):\n"
+		   "  -n, --messages=N        distinct messages [100000]\n"
+		   "  -k, --copies=K          each delivered 1..K times [4]\n"
+		   "  -w, --window=W          copies arrive within W messages of the feed;\n"
+		   "                          0: anywhere in the feed [2000]\n"
+		   "  -c, --consumers=C       consumer connections [8]\n"
+		   "      --accounts=A        accounts the payments go to [1000]\n"
+		   "      --records=SHARE     messages handled with dedup_begin/complete [0.2]\n"
+		   "      --poison=SHARE      messages the business write rejects [0.005]\n"
+		   "      --kill-rate=R       connections killed mid-transaction per second [2]\n"
+		   "      --rollbacks=SHARE   business transactions rolled back [0.01]\n"
+		   "      --fail=SHARE        external calls that fail (released) [0.01]\n"
+		   "      --hang=SHARE        external calls that hang past the lease [0.001]\n"
+		   "      --relay-faults=SHARE  relay batches not acked, and as many\n"
+		   "                          published twice [0.01]\n"
+		   "      --crashes=N         postmaster kills during the run [0]\n"
+		   "      --crash-command=CMD shell command that kills the postmaster with\n"
+		   "                          SIGKILL and starts the server again\n"
+		   "      --no-faults         no kills, rollbacks, failures, hangs or relay faults\n"
+		   "      --ttl=SECONDS       dedup window of the simulation's scopes [10]\n"
+		   "      --lease-ms=MS       lease of the records scope [1000]\n"
+		   "      --progress=SECONDS  a progress line every SECONDS (0: live line\n"
+		   "                          on a terminal, every 5 s otherwise) [0]\n"
+		   "      --seed=S            random seed [from the clock]\n");
+}
+
+static double
+main_share(const char *name, const char *value)
+{
+	char	   *end;
+	double		d = strtod(value, &end);
+
+	if (*end != '\0' || d < 0 || d > 1)
+	{
+		fprintf(stderr, "dedup-sim: --%s must be a number from 0 to 1\n", name);
+		exit(2);
+	}
+	return d;
+}
+
+static long
+main_count(const char *name, const char *value, long min, long max)
+{
+	char	   *end;
+	long		n = strtol(value, &end, 10);
+
+	if (*end != '\0' || n < min || n > max)
+	{
+		fprintf(stderr, "dedup-sim: --%s must be an integer from %ld to %ld\n",
+				name, min, max);
+		exit(2);
+	}
+	return n;
+}
+
+static void
+main_options(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"messages", required_argument, NULL, 'n'},
+		{"copies", required_argument, NULL, 'k'},
+		{"window", required_argument, NULL, 'w'},
+		{"consumers", required_argument, NULL, 'c'},
+		{"accounts", required_argument, NULL, 'A'},
+		{"records", required_argument, NULL, 'R'},
+		{"poison", required_argument, NULL, 'P'},
+		{"kill-rate", required_argument, NULL, 'K'},
+		{"rollbacks", required_argument, NULL, 'B'},
+		{"fail", required_argument, NULL, 'F'},
+		{"hang", required_argument, NULL, 'H'},
+		{"relay-faults", required_argument, NULL, 'L'},
+		{"crashes", required_argument, NULL, 'C'},
+		{"crash-command", required_argument, NULL, 'X'},
+		{"no-faults", no_argument, NULL, '0'},
+		{"ttl", required_argument, NULL, 'T'},
+		{"lease-ms", required_argument, NULL, 'E'},
+		{"progress", required_argument, NULL, 'p'},
+		{"seed", required_argument, NULL, 'S'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	int			c;
+	SimOptions *o = &sim_options;
+
+	o->seed = (uint64_t) time(NULL) ^ ((uint64_t) getpid() << 32);
+	while ((c = getopt_long(argc, argv, "n:k:w:c:h", longopts, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'n':
+				o->messages = main_count("messages", optarg, 1, 100000000);
+				break;
+			case 'k':
+				o->max_copies = main_count("copies", optarg, 1, 100);
+				break;
+			case 'w':
+				o->window = main_count("window", optarg, 0, 100000000);
+				break;
+			case 'c':
+				o->consumers = main_count("consumers", optarg, 1, 40);
+				break;
+			case 'A':
+				o->accounts = main_count("accounts", optarg, 1, 10000000);
+				break;
+			case 'R':
+				o->record_share = main_share("records", optarg);
+				break;
+			case 'P':
+				o->poison_share = main_share("poison", optarg);
+				break;
+			case 'K':
+				o->kill_rate = main_count("kill-rate", optarg, 0, 1000);
+				break;
+			case 'B':
+				o->rollback_share = main_share("rollbacks", optarg);
+				break;
+			case 'F':
+				o->fail_share = main_share("fail", optarg);
+				break;
+			case 'H':
+				o->hang_share = main_share("hang", optarg);
+				break;
+			case 'L':
+				o->relay_fault_share = main_share("relay-faults", optarg) / 2;
+				break;
+			case 'C':
+				o->crashes = main_count("crashes", optarg, 0, 8);
+				break;
+			case 'X':
+				o->crash_command = optarg;
+				break;
+			case '0':
+				o->kill_rate = o->rollback_share = o->fail_share = 0;
+				o->hang_share = o->relay_fault_share = 0;
+				break;
+			case 'T':
+				o->ttl_seconds = main_count("ttl", optarg, 1, 86400);
+				break;
+			case 'E':
+				o->lease_ms = main_count("lease-ms", optarg, 10, 3600000);
+				break;
+			case 'p':
+				o->progress_seconds = main_count("progress", optarg, 0, 3600);
+				break;
+			case 'S':
+				o->seed = strtoull(optarg, NULL, 0);
+				break;
+			case 'h':
+				main_usage();
+				exit(0);
+			default:
+				fprintf(stderr, "Try \"dedup-sim --help\".\n");
+				exit(2);
+		}
+	}
+	if (optind < argc)
+		o->conninfo = argv[optind++];
+	if (optind < argc)
+	{
+		fprintf(stderr, "dedup-sim: too many arguments\n");
+		exit(2);
+	}
+	if (o->crashes > 0 && o->crash_command == NULL)
+	{
+		fprintf(stderr, "dedup-sim: --crashes needs --crash-command\n");
+		exit(2);
+	}
+}
+
+/* The messages of the feed; the relay-fault share is split in main_options. */
+static void
+main_messages(uint64_t *rng)
+{
+	long		i;
+
+	sim_messages = calloc(sim_options.messages, sizeof(Message));
+	if (!sim_messages)
+		abort();
+	for (i = 0; i < sim_options.messages; i++)
+	{
+		Message    *m = &sim_messages[i];
+
+		m->id = i + 1;
+		m->account = 1 + sim_random(rng) % sim_options.accounts;
+		m->amount = 1 + sim_random(rng) % 10000;
+		m->kind = sim_random_unit(rng) < sim_options.record_share ? KIND_RECORD : KIND_CLAIM;
+		if (m->kind == KIND_CLAIM && sim_random_unit(rng) < sim_options.poison_share)
+			m->amount = -m->amount;
+		m->copies = 1 + sim_random(rng) % sim_options.max_copies;
+	}
+}
+
+static void
+main_sql(PGconn *conn, const char *sql)
+{
+	PGresult   *res = PQexec(conn, sql);
+
+	if (!db_ok(res))
+	{
+		fprintf(stderr, "dedup-sim: set-up failed: %s\nin: %s\n",
+				PQresultErrorMessage(res), sql);
+		exit(2);
+	}
+	PQclear(res);
+}
+
+/*
+ * The business schema, the feed's messages (for the checks at the end) and
+ * the scopes.  Scope names carry a run id: claims of an earlier run in the
+ * same database must not count as duplicates.
+ */
+static void
+main_setup(void)
+{
+	PGconn	   *conn = db_plain("dedup-sim set-up");
+	char		run[32];
+	char		sql[1024];
+	char		line[96];
+	long		i;
+	PGresult   *res;
+
+	snprintf(run, sizeof(run), "%llx", (unsigned long long) (time(NULL) * 1000 + getpid() % 1000));
+	snprintf(sim_scope_claims, sizeof(sim_scope_claims), "sim-%s-payments", run);
+	snprintf(sim_scope_records, sizeof(sim_scope_records), "sim-%s-charges", run);
+	snprintf(sim_scope_downstream, sizeof(sim_scope_downstream), "sim-%s-downstream", run);
+	snprintf(sim_topic, sizeof(sim_topic), "sim-%s-payment-applied", run);
+
+	main_sql(conn, "SET client_min_messages = warning");
+	main_sql(conn, "CREATE EXTENSION IF NOT EXISTS dedup");
+	main_sql(conn, "DROP SCHEMA IF EXISTS sim CASCADE");
+	main_sql(conn, "CREATE SCHEMA sim");
+	main_sql(conn,
+			 "CREATE TABLE sim.messages (id bigint PRIMARY KEY, account int NOT NULL,"
+			 " amount bigint NOT NULL, path text NOT NULL, copies int NOT NULL)");
+	main_sql(conn,
+			 "CREATE TABLE sim.accounts (id int PRIMARY KEY,"
+			 " balance bigint NOT NULL DEFAULT 0)");
+	/* no unique constraint: a message applied twice must show */
+	main_sql(conn,
+			 "CREATE TABLE sim.ledger (message_id bigint NOT NULL, account int NOT NULL,"
+			 " amount bigint NOT NULL CHECK (amount > 0), event_id uuid NOT NULL,"
+			 " path text NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())");
+	main_sql(conn, "CREATE INDEX ON sim.ledger (message_id)");
+	main_sql(conn,
+			 "CREATE TABLE sim.notifications (event_id uuid NOT NULL,"
+			 " message_id bigint NOT NULL, amount bigint NOT NULL,"
+			 " received_at timestamptz NOT NULL DEFAULT clock_timestamp())");
+	main_sql(conn, "CREATE INDEX ON sim.notifications (event_id)");
+	snprintf(sql, sizeof(sql),
+			 "INSERT INTO sim.accounts (id) SELECT generate_series(1, %d)",
+			 sim_options.accounts);
+	main_sql(conn, sql);
+
+	res = PQexec(conn, "COPY sim.messages FROM STDIN");
+	if (PQresultStatus(res) != PGRES_COPY_IN)
+	{
+		fprintf(stderr, "dedup-sim: COPY failed: %s", PQerrorMessage(conn));
+		exit(2);
+	}
+	PQclear(res);
+	for (i = 0; i < sim_options.messages; i++)
+	{
+		const Message *m = &sim_messages[i];
+		int			len = snprintf(line, sizeof(line), "%lld\t%d\t%lld\t%s\t%d\n",
+								   (long long) m->id, m->account, (long long) m->amount,
+								   m->kind == KIND_CLAIM ? "claim" : "record", m->copies);
+
+		if (PQputCopyData(conn, line, len) != 1)
+		{
+			fprintf(stderr, "dedup-sim: COPY failed: %s", PQerrorMessage(conn));
+			exit(2);
+		}
+	}
+	if (PQputCopyEnd(conn, NULL) != 1 || !db_ok(res = PQgetResult(conn)))
+	{
+		fprintf(stderr, "dedup-sim: COPY failed: %s", PQerrorMessage(conn));
+		exit(2);
+	}
+	PQclear(res);
+	main_sql(conn, "ANALYZE sim.messages, sim.accounts");
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT dedup_set_scope('%s', ttl => '%d s');"
+			 "SELECT dedup_set_scope('%s', ttl => '%d s', lease => '%d ms');"
+			 "SELECT dedup_set_scope('%s', ttl => '%d s');"
+			 "SELECT dedup_set_scope('%s', retention => '%d s', lease => '2 s',"
+			 " max_attempts => 1000)",
+			 sim_scope_claims, sim_options.ttl_seconds,
+			 sim_scope_records, sim_options.ttl_seconds, sim_options.lease_ms,
+			 sim_scope_downstream, sim_options.ttl_seconds,
+			 sim_topic, sim_options.ttl_seconds);
+	main_sql(conn, sql);
+	PQfinish(conn);
+}
+
+static void *
+main_consumer(void *arg)
+{
+	consumer_main(arg);
+	atomic_fetch_sub(&main_consumers_left, 1);
+	return NULL;
+}
+
+static void *
+main_relay(void *arg)
+{
+	relay_main(arg);
+	atomic_store(&main_relay_done, true);
+	return NULL;
+}
+
+static void
+main_progress(int64_t start, bool tty, bool final)
+{
+	const SimCounters *c = &sim_counters;
+	double		secs = (sim_now_ms() - start) / 1000.0;
+	long		delivered = atomic_load(&c->deliveries);
+	long		faults = c->kills + c->rollbacks + c->failed_calls + c->hung_calls +
+		c->relay_faults + c->broker_dups + c->crashes;
+
+	printf("%s%6.1f s  delivered %ld/%ld  applied %ld  duplicates suppressed %ld"
+		   "  retries %ld  faults %ld  relayed %ld  %.0f deliveries/s%s",
+		   tty ? "\r" : "  ", secs, delivered, feed_total(), (long) c->applied,
+		   (long) (c->dup_claims + c->replays),
+		   (long) (c->busy_nowait + c->busy_in_progress),
+		   faults, (long) c->acked, secs > 0 ? delivered / secs : 0.0,
+		   tty && !final ? "   " : "\n");
+	fflush(stdout);
+}
+
+int
+main(int argc, char **argv)
+{
+	uint64_t	rng;
+	pthread_t  *consumers;
+	pthread_t	relay;
+	pthread_t	killer;
+	SimConn    *conns;
+	int64_t		start;
+	int64_t		last_progress;
+	bool		tty = isatty(fileno(stdout));
+	int			interval_ms;
+	int			i;
+
+	main_options(argc, argv);
+	rng = sim_options.seed;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	main_messages(&rng);
+	feed_build(&rng);
+	printf("== dedup-sim: %ld messages, %ld deliveries (1..%d copies each%s), "
+		   "%d consumers, seed %llu\n",
+		   sim_options.messages, feed_total(), sim_options.max_copies,
+		   sim_options.window > 0 ? ", within a window of messages" : ", anywhere",
+		   sim_options.consumers, (unsigned long long) sim_options.seed);
+	main_setup();
+	printf("   scopes %s (claims), %s (records), %s (downstream), topic %s; ttl %d s\n",
+		   sim_scope_claims, sim_scope_records, sim_scope_downstream, sim_topic,
+		   sim_options.ttl_seconds);
+
+	conns = calloc(sim_options.consumers, sizeof(SimConn));
+	consumers = calloc(sim_options.consumers, sizeof(pthread_t));
+	if (!conns || !consumers)
+		abort();
+	for (i = 0; i < sim_options.consumers; i++)
+	{
+		char	   *name = malloc(32);
+
+		snprintf(name, 32, "dedup-sim consumer %d", i + 1);
+		conns[i].name = name;
+		conns[i].prepare = consumer_statements;
+		faults_register(&conns[i]);
+	}
+	faults_register(&relay_downstream);
+
+	start = last_progress = sim_now_ms();
+	atomic_store(&main_consumers_left, sim_options.consumers);
+	for (i = 0; i < sim_options.consumers; i++)
+		pthread_create(&consumers[i], NULL, main_consumer, &conns[i]);
+	pthread_create(&relay, NULL, main_relay, NULL);
+	pthread_create(&killer, NULL, faults_killer_main, NULL);
+
+	interval_ms = sim_options.progress_seconds > 0 ? sim_options.progress_seconds * 1000 :
+		tty ? 500 : 5000;
+	/* the consumers until the feed is done, then the relay until drained */
+	while (atomic_load(&main_consumers_left) > 0 || !atomic_load(&main_relay_done))
+	{
+		if (atomic_load(&main_consumers_left) == 0 && !atomic_load(&sim_consumers_done))
+		{
+			for (i = 0; i < sim_options.consumers; i++)
+				pthread_join(consumers[i], NULL);
+			atomic_store(&sim_consumers_done, true);
+		}
+		sim_sleep_ms(50);
+		if (sim_now_ms() - last_progress >= interval_ms)
+		{
+			main_progress(start, tty, false);
+			last_progress = sim_now_ms();
+		}
+	}
+	pthread_join(relay, NULL);
+	atomic_store(&sim_stopping, true);
+	pthread_join(killer, NULL);
+	main_progress(start, tty, true);
+	return report_print(sim_now_ms() - start);
+}

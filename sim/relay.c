@@ -1,0 +1,252 @@
+/*
+ * relay.c: the outbox relay and the downstream consumer it publishes to.
+ * The relay takes batches of events (dedup_outbox_take), publishes each
+ * batch to the downstream service — whose own transaction dedups the
+ * events with dedup_claim_batch in its scope and records a notification per
+ * new event — and acks them with the attempts take returned.  When the
+ * outbox is empty it waits for dedup's NOTIFY.  Faults injected here: a
+ * relay that dies after publishing and before acking (the events come back
+ * when their lease passes and are published again), and a broker that
+ * delivers a batch twice.
+ */
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+
+#define RELAY_BATCH		"100"
+#define RELAY_IDLE_WAIT_MS 100
+
+static const char *const relay_statements[] = {
+	"take", "SELECT id, payload->>'message_id', payload->>'amount', attempts "
+	"FROM dedup_outbox_take($1::text, " RELAY_BATCH ")",
+	"ack", "SELECT dedup_outbox_ack($1::uuid[], $2::int[])",
+	"stats", "SELECT pending, in_flight FROM dedup_outbox_stats($1::text)",
+	NULL
+};
+
+static const char *const relay_downstream_statements[] = {
+	"notify", "INSERT INTO sim.notifications (event_id, message_id, amount) "
+	"SELECT e.id, e.message_id, e.amount "
+	"FROM dedup_claim_batch($1::text, $2::uuid[]) AS k(id) "
+	"JOIN unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS e(id, message_id, amount) "
+	"ON e.id = k.id",
+	NULL
+};
+
+SimConn		relay_conn = {.name = "dedup-sim relay", .prepare = relay_statements,
+.on_connect = "LISTEN dedup_outbox"};
+SimConn		relay_downstream = {.name = "dedup-sim downstream",
+.prepare = relay_downstream_statements};
+
+/* A batch taken from the outbox, as array literals for the statements. */
+typedef struct RelayBatch
+{
+	int			n;
+	char	   *ids;
+	char	   *attempts;
+	char	   *message_ids;
+	char	   *amounts;
+} RelayBatch;
+
+static char *
+relay_array(PGresult *res, int column)
+{
+	int			n = PQntuples(res);
+	size_t		size = 3;
+	char	   *out;
+	char	   *p;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		size += PQgetlength(res, i, column) + 1;
+	out = p = malloc(size);
+	if (!out)
+		abort();
+	*p++ = '{';
+	for (i = 0; i < n; i++)
+	{
+		if (i > 0)
+			*p++ = ',';
+		strcpy(p, PQgetvalue(res, i, column));
+		p += PQgetlength(res, i, column);
+	}
+	*p++ = '}';
+	*p = '\0';
+	return out;
+}
+
+static void
+relay_batch_free(RelayBatch *b)
+{
+	free(b->ids);
+	free(b->attempts);
+	free(b->message_ids);
+	free(b->amounts);
+}
+
+/*
+ * Publish a batch downstream: the downstream service's transaction claims
+ * the event ids in its own scope and records the new ones.  Returns false
+ * when the transaction failed (the relay then does not ack).
+ */
+static bool
+relay_publish(const RelayBatch *b)
+{
+	SimConn    *sc = &relay_downstream;
+	const char *params[] = {sim_scope_downstream, b->ids, b->message_ids, b->amounts};
+	PGresult   *res;
+	long		inserted;
+
+	if (db_broken(sc))
+		db_connect(sc);
+	db_command(sc, "BEGIN");
+	res = db_exec(sc, "notify", 4, params);
+	if (!db_ok(res))
+	{
+		db_unexpected(sc, "downstream", res);
+		PQclear(res);
+		if (!db_broken(sc))
+			db_end(sc, false);
+		return false;
+	}
+	inserted = atol(PQcmdTuples(res));
+	PQclear(res);
+	res = PQexec(sc->conn, "COMMIT");
+	atomic_store(&sc->in_xact, false);
+	if (!db_ok(res))
+	{
+		db_unexpected(sc, "downstream COMMIT", res);
+		PQclear(res);
+		return false;
+	}
+	PQclear(res);
+	atomic_fetch_add(&sim_counters.published, b->n);
+	atomic_fetch_add(&sim_counters.downstream_new, inserted);
+	atomic_fetch_add(&sim_counters.downstream_dup, b->n - inserted);
+	return true;
+}
+
+/* Whether the topic has nothing left to hand out or in flight. */
+static bool
+relay_drained(SimConn *sc)
+{
+	const char *params[] = {sim_topic};
+	PGresult   *res = db_exec(sc, "stats", 1, params);
+	bool		drained;
+
+	if (!db_ok(res))
+	{
+		db_unexpected(sc, "dedup_outbox_stats", res);
+		PQclear(res);
+		return false;
+	}
+	drained = PQntuples(res) == 0 ||
+		(atol(PQgetvalue(res, 0, 0)) == 0 && atol(PQgetvalue(res, 0, 1)) == 0);
+	PQclear(res);
+	return drained;
+}
+
+/* Sleep until a NOTIFY from a producer's commit, or RELAY_IDLE_WAIT_MS. */
+static void
+relay_wait(SimConn *sc)
+{
+	int			sock = PQsocket(sc->conn);
+	fd_set		fds;
+	struct timeval tv = {0, RELAY_IDLE_WAIT_MS * 1000};
+	PGnotify   *n;
+
+	if (sock < 0)
+		return;
+	FD_ZERO(&fds);
+	FD_SET(sock, &fds);
+	select(sock + 1, &fds, NULL, NULL, &tv);
+	PQconsumeInput(sc->conn);
+	while ((n = PQnotifies(sc->conn)) != NULL)
+		PQfreemem(n);
+}
+
+void *
+relay_main(void *arg)
+{
+	SimConn    *sc = &relay_conn;
+	uint64_t	rng = sim_options.seed ^ 0x7e1a7;
+
+	(void) arg;
+	db_connect(sc);
+	db_connect(&relay_downstream);
+	for (;;)
+	{
+		const char *take[] = {sim_topic};
+		RelayBatch	b;
+		PGresult   *res;
+		double		r;
+
+		if (db_broken(sc))
+			db_connect(sc);
+		res = db_exec(sc, "take", 1, take);
+		if (!db_ok(res))
+		{
+			db_unexpected(sc, "dedup_outbox_take", res);
+			PQclear(res);
+			sim_sleep_ms(RELAY_IDLE_WAIT_MS);
+			continue;
+		}
+		b.n = PQntuples(res);
+		if (b.n == 0)
+		{
+			PQclear(res);
+			if (atomic_load(&sim_consumers_done) && relay_drained(sc))
+				break;
+			relay_wait(sc);
+			continue;
+		}
+		b.ids = relay_array(res, 0);
+		b.message_ids = relay_array(res, 1);
+		b.amounts = relay_array(res, 2);
+		b.attempts = relay_array(res, 3);
+		PQclear(res);
+
+		r = sim_random_unit(&rng);
+		if (!relay_publish(&b))
+		{
+			/* not published: no ack, the leases will pass */
+			relay_batch_free(&b);
+			continue;
+		}
+		if (r < 2 * sim_options.relay_fault_share && r >= sim_options.relay_fault_share)
+		{
+			/* the broker delivers the batch a second time */
+			atomic_fetch_add(&sim_counters.broker_dups, 1);
+			relay_publish(&b);
+		}
+		if (r < sim_options.relay_fault_share)
+		{
+			/* the relay dies after publishing, before its ack */
+			atomic_fetch_add(&sim_counters.relay_faults, 1);
+			PQfinish(sc->conn);
+			sc->conn = NULL;
+			relay_batch_free(&b);
+			continue;
+		}
+		{
+			const char *ack[] = {b.ids, b.attempts};
+
+			res = db_exec(sc, "ack", 2, ack);
+			if (db_ok(res))
+				atomic_fetch_add(&sim_counters.acked, atol(PQgetvalue(res, 0, 0)));
+			else
+				db_unexpected(sc, "dedup_outbox_ack", res);
+			PQclear(res);
+		}
+		relay_batch_free(&b);
+	}
+	PQfinish(sc->conn);
+	PQfinish(relay_downstream.conn);
+	sc->conn = relay_downstream.conn = NULL;
+	atomic_store(&sc->pid, 0);
+	atomic_store(&relay_downstream.pid, 0);
+	return NULL;
+}

@@ -1,0 +1,207 @@
+/*
+ * report.c: the end of a simulation — what happened (from the counters),
+ * the cleanup worker's figures, and the invariants, each checked in the
+ * database against the feed's messages (sim.messages).  Returns the exit
+ * status: 0 when every invariant holds, 1 otherwise.
+ */
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static PGconn *report_conn;
+static int	report_failures;
+static char report_failed[1024];
+
+/* The first column of the first row of sql, as a number (NULL is 0). */
+static long
+report_number(const char *sql, const char *param)
+{
+	const char *params[] = {param};
+	PGresult   *res = PQexecParams(report_conn, sql, param ? 1 : 0, NULL, params,
+								   NULL, NULL, 0);
+	long		n;
+
+	if (!db_ok(res) || PQntuples(res) != 1)
+	{
+		fprintf(stderr, "dedup-sim: report query failed: %s\nin: %s\n",
+				PQresultErrorMessage(res), sql);
+		exit(2);
+	}
+	n = atol(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return n;
+}
+
+static void
+report_check(const char *what, long expected, long found)
+{
+	bool		ok = expected == found;
+
+	printf("  %-68s %10ld %10ld  %s\n", what, expected, found, ok ? "ok" : "FAILED");
+	if (!ok)
+	{
+		report_failures++;
+		if (strlen(report_failed) + strlen(what) + 4 < sizeof(report_failed))
+		{
+			if (report_failed[0])
+				strcat(report_failed, "; ");
+			strcat(report_failed, what);
+		}
+	}
+}
+
+/* The cleanup worker's figures for this database, when it runs. */
+static void
+report_cleanup(void)
+{
+	PGresult   *res = PQexec(report_conn,
+							 "SELECT kind, rows_deleted, batches, errors,"
+							 " coalesce(round(extract(epoch FROM cleanup_lag)::numeric, 1)::text, '-')"
+							 " FROM dedup_cleanup_stats() ORDER BY kind");
+	int			i;
+
+	printf("\n== cleanup worker (dedup_cleanup_stats()%s)\n",
+		   sim_counters.crashes > 0 ? ", since the last server start" : "");
+	if (!db_ok(res))
+	{
+		printf("  not available: %s", PQresultErrorMessage(res));
+		PQclear(res);
+		return;
+	}
+	printf("  %-8s %14s %9s %7s %16s\n", "kind", "rows deleted", "batches", "errors",
+		   "cleanup lag (s)");
+	for (i = 0; i < PQntuples(res); i++)
+		printf("  %-8s %14s %9s %7s %16s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+			   PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4));
+	PQclear(res);
+	printf("  live rows now: dedup.claims %ld, dedup.outbox_keys %ld "
+		   "(ttl and retention %d s; a row goes at the first pass after it expires)\n",
+		   report_number("SELECT count(*) FROM dedup.claims", NULL),
+		   report_number("SELECT count(*) FROM dedup.outbox_keys", NULL),
+		   sim_options.ttl_seconds);
+}
+
+static void
+report_happened(int64_t elapsed_ms)
+{
+	const SimCounters *c = &sim_counters;
+	int			i;
+
+	printf("\n== what happened (%.1f s, %.0f deliveries/s)\n", elapsed_ms / 1000.0,
+		   c->deliveries * 1000.0 / (elapsed_ms > 0 ? elapsed_ms : 1));
+	printf("  deliveries            %ld: %ld from the feed, %ld redelivered after a failure"
+		   " or a busy answer, %ld client retries of hung calls\n",
+		   (long) c->deliveries, feed_total(), (long) c->redeliveries,
+		   (long) c->client_retries);
+	printf("  applied               %ld business transactions committed"
+		   " (%ld with dedup_claim, %ld with dedup_begin/dedup_complete)\n",
+		   (long) c->applied, (long) (c->applied - c->applied_record),
+		   (long) c->applied_record);
+	printf("  duplicates suppressed %ld: dedup_claim said false %ld times,"
+		   " dedup_begin replayed %ld\n",
+		   (long) (c->dup_claims + c->replays), (long) c->dup_claims, (long) c->replays);
+	printf("  busy, retried later   %ld: claim nowait (55P03) %ld, dedup_begin in_progress %ld\n",
+		   (long) (c->busy_nowait + c->busy_in_progress), (long) c->busy_nowait,
+		   (long) c->busy_in_progress);
+	printf("  records               %ld external calls, %ld leases taken over,"
+		   " %ld completes refused after a takeover (55006, rolled back)\n",
+		   (long) c->external_calls, (long) c->takeovers, (long) c->leases_lost);
+	printf("  rejected              %ld deliveries of poison messages rolled back"
+		   " by a CHECK constraint, claim included\n", (long) c->poison_rejected);
+	printf("  faults injected       %ld connections killed mid-transaction, %ld rollbacks,"
+		   " %ld failed and %ld hung external calls,\n"
+		   "                        %ld relay deaths before ack, %ld batches published twice,"
+		   " %ld postmaster kills",
+		   (long) c->kills, (long) c->rollbacks, (long) c->failed_calls,
+		   (long) c->hung_calls, (long) c->relay_faults, (long) c->broker_dups,
+		   (long) c->crashes);
+	for (i = 0; i < c->crashes && i < 8; i++)
+		printf("%s%.1f s", i == 0 ? " (back after " : ", ", c->crash_outage_ms[i] / 1000.0);
+	printf("%s\n", c->crashes > 0 ? ")" : "");
+	printf("  connections lost      %ld statements or commits failed because the"
+		   " connection broke (redelivered)\n", (long) c->lost_connections);
+	printf("  outbox relay          %ld events published, %ld acked; downstream applied %ld"
+		   " and suppressed %ld published again\n",
+		   (long) c->published, (long) c->acked, (long) c->downstream_new,
+		   (long) c->downstream_dup);
+	printf("  dedup window          the longest a copy arrived after its message's"
+		   " commit: %.1f s (ttl %d s)\n", c->max_gap_ms / 1000.0, sim_options.ttl_seconds);
+}
+
+int
+report_print(int64_t elapsed_ms)
+{
+	long		expected_applied;
+	long		ledger;
+
+	report_conn = db_plain("dedup-sim report");
+	report_happened(elapsed_ms);
+	report_cleanup();
+
+	printf("\n== invariants, checked in the database%*s %10s %10s\n", 38, "",
+		   "expected", "found");
+	expected_applied = report_number("SELECT count(*) FROM sim.messages WHERE amount > 0", NULL);
+	ledger = report_number("SELECT count(*) FROM sim.ledger", NULL);
+	report_check("business effects = messages to apply (ledger rows)", expected_applied, ledger);
+	report_check("messages applied more than once", 0,
+				 report_number("SELECT count(*) FROM (SELECT FROM sim.ledger"
+							   " GROUP BY message_id HAVING count(*) > 1) AS d", NULL));
+	report_check("messages lost (never applied)", 0,
+				 report_number("SELECT count(*) FROM sim.messages AS m WHERE m.amount > 0"
+							   " AND NOT EXISTS (SELECT FROM sim.ledger AS l"
+							   " WHERE l.message_id = m.id)", NULL));
+	report_check("messages applied by the wrong path (claim vs record)", 0,
+				 report_number("SELECT count(*) FROM sim.ledger AS l JOIN sim.messages AS m"
+							   " ON m.id = l.message_id WHERE l.path <> m.path", NULL));
+	report_check("accounts whose balance is not the sum of their messages", 0,
+				 report_number("SELECT count(*) FROM sim.accounts AS a LEFT JOIN"
+							   " (SELECT account, sum(amount) AS s FROM sim.messages"
+							   " WHERE amount > 0 GROUP BY account) AS e ON e.account = a.id"
+							   " WHERE a.balance <> coalesce(e.s, 0)", NULL));
+	report_check("sum of all balances",
+				 report_number("SELECT sum(amount) FROM sim.messages WHERE amount > 0", NULL),
+				 report_number("SELECT sum(balance) FROM sim.accounts", NULL));
+	report_check("outbox events of committed transactions (distinct event ids)", ledger,
+				 report_number("SELECT count(DISTINCT event_id) FROM sim.ledger", NULL));
+	report_check("events acked by the relay (counted by dedup_outbox_ack)", ledger,
+				 sim_counters.acked);
+	report_check("events left in the outbox (pending, in flight, dead)", 0,
+				 report_number("SELECT sum(pending + in_flight + dead)"
+							   " FROM dedup_outbox_stats($1)", sim_topic));
+	report_check("events applied downstream", ledger,
+				 report_number("SELECT count(*) FROM sim.notifications AS n"
+							   " WHERE EXISTS (SELECT FROM sim.ledger AS l"
+							   " WHERE l.event_id = n.event_id AND l.message_id = n.message_id"
+							   " AND l.amount = n.amount)", NULL));
+	report_check("events applied downstream more than once", 0,
+				 report_number("SELECT count(*) FROM (SELECT FROM sim.notifications"
+							   " GROUP BY event_id HAVING count(*) > 1) AS d", NULL));
+	report_check("downstream rows that match no committed event", 0,
+				 report_number("SELECT count(*) FROM sim.notifications AS n"
+							   " WHERE NOT EXISTS (SELECT FROM sim.ledger AS l"
+							   " WHERE l.event_id = n.event_id)", NULL));
+	report_check("claims left by rolled-back transactions (poison keys, dedup_lookup)", 0,
+				 report_number("SELECT count(*) FROM sim.messages AS m,"
+							   " dedup_lookup($1, m.id::text) WHERE m.amount < 0",
+							   sim_scope_claims));
+	report_check("poison deliveries whose claim said duplicate", 0, sim_counters.poison_dup);
+	report_check("records left processing", 0,
+				 report_number("SELECT count(*) FROM sim.messages AS m,"
+							   " dedup_lookup($1, m.id::text) AS r"
+							   " WHERE m.path = 'record' AND r.status = 'processing'",
+							   sim_scope_records));
+	report_check("dedup_begin mismatches (same request every time)", 0, sim_counters.mismatches);
+	report_check("unexpected errors", 0, sim_counters.unexpected);
+	PQfinish(report_conn);
+
+	if (report_failures > 0)
+	{
+		printf("\nFAILED: %d invariant%s broken: %s\n", report_failures,
+			   report_failures == 1 ? "" : "s", report_failed);
+		return 1;
+	}
+	printf("\nexactly once: every invariant holds\n");
+	return 0;
+}

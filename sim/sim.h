@@ -1,0 +1,162 @@
+/*
+ * sim.h: what the parts of dedup-sim share — the options, the messages of
+ * the feed, the counters the progress line and the report read, and the
+ * functions each file offers.
+ *
+ * dedup-sim is an exactly-once simulation against a real server: an
+ * at-least-once feed delivers every message 1..K times to concurrent
+ * consumers that claim (dedup_claim) or begin/complete (dedup_begin) it,
+ * apply a payment and put an outbox event in one transaction; a relay takes
+ * the events and publishes them to a downstream consumer that dedups them
+ * with its own scope; faults are injected all along.  At the end the
+ * database is checked against what the feed sent.
+ */
+#ifndef DEDUP_SIM_H
+#define DEDUP_SIM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+/* the command-line options; see usage() in main.c */
+typedef struct SimOptions
+{
+	const char *conninfo;
+	long		messages;		/* distinct messages in the feed */
+	int			max_copies;		/* each is delivered 1..max_copies times */
+	int			window;			/* copies of a message arrive within this many
+								 * messages of the feed; 0 = anywhere */
+	int			consumers;		/* concurrent consumer connections */
+	int			accounts;
+	double		record_share;	/* share of messages handled with records */
+	double		poison_share;	/* share rejected by the business write */
+	double		kill_rate;		/* connections killed per second */
+	double		rollback_share; /* consumer transactions rolled back */
+	double		fail_share;		/* external calls that fail */
+	double		hang_share;		/* external calls that hang past the lease */
+	double		relay_fault_share;	/* relay batches published, not acked */
+	int			crashes;		/* postmaster kills (needs crash_command) */
+	const char *crash_command;
+	int			ttl_seconds;	/* dedup window of every scope */
+	int			lease_ms;		/* lease of the records scope */
+	int			progress_seconds;
+	uint64_t	seed;
+} SimOptions;
+
+typedef enum MessageKind
+{
+	KIND_CLAIM,					/* dedup_claim in the business transaction */
+	KIND_RECORD					/* dedup_begin, an external call, dedup_complete */
+} MessageKind;
+
+typedef struct Message
+{
+	int64_t		id;
+	int32_t		account;
+	int64_t		amount;			/* negative for a poison message */
+	MessageKind kind;
+	int			copies;
+} Message;
+
+/* what happened, counted by every thread; read by progress and report */
+typedef struct SimCounters
+{
+	atomic_long deliveries;		/* deliveries handed to consumers */
+	atomic_long applied;		/* business transactions committed */
+	atomic_long applied_record; /* ... of them through records */
+	atomic_long dup_claims;		/* dedup_claim returned false */
+	atomic_long replays;		/* dedup_begin returned replay */
+	atomic_long busy_nowait;	/* 55P03: a copy was being applied */
+	atomic_long busy_in_progress;	/* dedup_begin: in_progress */
+	atomic_long takeovers;		/* dedup_begin started with attempt > 1 */
+	atomic_long leases_lost;	/* dedup_complete: 55006, rolled back */
+	atomic_long poison_rejected;	/* business write failed, dead-lettered */
+	atomic_long poison_dup;		/* a poison message's claim said false */
+	atomic_long mismatches;		/* dedup_begin: mismatch (never expected) */
+	atomic_long client_retries; /* extra deliveries from hung calls */
+	atomic_long redeliveries;	/* deliveries put back after a failure */
+	atomic_long external_calls;
+	atomic_long kills;			/* pg_terminate_backend that hit */
+	atomic_long rollbacks;		/* injected rollbacks */
+	atomic_long failed_calls;	/* injected external failures (released) */
+	atomic_long hung_calls;		/* injected hangs past the lease */
+	atomic_long relay_faults;	/* injected relay deaths before ack */
+	atomic_long broker_dups;	/* batches the broker published twice */
+	atomic_long crashes;		/* postmaster kills done */
+	atomic_long lost_connections;	/* errors that broke a connection */
+	atomic_long unexpected;		/* SQL errors nobody expected */
+	atomic_long published;		/* events published downstream */
+	atomic_long acked;			/* events acked (as counted by the ack) */
+	atomic_long downstream_new; /* events applied downstream */
+	atomic_long downstream_dup; /* published again, suppressed downstream */
+	atomic_long max_gap_ms;		/* longest time from a message's commit to
+								 * a later copy */
+	atomic_long crash_outage_ms[8];
+} SimCounters;
+
+/* a connection of one thread, with the pid the fault injector may kill */
+typedef struct SimConn
+{
+	PGconn	   *conn;
+	const char *name;			/* application_name */
+	const char *const *prepare; /* name, sql pairs, NULL-terminated */
+	const char *on_connect;		/* a command to run after connecting */
+	atomic_int	pid;			/* backend pid, 0 when not connected */
+	atomic_bool in_xact;		/* inside a transaction: a kill target */
+} SimConn;
+
+/* main.c */
+extern SimOptions sim_options;
+extern SimCounters sim_counters;
+extern Message *sim_messages;
+extern atomic_bool sim_consumers_done;
+extern atomic_bool sim_stopping;
+extern char sim_scope_claims[64];
+extern char sim_scope_records[64];
+extern char sim_scope_downstream[64];
+extern char sim_topic[64];
+extern int64_t sim_now_ms(void);
+extern uint64_t sim_random(uint64_t *state);
+extern double sim_random_unit(uint64_t *state);
+extern void sim_sleep_ms(int64_t ms);
+
+/* feed.c: the at-least-once feed */
+extern void feed_build(uint64_t *rng);
+extern long feed_total(void);
+extern bool feed_next(int64_t *index);
+extern void feed_ack(int64_t index);
+extern void feed_requeue(int64_t index, int delay_ms);
+extern void feed_add(int64_t index, int delay_ms);
+extern void feed_applied(int64_t index);
+extern void feed_seen(int64_t index);
+
+/* db.c: connections that survive kills and crashes */
+extern void db_connect(SimConn *sc);
+extern PGresult *db_exec(SimConn *sc, const char *stmt, int nparams,
+						 const char *const *params);
+extern bool db_ok(PGresult *res);
+extern const char *db_sqlstate(PGresult *res);
+extern bool db_broken(SimConn *sc);
+extern bool db_lost(SimConn *sc, PGresult *res);
+extern void db_command(SimConn *sc, const char *sql);
+extern void db_end(SimConn *sc, bool commit);
+extern void db_unexpected(SimConn *sc, const char *what, PGresult *res);
+extern PGconn *db_plain(const char *what);
+
+/* consumer.c */
+extern void *consumer_main(void *arg);
+
+/* relay.c */
+extern void *relay_main(void *arg);
+
+/* faults.c */
+extern void faults_register(SimConn *sc);
+extern void *faults_killer_main(void *arg);
+extern void faults_crash_if_due(void);
+
+/* report.c */
+extern int report_print(int64_t elapsed_ms);
+
+#endif							/* DEDUP_SIM_H */
