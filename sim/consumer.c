@@ -17,6 +17,7 @@
 
 #define CONSUMER_BUSY_DELAY_MS	20	/* redelivery after 55P03 */
 #define CONSUMER_IN_PROGRESS_DELAY_MS 50	/* after in_progress */
+#define CONSUMER_OUTCOME_SIZE	16	/* longest dedup_begin outcome + 1 */
 
 /* the statements every consumer prepares */
 const char *const consumer_statements[] = {
@@ -29,6 +30,7 @@ const char *const consumer_statements[] = {
 	"begin", "SELECT outcome, attempts FROM dedup_begin($1::text, $2::text, $3::jsonb)",
 	"complete", "SELECT dedup_complete($1::text, $2::text, 201, $3::jsonb, attempt => $4::int)",
 	"release", "SELECT dedup_release($1::text, $2::text, attempt => $3::int)",
+	"lookup", "SELECT count(*) FROM dedup_lookup($1::text, $2::text)",
 	NULL
 };
 
@@ -124,21 +126,40 @@ consumer_commit(SimConn *sc, int64_t index, bool record, uint64_t *rng)
 		db_end(sc, false);
 		return CONSUMER_ROLLED_BACK;
 	}
-	res = PQexec(sc->conn, "COMMIT");
-	atomic_store(&sc->in_xact, false);
-	if (!db_ok(res))
+	res = db_commit(sc);
+	if (res)
 	{
 		consumer_failed(sc, index, "COMMIT", res);
 		PQclear(res);
 		return CONSUMER_FAILED;
 	}
-	PQclear(res);
 	atomic_fetch_add(&sim_counters.applied, 1);
 	if (record)
 		atomic_fetch_add(&sim_counters.applied_record, 1);
 	feed_applied(index);
 	feed_ack(index);
 	return CONSUMER_COMMITTED;
+}
+
+/*
+ * Right after a poison message's transaction rolled back: its claim must be
+ * gone.  (Another consumer's copy may be claiming it too, but that claim is
+ * not committed, and never will be: the ledger rejects it too.)
+ */
+static void
+consumer_check_rolled_back(SimConn *sc, const ConsumerText *t)
+{
+	const char *lookup[] = {sim_scope_claims, t->id};
+	PGresult   *res = db_exec(sc, "lookup", 2, lookup);
+
+	if (db_ok(res))
+	{
+		if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
+			atomic_fetch_add(&sim_counters.poison_left, 1);
+	}
+	else
+		db_unexpected(sc, "dedup_lookup", res);
+	PQclear(res);
 }
 
 /* The claim path: claim and business writes in one transaction. */
@@ -148,11 +169,15 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 	const Message *m = &sim_messages[index];
 	ConsumerText t;
 	const char *claim[] = {sim_scope_claims, t.id};
-	char		event_id[40];
+	char		event_id[40] = "";
 	PGresult   *res;
 
 	consumer_text(m, &t);
-	db_command(sc, "BEGIN");
+	if (!db_begin(sc))
+	{
+		feed_requeue(index, 0);
+		return;
+	}
 	res = db_exec(sc, "claim", 2, claim);
 	if (!db_ok(res))
 	{
@@ -190,6 +215,7 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 			/* rejected by the ledger's CHECK: the claim rolls back too */
 			atomic_fetch_add(&sim_counters.poison_rejected, 1);
 			db_end(sc, false);
+			consumer_check_rolled_back(sc, &t);
 			feed_ack(index);
 		}
 		else
@@ -203,14 +229,17 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 
 /*
  * Whether complete or release failed because the caller's attempt no
- * longer holds the key: a retry took it over after the lease passed (55006),
- * and maybe released it since (42704).
+ * longer holds the key — a retry took it over after the lease passed
+ * (55006), and maybe released it since (42704) — at a time when that could
+ * have happened: at least a lease after our dedup_begin.  Earlier, the same
+ * errors are a bug, and count as unexpected.
  */
 static bool
-consumer_lease_lost(PGresult *res)
+consumer_lease_lost(PGresult *res, int64_t begun_ms)
 {
-	return strcmp(db_sqlstate(res), "55006") == 0 ||
-		strcmp(db_sqlstate(res), "42704") == 0;
+	return (strcmp(db_sqlstate(res), "55006") == 0 ||
+			strcmp(db_sqlstate(res), "42704") == 0) &&
+		sim_now_ms() - begun_ms >= sim_options.lease_ms;
 }
 
 /*
@@ -219,7 +248,7 @@ consumer_lease_lost(PGresult *res)
  * retry then takes the key over once the lease has passed.
  */
 static void
-consumer_release(SimConn *sc, const ConsumerText *t, const char *attempt)
+consumer_release(SimConn *sc, const ConsumerText *t, const char *attempt, int64_t begun_ms)
 {
 	const char *release[] = {sim_scope_records, t->id, attempt};
 	PGresult   *res;
@@ -227,7 +256,7 @@ consumer_release(SimConn *sc, const ConsumerText *t, const char *attempt)
 	if (db_broken(sc))
 		return;
 	res = db_exec(sc, "release", 3, release);
-	if (!db_ok(res) && !db_lost(sc, res) && !consumer_lease_lost(res))
+	if (!db_ok(res) && !consumer_lease_lost(res, begun_ms))
 		db_unexpected(sc, "dedup_release", res);
 	PQclear(res);
 }
@@ -240,11 +269,12 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	ConsumerText t;
 	char		request[96];
 	char		response[64];
+	char		outcome[CONSUMER_OUTCOME_SIZE];
 	char		attempt[16];
-	char		event_id[40];
+	char		event_id[40] = "";
 	const char *begin[] = {sim_scope_records, t.id, request};
 	const char *complete[] = {sim_scope_records, t.id, response, attempt};
-	const char *outcome;
+	int64_t		begun_ms = sim_now_ms();
 	double		r;
 	PGresult   *res;
 
@@ -258,29 +288,31 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 		PQclear(res);
 		return;
 	}
-	outcome = PQgetvalue(res, 0, 0);
+	snprintf(outcome, sizeof(outcome), "%s", PQgetvalue(res, 0, 0));
 	snprintf(attempt, sizeof(attempt), "%s", PQgetvalue(res, 0, 1));
+	PQclear(res);
 	if (strcmp(outcome, "replay") == 0)
 	{
 		atomic_fetch_add(&sim_counters.replays, 1);
 		feed_applied(index);
 		feed_ack(index);
+		return;
 	}
-	else if (strcmp(outcome, "in_progress") == 0)
+	if (strcmp(outcome, "in_progress") == 0)
 	{
 		atomic_fetch_add(&sim_counters.busy_in_progress, 1);
 		feed_requeue(index, CONSUMER_IN_PROGRESS_DELAY_MS);
+		return;
 	}
-	else if (strcmp(outcome, "mismatch") == 0)
+	if (strcmp(outcome, "started") != 0)
 	{
+		/* mismatch: never expected, the request is the same every time */
 		atomic_fetch_add(&sim_counters.mismatches, 1);
 		feed_ack(index);
-	}
-	PQclear(res);
-	if (strcmp(attempt, "1") != 0 && strcmp(outcome, "started") == 0)
-		atomic_fetch_add(&sim_counters.takeovers, 1);
-	if (strcmp(outcome, "started") != 0)
 		return;
+	}
+	if (strcmp(attempt, "1") != 0)
+		atomic_fetch_add(&sim_counters.restarts, 1);
 
 	/* the external call, outside any transaction */
 	atomic_fetch_add(&sim_counters.external_calls, 1);
@@ -288,7 +320,7 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	if (r < sim_options.fail_share)
 	{
 		atomic_fetch_add(&sim_counters.failed_calls, 1);
-		consumer_release(sc, &t, attempt);
+		consumer_release(sc, &t, attempt, begun_ms);
 		feed_requeue(index, 0);
 		return;
 	}
@@ -303,7 +335,11 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	else
 		usleep(200 + sim_random(rng) % 800);
 
-	db_command(sc, "BEGIN");
+	if (!db_begin(sc))
+	{
+		feed_requeue(index, 0);
+		return;
+	}
 	res = consumer_pay(sc, m, &t, "record", event_id);
 	if (res == NULL)
 	{
@@ -317,9 +353,9 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	}
 	if (res)
 	{
-		if (consumer_lease_lost(res))
+		if (consumer_lease_lost(res, begun_ms))
 		{
-			/* the lease passed and a retry took the key over: it applies */
+			/* a retry took the key over: it applies, or its retries do */
 			atomic_fetch_add(&sim_counters.leases_lost, 1);
 			db_end(sc, false);
 			feed_requeue(index, 0);
@@ -331,7 +367,7 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	}
 	if (consumer_commit(sc, index, true, rng) == CONSUMER_ROLLED_BACK)
 	{
-		consumer_release(sc, &t, attempt);
+		consumer_release(sc, &t, attempt, begun_ms);
 		feed_requeue(index, 0);
 	}
 }
@@ -340,7 +376,7 @@ void *
 consumer_main(void *arg)
 {
 	SimConn    *sc = arg;
-	uint64_t	rng = sim_options.seed ^ ((uint64_t) (uintptr_t) sc * 0x9E3779B97F4A7C15ULL);
+	uint64_t	rng = sim_options.seed ^ ((uint64_t) sc->number * 0x9E3779B97F4A7C15ULL);
 	int64_t		index;
 
 	db_connect(sc);

@@ -105,11 +105,17 @@ db_connect(SimConn *sc)
 	}
 }
 
-/* Run the prepared statement stmt; the caller PQclears the result. */
+/*
+ * Run the prepared statement stmt; the caller PQclears the result.  Never
+ * NULL: libpq's NULL (nothing sent on a dead connection) becomes a failed
+ * result.
+ */
 PGresult *
 db_exec(SimConn *sc, const char *stmt, int nparams, const char *const *params)
 {
-	return PQexecPrepared(sc->conn, stmt, nparams, params, NULL, NULL, 0);
+	PGresult   *res = PQexecPrepared(sc->conn, stmt, nparams, params, NULL, NULL, 0);
+
+	return res ? res : PQmakeEmptyPGresult(sc->conn, PGRES_FATAL_ERROR);
 }
 
 bool
@@ -159,15 +165,46 @@ db_lost(SimConn *sc, PGresult *res)
 		strncmp(state, "08", 2) == 0;
 }
 
-/* Run a command without parameters (BEGIN, COMMIT, ROLLBACK, LISTEN). */
-void
-db_command(SimConn *sc, const char *sql)
+/*
+ * Open a transaction; false when the connection is lost (counted: the
+ * caller puts the delivery back).
+ */
+bool
+db_begin(SimConn *sc)
 {
-	PGresult   *res = PQexec(sc->conn, sql);
+	PGresult   *res = PQexec(sc->conn, "BEGIN");
+	bool		ok = db_ok(res);
 
-	if (strcmp(sql, "BEGIN") == 0 && db_ok(res))
+	if (ok)
 		atomic_store(&sc->in_xact, true);
+	else
+		db_unexpected(sc, "BEGIN", res);
 	PQclear(res);
+	return ok;
+}
+
+/*
+ * Commit; NULL when it took, else a failed result for the caller to judge
+ * and clear.  A COMMIT that ended an aborted transaction (the tag ROLLBACK)
+ * counts as failed.
+ */
+PGresult *
+db_commit(SimConn *sc)
+{
+	PGresult   *res = PQexec(sc->conn, "COMMIT");
+
+	atomic_store(&sc->in_xact, false);
+	if (res && db_ok(res) && strcmp(PQcmdStatus(res), "COMMIT") == 0)
+	{
+		PQclear(res);
+		return NULL;
+	}
+	if (res && db_ok(res))
+	{
+		PQclear(res);
+		res = NULL;
+	}
+	return res ? res : PQmakeEmptyPGresult(sc->conn, PGRES_FATAL_ERROR);
 }
 
 /*
@@ -197,6 +234,7 @@ db_unexpected(SimConn *sc, const char *what, PGresult *res)
 	if (db_lost(sc, res))
 	{
 		atomic_fetch_add(&sim_counters.lost_connections, 1);
+		atomic_store(&sc->in_xact, false);
 		return;
 	}
 	n = atomic_fetch_add(&sim_counters.unexpected, 1);

@@ -10,7 +10,14 @@
 #include "sim.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+/*
+ * A message put back this often is stuck (a key that never frees up): the
+ * run counts it as unexpected and stops redelivering it, rather than loop.
+ */
+#define FEED_MAX_REDELIVERIES 1000
 
 typedef struct FeedSlot
 {
@@ -33,6 +40,7 @@ static FeedRedelivery *feed_again;
 static long feed_again_count;
 static long feed_again_size;
 static atomic_long *feed_applied_ms;	/* when a message's effect committed */
+static atomic_int *feed_redelivered;	/* times each message was put back */
 
 static int
 feed_slot_cmp(const void *a, const void *b)
@@ -60,7 +68,8 @@ feed_build(uint64_t *rng)
 	slots = malloc(sizeof(FeedSlot) * total);
 	feed_order = malloc(sizeof(int64_t) * total);
 	feed_applied_ms = calloc(n, sizeof(atomic_long));
-	if (!slots || !feed_order || !feed_applied_ms)
+	feed_redelivered = calloc(n, sizeof(atomic_int));
+	if (!slots || !feed_order || !feed_applied_ms || !feed_redelivered)
 		abort();
 	total = 0;
 	for (i = 0; i < n; i++)
@@ -89,6 +98,19 @@ long
 feed_total(void)
 {
 	return feed_count;
+}
+
+/* How many of the feed's deliveries have been handed out (not counting
+ * redeliveries). */
+long
+feed_position(void)
+{
+	long		pos;
+
+	pthread_mutex_lock(&feed_lock);
+	pos = feed_next_slot;
+	pthread_mutex_unlock(&feed_lock);
+	return pos;
 }
 
 /*
@@ -164,6 +186,14 @@ feed_ack(int64_t index)
 void
 feed_requeue(int64_t index, int delay_ms)
 {
+	if (atomic_fetch_add(&feed_redelivered[index], 1) >= FEED_MAX_REDELIVERIES)
+	{
+		if (atomic_fetch_add(&sim_counters.unexpected, 1) < 10)
+			fprintf(stderr, "\ndedup-sim: message %lld put back %d times: given up\n",
+					(long long) sim_messages[index].id, FEED_MAX_REDELIVERIES);
+		feed_ack(index);
+		return;
+	}
 	atomic_fetch_add(&sim_counters.redeliveries, 1);
 	feed_push(index, delay_ms, 0);
 }

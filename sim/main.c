@@ -32,6 +32,7 @@ SimOptions	sim_options = {
 	.ttl_seconds = 10,
 	.lease_ms = 1000,
 	.progress_seconds = 0,
+	.timeout_seconds = 600,
 	.seed = 0,
 };
 SimCounters sim_counters;
@@ -120,21 +121,28 @@ main_usage(void)
 		   "      --lease-ms=MS       lease of the records scope [1000]\n"
 		   "      --progress=SECONDS  a progress line every SECONDS (0: live line\n"
 		   "                          on a terminal, every 5 s otherwise) [0]\n"
+		   "      --timeout=SECONDS   give up, exit 1, if not done by then [600]\n"
 		   "      --seed=S            random seed [from the clock]\n");
+}
+
+static double
+main_number(const char *name, const char *value, double min, double max)
+{
+	char	   *end;
+	double		d = strtod(value, &end);
+
+	if (*end != '\0' || d < min || d > max)
+	{
+		fprintf(stderr, "dedup-sim: --%s must be a number from %g to %g\n", name, min, max);
+		exit(2);
+	}
+	return d;
 }
 
 static double
 main_share(const char *name, const char *value)
 {
-	char	   *end;
-	double		d = strtod(value, &end);
-
-	if (*end != '\0' || d < 0 || d > 1)
-	{
-		fprintf(stderr, "dedup-sim: --%s must be a number from 0 to 1\n", name);
-		exit(2);
-	}
-	return d;
+	return main_number(name, value, 0, 1);
 }
 
 static long
@@ -175,6 +183,7 @@ main_options(int argc, char **argv)
 		{"lease-ms", required_argument, NULL, 'E'},
 		{"progress", required_argument, NULL, 'p'},
 		{"seed", required_argument, NULL, 'S'},
+		{"timeout", required_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -208,7 +217,7 @@ main_options(int argc, char **argv)
 				o->poison_share = main_share("poison", optarg);
 				break;
 			case 'K':
-				o->kill_rate = main_count("kill-rate", optarg, 0, 1000);
+				o->kill_rate = main_number("kill-rate", optarg, 0, 1000);
 				break;
 			case 'B':
 				o->rollback_share = main_share("rollbacks", optarg);
@@ -240,6 +249,9 @@ main_options(int argc, char **argv)
 				break;
 			case 'p':
 				o->progress_seconds = main_count("progress", optarg, 0, 3600);
+				break;
+			case 'O':
+				o->timeout_seconds = main_count("timeout", optarg, 1, 86400);
 				break;
 			case 'S':
 				o->seed = strtoull(optarg, NULL, 0);
@@ -417,9 +429,10 @@ main_progress(int64_t start, bool tty, bool final)
 	long		faults = c->kills + c->rollbacks + c->failed_calls + c->hung_calls +
 		c->relay_faults + c->broker_dups + c->crashes;
 
-	printf("%s%6.1f s  delivered %ld/%ld  applied %ld  duplicates suppressed %ld"
+	printf("%s%6.1f s  feed %3ld%%  delivered %ld  applied %ld  duplicates suppressed %ld"
 		   "  retries %ld  faults %ld  relayed %ld  %.0f deliveries/s%s",
-		   tty ? "\r" : "  ", secs, delivered, feed_total(), (long) c->applied,
+		   tty ? "\r" : "  ", secs, feed_position() * 100 / feed_total(), delivered,
+		   (long) c->applied,
 		   (long) (c->dup_claims + c->replays),
 		   (long) (c->busy_nowait + c->busy_in_progress),
 		   faults, (long) c->acked, secs > 0 ? delivered / secs : 0.0,
@@ -467,6 +480,7 @@ main(int argc, char **argv)
 		snprintf(name, 32, "dedup-sim consumer %d", i + 1);
 		conns[i].name = name;
 		conns[i].prepare = consumer_statements;
+		conns[i].number = i + 1;
 		faults_register(&conns[i]);
 	}
 	faults_register(&relay_downstream);
@@ -490,6 +504,13 @@ main(int argc, char **argv)
 			atomic_store(&sim_consumers_done, true);
 		}
 		sim_sleep_ms(50);
+		if (sim_now_ms() - start > (int64_t) sim_options.timeout_seconds * 1000)
+		{
+			main_progress(start, tty, true);
+			printf("\nFAILED: not done after %d s (--timeout): a delivery or an event is "
+				   "stuck\n", sim_options.timeout_seconds);
+			exit(1);
+		}
 		if (sim_now_ms() - last_progress >= interval_ms)
 		{
 			main_progress(start, tty, false);

@@ -102,7 +102,8 @@ relay_publish(const RelayBatch *b)
 
 	if (db_broken(sc))
 		db_connect(sc);
-	db_command(sc, "BEGIN");
+	if (!db_begin(sc))
+		return false;
 	res = db_exec(sc, "notify", 4, params);
 	if (!db_ok(res))
 	{
@@ -114,15 +115,13 @@ relay_publish(const RelayBatch *b)
 	}
 	inserted = atol(PQcmdTuples(res));
 	PQclear(res);
-	res = PQexec(sc->conn, "COMMIT");
-	atomic_store(&sc->in_xact, false);
-	if (!db_ok(res))
+	res = db_commit(sc);
+	if (res)
 	{
 		db_unexpected(sc, "downstream COMMIT", res);
 		PQclear(res);
 		return false;
 	}
-	PQclear(res);
 	atomic_fetch_add(&sim_counters.published, b->n);
 	atomic_fetch_add(&sim_counters.downstream_new, inserted);
 	atomic_fetch_add(&sim_counters.downstream_dup, b->n - inserted);

@@ -42,6 +42,7 @@ typedef struct SimOptions
 	int			ttl_seconds;	/* dedup window of every scope */
 	int			lease_ms;		/* lease of the records scope */
 	int			progress_seconds;
+	int			timeout_seconds;	/* give up (exit 1) after this long */
 	uint64_t	seed;
 } SimOptions;
 
@@ -70,10 +71,11 @@ typedef struct SimCounters
 	atomic_long replays;		/* dedup_begin returned replay */
 	atomic_long busy_nowait;	/* 55P03: a copy was being applied */
 	atomic_long busy_in_progress;	/* dedup_begin: in_progress */
-	atomic_long takeovers;		/* dedup_begin started with attempt > 1 */
+	atomic_long restarts;		/* dedup_begin started with attempt > 1 */
 	atomic_long leases_lost;	/* dedup_complete: 55006, rolled back */
 	atomic_long poison_rejected;	/* business write failed, dead-lettered */
 	atomic_long poison_dup;		/* a poison message's claim said false */
+	atomic_long poison_left;	/* its claim still there after rollback */
 	atomic_long mismatches;		/* dedup_begin: mismatch (never expected) */
 	atomic_long client_retries; /* extra deliveries from hung calls */
 	atomic_long redeliveries;	/* deliveries put back after a failure */
@@ -103,6 +105,7 @@ typedef struct SimConn
 	const char *name;			/* application_name */
 	const char *const *prepare; /* name, sql pairs, NULL-terminated */
 	const char *on_connect;		/* a command to run after connecting */
+	int			number;			/* consumers: 1..C, seeds its random numbers */
 	atomic_int	pid;			/* backend pid, 0 when not connected */
 	atomic_bool in_xact;		/* inside a transaction: a kill target */
 } SimConn;
@@ -125,6 +128,7 @@ extern void sim_sleep_ms(int64_t ms);
 /* feed.c: the at-least-once feed */
 extern void feed_build(uint64_t *rng);
 extern long feed_total(void);
+extern long feed_position(void);
 extern bool feed_next(int64_t *index);
 extern void feed_ack(int64_t index);
 extern void feed_requeue(int64_t index, int delay_ms);
@@ -140,7 +144,8 @@ extern bool db_ok(PGresult *res);
 extern const char *db_sqlstate(PGresult *res);
 extern bool db_broken(SimConn *sc);
 extern bool db_lost(SimConn *sc, PGresult *res);
-extern void db_command(SimConn *sc, const char *sql);
+extern bool db_begin(SimConn *sc);
+extern PGresult *db_commit(SimConn *sc);
 extern void db_end(SimConn *sc, bool commit);
 extern void db_unexpected(SimConn *sc, const char *what, PGresult *res);
 extern PGconn *db_plain(const char *what);

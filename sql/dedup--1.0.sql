@@ -335,7 +335,7 @@ COMMENT ON FUNCTION @extschema@.dedup_claim_batch(text, text[], interval, boolea
 -------------------------------------------------------------------------
 CREATE TYPE @extschema@.dedup_begin_result AS (
     outcome          text,         -- started | replay | in_progress | mismatch
-    status           text,         -- processing | complete
+    status           text,         -- processing | complete (| released: in_progress over a release being written)
     response_code    integer,      -- the stored response, for replay
     response         jsonb,
     attempts         integer,

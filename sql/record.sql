@@ -111,11 +111,18 @@ SELECT dedup_claim('shared', 'k-2') AS claim_of_processing_key;
 -- ...and other scopes do not see each other's keys
 SELECT outcome FROM dedup_begin('other', 'k-1');
 
--- begin after expiry starts fresh: attempt 1, no old response
+-- begin after expiry starts fresh (no old response), the attempts counting
+-- on from the row the cleanup has not deleted yet: attempt 1 of the old life
+-- cannot act on the new one
 SELECT pg_temp.expire_all();
 SELECT outcome, attempts, response FROM dedup_begin('charges', 'idem-1', request => '{"amount": 5}');
+SELECT regress_try($$SELECT dedup_complete('charges', 'idem-1', 200, '{}', attempt => 1)$$);
 SELECT count(*) AS expired_invisible FROM dedup_lookup('charges', 'idem-2');
 SELECT regress_try($$SELECT dedup_complete('charges', 'idem-2', 200)$$);
+-- once the row is gone (as the cleanup deletes it), the count starts over
+SELECT pg_temp.expire_all();
+DELETE FROM dedup.claims WHERE expires_at < clock_timestamp();
+SELECT outcome, attempts FROM dedup_begin('charges', 'idem-1');
 
 -- a scope's lease and ttl apply
 SELECT ttl, lease FROM dedup_set_scope('short', ttl => '1 hour', lease => '30 seconds');

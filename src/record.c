@@ -9,8 +9,8 @@
  * the key space, the expiry rule and the cleanup with plain claims, and a
  * plain claim reads as a record that completed with its transaction.
  *
- *	absent or expired --begin--> processing (attempt 1, lease)
- *	released --begin--> processing (attempt + 1, lease)
+ *	absent --begin--> processing (attempt 1, lease)
+ *	expired or released --begin--> processing (attempt + 1, lease)
  *	processing, lease live --begin--> in_progress (at once, never waiting)
  *	processing, lease passed --begin--> processing (taken over: attempt + 1)
  *	processing --complete--> complete (response stored, expires after ttl)
@@ -20,10 +20,12 @@
  *
  * A processing record expires (counts as absent, and the cleanup deletes
  * it) one ttl after its lease ends.  A released record counts as absent at
- * once, but its row stays, with its attempt count, until then: so that the
- * attempt numbers of one record's life never repeat, and a holder that lost
- * its lease and comes back late can never pass for a later holder (its
- * attempt would otherwise match the attempt 1 of a fresh begin).
+ * once, but its row stays, with its attempt count, until then.  A begin
+ * counts on from any record still in the table (released, expired or taken
+ * over), so that a holder that lost its lease and comes back late cannot
+ * pass for a later holder, whose attempt would otherwise be 1 again.  Only
+ * once the cleanup has deleted the row (lease + ttl after the last begin)
+ * does the count start over.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,7 +46,15 @@
 static const char *
 record_status_name(char status)
 {
-	return status == RECORD_PROCESSING ? "processing" : "complete";
+	switch (status)
+	{
+		case RECORD_PROCESSING:
+			return "processing";
+		case RECORD_RELEASED:
+			return "released";
+		default:
+			return "complete";
+	}
 }
 
 /* The request fingerprint argument, if any. */
@@ -135,13 +145,11 @@ dedup_begin(PG_FUNCTION_ARGS)
 
 		/*
 		 * absent, expired, released, or processing with its lease passed:
-		 * take it; the attempts go on counting from a taken-over or released
-		 * record
+		 * take it; the attempts go on counting from any record still in
+		 * the table
 		 */
 		take = state == KEY_LIVE;
-		attempts = take || (state == KEY_EXPIRED && row.has_record &&
-							row.record.status == RECORD_RELEASED) ?
-			row.record.attempts : 0;
+		attempts = state != KEY_ABSENT && row.has_record ? row.record.attempts : 0;
 		if (!take)
 		{
 			memset(&row.record, 0, sizeof(DedupRecord));

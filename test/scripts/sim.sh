@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scripted test: the exactly-once simulation (sim/dedup-sim) at a small size
 # with every fault on and the postmaster killed with SIGKILL twice, while the
-# cleanup worker deletes what expires (ttl 5 s) every second.  Fails on any
+# cleanup worker deletes what expires (ttl 8 s) every second.  Fails on any
 # broken invariant (the simulator exits 1 and says which), and checks that
 # the server really went through crash recovery twice and that the
 # simulation ran long enough for the cleanup to delete expired rows.
@@ -14,7 +14,7 @@ q -c "CREATE DATABASE dedup_sim"
 
 crash_command="bash -c $(printf '%q' ". $(printf '%q' "$DEDUP_ROOT/scripts/lib.sh") && server_crash $(printf '%q' "$dir")")"
 status=0
-"$DEDUP_ROOT/sim/dedup-sim" --messages 40000 --consumers 6 --ttl 5 --kill-rate 10 \
+"$DEDUP_ROOT/sim/dedup-sim" --messages 40000 --consumers 6 --ttl 8 --kill-rate 10 \
 	--rollbacks 0.02 --fail 0.02 --hang 0.002 --relay-faults 0.05 --crashes 2 \
 	--crash-command "$crash_command" --progress 2 \
 	"host=$dir port=$port user=postgres dbname=dedup_sim" | tee "$dir/sim.log" || status=$?
@@ -26,6 +26,9 @@ check "crash recoveries in the server log" "$recoveries" 2
 killed=$(sed -n 's/.* \([0-9][0-9]*\) connections killed mid-transaction.*/\1/p' "$dir/sim.log")
 [ "${killed:-0}" -gt 0 ] || { echo "FAIL: no connection was killed mid-transaction"; exit 1; }
 echo "ok: $killed connections killed mid-transaction"
+lost=$(sed -n 's/^  connections lost *\([0-9][0-9]*\) .*/\1/p' "$dir/sim.log")
+[ "${lost:-0}" -gt 0 ] || { echo "FAIL: no statement or commit met a lost connection"; exit 1; }
+echo "ok: $lost statements or commits met a lost connection, and were redelivered"
 deleted=$(q -d dedup_sim -c "SELECT sum(rows_deleted) FROM dedup_cleanup_stats()")
 [ "${deleted:-0}" -gt 0 ] || { echo "FAIL: the cleanup worker deleted nothing"; exit 1; }
 echo "ok: the cleanup worker deleted $deleted expired rows since the last restart"
