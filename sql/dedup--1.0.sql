@@ -386,6 +386,13 @@ AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text) IS
     'enqueue an event in the current transaction; the same (topic, key) within the topic''s retention yields one event; returns its id';
 
+-- What the C functions check before they write, for the relay's plpgsql
+-- functions: a standby or a read-only transaction is refused with 25006
+-- naming the function (and, on a standby, the standby).
+CREATE FUNCTION dedup.check_writable(funcname text) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_check_writable_sql' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.check_writable(text) FROM PUBLIC;
+
 -- The relay.  An event is handed out at most once at a time: take locks
 -- with SKIP LOCKED, so relays run in parallel.  Within an aggregate, only
 -- the earliest event not yet acked is handed out, and only while no other
@@ -402,6 +409,7 @@ DECLARE
     lease interval;
     max_attempts integer;
 BEGIN
+    PERFORM dedup.check_writable('dedup_outbox_take');
     IF topic IS NULL OR batch_size IS NULL THEN
         RAISE EXCEPTION 'topic and batch_size must not be null' USING ERRCODE = '22004';
     END IF;
@@ -520,6 +528,7 @@ AS $$
 DECLARE
     done uuid[];
 BEGIN
+    PERFORM dedup.check_writable('dedup_outbox_ack');
     WITH given AS (
         SELECT g.id, g.attempt FROM dedup.outbox_given(ids, attempts) AS g
     ), gone AS (
@@ -554,6 +563,7 @@ AS $$
 DECLARE
     done uuid[];
 BEGIN
+    PERFORM dedup.check_writable('dedup_outbox_nack');
     IF retry_delay IS NULL THEN
         RAISE EXCEPTION 'retry_delay must not be null' USING ERRCODE = '22004';
     END IF;
@@ -605,6 +615,7 @@ AS $$
 DECLARE
     n integer;
 BEGIN
+    PERFORM dedup.check_writable('dedup_outbox_redrive');
     IF topic IS NULL THEN
         RAISE EXCEPTION 'topic must not be null' USING ERRCODE = '22004';
     END IF;

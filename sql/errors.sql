@@ -101,3 +101,93 @@ SELECT count(*) AS written FROM pg_file_settings WHERE name = 'dedup.cleanup_dat
 
 SELECT count(*) AS claims FROM dedup.claims;
 SELECT count(*) AS scopes FROM dedup.scopes;
+
+-- Bad input to the record, outbox and cleanup functions, and calls in a
+-- read-only transaction: each case asserts the SQLSTATE and message, and
+-- the state below is unchanged after all of them.
+SELECT outcome FROM dedup_begin('rs', 'done');
+SELECT dedup_complete('rs', 'done', 200, '{"kept": true}');
+SELECT outcome, attempts FROM dedup_begin('rs', 'busy', lease => '1 hour');
+SELECT dedup_outbox_put('t', 'e-1', '{"n": 1}') IS NOT NULL AS put;
+CREATE TEMP TABLE before AS
+SELECT (SELECT count(*) FROM dedup.claims) AS claims,
+       (SELECT count(*) FROM dedup.scopes) AS scopes,
+       (SELECT count(*) FROM dedup.outbox) AS outbox,
+       (SELECT count(*) FROM dedup.outbox_dead) AS dead,
+       (SELECT count(*) FROM dedup.outbox_keys) AS outbox_keys,
+       (SELECT md5(string_agg(c::text, '|' ORDER BY c::text)) FROM dedup.claims AS c) AS claims_md5,
+       (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) AS outbox_md5;
+
+CREATE TEMP TABLE cases2 (n serial, stmt text);
+INSERT INTO cases2 (stmt) VALUES
+  -- records: NULLs (22004), empty or bad values (22023), bad jsonb (22P02)
+  ($$SELECT dedup_begin(NULL, 'k')$$),
+  ($$SELECT dedup_begin('rs', NULL)$$),
+  ($$SELECT dedup_begin('', 'k')$$),
+  ($$SELECT dedup_begin('rs', '')$$),
+  ($$SELECT dedup_begin('rs', 'k', lease => '0')$$),
+  ($$SELECT dedup_begin('rs', 'k', lease => '-1 second')$$),
+  ($$SELECT dedup_begin('rs', 'k', '{"a":')$$),
+  ($$SELECT dedup_complete(NULL, 'busy', 200)$$),
+  ($$SELECT dedup_complete('rs', 'busy', 200, attempt => 0)$$),
+  ($$SELECT dedup_release('rs', NULL)$$),
+  ($$SELECT * FROM dedup_lookup(NULL, 'k')$$),
+  -- records: wrong-state transitions (42704, 55000, 55006)
+  ($$SELECT dedup_complete('rs', 'never-begun', 200)$$),
+  ($$SELECT dedup_release('rs', 'never-begun')$$),
+  ($$SELECT dedup_complete('rs', 'done', 200)$$),
+  ($$SELECT dedup_release('rs', 'done')$$),
+  ($$SELECT dedup_complete('rs', 'busy', 200, attempt => 2)$$),
+  ($$SELECT dedup_release('rs', 'busy', attempt => 7)$$),
+  -- outbox put: NULLs, empty values, bad headers, bad jsonb
+  ($$SELECT dedup_outbox_put(NULL, 'k', '{}')$$),
+  ($$SELECT dedup_outbox_put('t', 'k', NULL)$$),
+  ($$SELECT dedup_outbox_put('', 'k', '{}')$$),
+  ($$SELECT dedup_outbox_put('t', '', '{}')$$),
+  ($$SELECT dedup_outbox_put('t', 'k', '{}', aggregate_id => '')$$),
+  ($$SELECT dedup_outbox_put('t', 'k', '{}', type => '')$$),
+  ($$SELECT dedup_outbox_put('t', 'k', '{}', aggregate_type => '')$$),
+  ($$SELECT dedup_outbox_put('t', 'k', '{}', headers => '[1, 2]')$$),
+  ($$SELECT dedup_outbox_put('t', 'k', '{"unterminated": ')$$),
+  -- the relay: NULLs, batch sizes, unknown and not-taken events, arrays
+  ($$SELECT count(*) FROM dedup_outbox_take(NULL)$$),
+  ($$SELECT count(*) FROM dedup_outbox_take('t', 0)$$),
+  ($$SELECT count(*) FROM dedup_outbox_take('t', 10001)$$),
+  ($$SELECT dedup_outbox_ack(NULL)$$),
+  ($$SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')], ARRAY[1, 2])$$),
+  ($$SELECT dedup_outbox_nack(NULL)$$),
+  ($$SELECT dedup_outbox_nack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')], '-1 second')$$),
+  ($$SELECT dedup_outbox_nack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')])$$),
+  ($$SELECT dedup_outbox_redrive(NULL)$$),
+  -- cleanup
+  ($$SELECT * FROM dedup_cleanup_batch(0, 0)$$),
+  ($$SELECT * FROM dedup_cleanup_batch(-1)$$),
+  ($$SELECT * FROM dedup_cleanup_batch(0, -5)$$),
+  -- every writing function in a read-only transaction (25006)
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_begin('rs', 'k')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_complete('rs', 'busy', 200)$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_release('rs', 'busy')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_reset_scope('s')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_put('t', 'k', '{}')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT count(*) FROM dedup_outbox_take('t')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_nack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_redrive('t')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT * FROM dedup_cleanup_batch()$$);
+SELECT n, stmt, regress_try(stmt) AS result FROM cases2 ORDER BY n;
+
+-- nothing changed: the same rows, the records and the event as they were
+SELECT (SELECT count(*) FROM dedup.claims) = claims AS claims_same,
+       (SELECT count(*) FROM dedup.scopes) = scopes AS scopes_same,
+       (SELECT count(*) FROM dedup.outbox) = outbox AS outbox_same,
+       (SELECT count(*) FROM dedup.outbox_dead) = dead AS dead_same,
+       (SELECT count(*) FROM dedup.outbox_keys) = outbox_keys AS outbox_keys_same,
+       (SELECT md5(string_agg(c::text, '|' ORDER BY c::text)) FROM dedup.claims AS c) = claims_md5 AS claims_rows_same,
+       (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = outbox_md5 AS outbox_rows_same
+FROM before;
+SELECT status, attempts, response FROM dedup_lookup('rs', 'done');
+SELECT status, attempts FROM dedup_lookup('rs', 'busy');
+SELECT pending, in_flight, dead FROM dedup_outbox_stats('t');
+SELECT count(*) AS cases FROM cases2;

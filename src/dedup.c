@@ -255,6 +255,18 @@ dedup_check_writable(const char *funcname)
 }
 
 /*
+ * dedup.check_writable(funcname text): the same check for the relay's
+ * plpgsql functions.
+ */
+PG_FUNCTION_INFO_V1(dedup_check_writable_sql);
+Datum
+dedup_check_writable_sql(PG_FUNCTION_ARGS)
+{
+	dedup_check_writable(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	PG_RETURN_VOID();
+}
+
+/*
  * The scope argument: not NULL, not empty, not absurdly long.
  */
 text *

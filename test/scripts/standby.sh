@@ -46,6 +46,16 @@ SELECT count(*) FROM dedup_claim_batch('long', ARRAY(SELECT 'live-' || i FROM ge
 SELECT count(*) FROM dedup_claim_batch('short', ARRAY(SELECT 'gone-' || i FROM generate_series(1, 2000) i), ttl => '2 seconds');
 CREATE TABLE live AS SELECT key FROM dedup.claims WHERE expires_at > now() + interval '10 minutes';
 SQL
+# and in a second database: scope settings, records and outbox events
+psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE app2"
+PGDATABASE=app2 q <<'SQL' >/dev/null
+CREATE EXTENSION dedup;
+SELECT dedup_set_scope('orders', ttl => '2 hours');
+SELECT outcome FROM dedup_begin('charges', 'c-1', lease => '1 hour');
+SELECT outcome FROM dedup_begin('charges', 'c-2');
+SELECT dedup_complete('charges', 'c-2', 201, '{"ok": true}');
+SELECT dedup_outbox_put('events', 'e-' || g, '{}') FROM generate_series(1, 2) AS g;
+SQL
 check "primary holds 3000 claims, 1000 of them live" \
 	"$(q -c "SELECT count(*) || ' ' || (SELECT count(*) FROM live) FROM dedup.claims")" "3000 1000"
 # the launcher runs on a primary even with cleanup off (idle): the standby
@@ -102,6 +112,37 @@ check "dedup_lookup works on the standby: an expired key is absent" \
 	"$(q -c "SELECT count(*) FROM dedup_lookup('short', 'gone-1')")" 0
 check "dedup_lookup works on the standby: an unknown key is absent" \
 	"$(q -c "SELECT count(*) FROM dedup_lookup('s', 'k')")" 0
+
+# every other write function is refused with 25006 naming the standby, and
+# every read function works
+for sql in "SELECT dedup_begin('charges', 'c-3')" \
+	"SELECT dedup_complete('charges', 'c-1', 200)" \
+	"SELECT dedup_release('charges', 'c-1')" \
+	"SELECT dedup_set_scope('orders', ttl => '1 hour')" \
+	"SELECT dedup_reset_scope('orders')" \
+	"SELECT dedup_outbox_put('events', 'e-3', '{}')" \
+	"SELECT count(*) FROM dedup_outbox_take('events')" \
+	"SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])" \
+	"SELECT dedup_outbox_nack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])" \
+	"SELECT dedup_outbox_redrive('events')" \
+	"CALL dedup_cleanup()"; do
+	fn=$(sed -E 's/^(SELECT (count\(\*\) FROM )?|CALL )([a-z_]+).*/\3/' <<<"$sql")
+	check "$fn fails with 25006 on the standby" "$(PGDATABASE=app2 sqlstate "$sql")" "ERROR:  25006"
+	case "$fn" in dedup_cleanup) fn=dedup_cleanup_batch ;; esac
+	check "$fn: the error names the standby" "$(PGDATABASE=app2 message "$sql")" \
+		"ERROR:  cannot execute $fn() during recovery"
+done
+check "dedup_scope works on the standby" \
+	"$(PGDATABASE=app2 q -c "SELECT ttl FROM dedup_scope('orders')")" "02:00:00"
+check "dedup_lookup of records works on the standby" \
+	"$(PGDATABASE=app2 q -c "SELECT string_agg(status, ',' ORDER BY status) FROM (SELECT status FROM dedup_lookup('charges', 'c-1') UNION ALL SELECT status FROM dedup_lookup('charges', 'c-2')) AS r")" \
+	"complete,processing"
+check "dedup_outbox_stats works on the standby" \
+	"$(PGDATABASE=app2 q -c "SELECT pending || ' ' || in_flight || ' ' || dead FROM dedup_outbox_stats('events')")" "2 0 0"
+check "dedup_cleanup_stats works on the standby" \
+	"$(PGDATABASE=app2 q -c "SELECT count(*) >= 0 FROM dedup_cleanup_stats()")" t
+check "fingerprints work on the standby" \
+	"$(PGDATABASE=app2 q -c "SELECT dedup_fingerprint('x'::text) = dedup_fingerprint('x'::bytea)")" t
 
 # 4. the primary goes away, the standby is promoted: the launcher starts and
 # its worker deletes exactly the expired claims
