@@ -21,7 +21,7 @@ EXTENSION = dedup
 DATA = sql/dedup--1.0.sql
 
 # pg_regress: sql/NAME.sql -> expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record outbox cleanup errors security
+REGRESS = test_setup fingerprint claim scope record outbox cleanup errors security privileges
 REGRESS_OPTS = --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
