@@ -100,6 +100,12 @@ server_crash() {
 	return 1
 }
 
+# server_crash_command DIR: server_crash DIR as one shell command, for a
+# program that crashes the server itself (sim/dedup-sim --crash-command).
+server_crash_command() {
+	printf 'bash -c %q' ". $(printf '%q' "$DEDUP_ROOT/scripts/lib.sh") && server_crash $(printf '%q' "$1")"
+}
+
 # test_server NAME PORT_OFFSET [extra postgresql.conf lines...]
 # For scripted tests: a server of their own in a new temporary directory, on
 # the test port plus PORT_OFFSET, stopped and removed when the script exits

@@ -47,9 +47,6 @@ char		sim_topic[64];
 static atomic_int main_consumers_left;
 static atomic_bool main_relay_done;
 
-extern const char *const consumer_statements[];
-extern SimConn relay_conn;
-extern SimConn relay_downstream;
 
 int64_t
 sim_now_ms(void)
@@ -278,7 +275,7 @@ main_options(int argc, char **argv)
 	}
 }
 
-/* The messages of the feed; the relay-fault share is split in main_options. */
+/* The messages of the feed: account, amount, path, poison, copies. */
 static void
 main_messages(uint64_t *rng)
 {

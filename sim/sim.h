@@ -151,15 +151,17 @@ extern void db_unexpected(SimConn *sc, const char *what, PGresult *res);
 extern PGconn *db_plain(const char *what);
 
 /* consumer.c */
+extern const char *const consumer_statements[];
 extern void *consumer_main(void *arg);
 
-/* relay.c */
+/* relay.c: the relay's connection and the downstream consumer's */
+extern SimConn relay_conn;
+extern SimConn relay_downstream;
 extern void *relay_main(void *arg);
 
 /* faults.c */
 extern void faults_register(SimConn *sc);
 extern void *faults_killer_main(void *arg);
-extern void faults_crash_if_due(void);
 
 /* report.c */
 extern int report_print(int64_t elapsed_ms);

@@ -12,7 +12,7 @@ test_server sim 60 "dedup.cleanup_databases = 'dedup_sim'" "dedup.cleanup_interv
 	"restart_after_crash = off"
 q -c "CREATE DATABASE dedup_sim"
 
-crash_command="bash -c $(printf '%q' ". $(printf '%q' "$DEDUP_ROOT/scripts/lib.sh") && server_crash $(printf '%q' "$dir")")"
+crash_command=$(server_crash_command "$dir")
 status=0
 "$DEDUP_ROOT/sim/dedup-sim" --messages 40000 --consumers 6 --ttl 8 --kill-rate 10 \
 	--rollbacks 0.02 --fail 0.02 --hang 0.002 --relay-faults 0.05 --crashes 2 \
