@@ -18,7 +18,7 @@ OBJS = \
 	src/worker.o
 
 EXTENSION = dedup
-DATA = sql/dedup--1.0.sql
+DATA = $(wildcard sql/dedup--*.sql)
 
 # pg_regress: sql/NAME.sql -> expected/NAME.out, in database contrib_regression
 REGRESS = test_setup fingerprint claim scope record outbox cleanup errors security privileges

@@ -7,48 +7,16 @@
 # format and restored into a new database, and dumped as plain SQL and
 # replayed into another; CREATE EXTENSION comes from the dump.  Every
 # dedup table must compare equal row for row, and the restored copies must
-# behave as the original: a claimed key is a duplicate, a completed record
-# replays its response, a processing record is in progress with its
-# attempt, and new events get sequence numbers after the restored ones.
+# behave as the original (test/fixture.sh's fixture_check).
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
 test_server dump 70
+. "$DEDUP_ROOT/test/fixture.sh"
 q -c "CREATE DATABASE src" -c "CREATE DATABASE restored" -c "CREATE DATABASE replayed"
-q -d src <<'SQL'
-CREATE EXTENSION dedup;
-SELECT dedup_set_scope('orders', ttl => '7 days', lease => '90 seconds', retention => '3 days',
-                       max_attempts => 4);
-SELECT dedup_set_scope('events', lease => '1 hour', max_attempts => 2);
-SELECT count(*) FROM dedup_claim_batch('orders', ARRAY['o-1', 'o-2', 'o-3']);
-SELECT dedup_claim('orders', '\x00ff'::bytea), dedup_claim('orders', gen_random_uuid());
-SELECT outcome FROM dedup_begin('charges', 'c-done', '{"amount": 10}');
-SELECT dedup_complete('charges', 'c-done', 201, '{"charge": "ch_1"}', attempt => 1);
-SELECT outcome FROM dedup_begin('charges', 'c-busy', '{"amount": 20}', lease => '1 hour');
-SELECT outcome FROM dedup_begin('charges', 'c-released');
-SELECT dedup_release('charges', 'c-released', attempt => 1);
-SELECT count(dedup_outbox_put('events', 'e-' || g, jsonb_build_object('n', g),
-                              aggregate_id => 'a-' || (g % 3), type => 'Thing'))
-FROM generate_series(1, 12) AS g;
-SELECT count(*) FROM dedup_outbox_take('events', 2);                 -- two in flight
-SELECT dedup_outbox_nack(array_agg(id), '0 seconds', 'boom') FROM dedup_outbox_take('events', 1);
-SELECT dedup_outbox_nack(array_agg(id), '0 seconds', 'boom again') FROM dedup_outbox_take('events', 1);
-SQL
-check "source has a dead event" "$(q -d src -c "SELECT dead FROM dedup_outbox_stats('events')")" 1
-
-# what every dedup table holds, as one line per table
-snapshot() {
-	q -d "$1" <<'SQL'
-SELECT 'scopes ' || md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))
-  FROM (SELECT scope, ttl, lease, retention, max_attempts FROM dedup.scopes) AS t;
-SELECT 'claims ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.claims AS t;
-SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox AS t;
-SELECT 'outbox_dead ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_dead AS t;
-SELECT 'outbox_keys ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_keys AS t;
-SELECT 'outbox_seq ' || last_value FROM dedup.outbox_seq_seq;
-SQL
-}
-before=$(snapshot src)
+q -d src -c "CREATE EXTENSION dedup"
+fixture_fill src
+before=$(fixture_snapshot src)
 echo "$before"
 
 as_server "$PG_BINDIR/pg_dump" -h "$dir" -p "$port" -U postgres -Fc -f "$dir/src.dump" src
@@ -57,32 +25,10 @@ as_server "$PG_BINDIR/pg_dump" -h "$dir" -p "$port" -U postgres -f "$dir/src.sql
 q -d replayed -f "$dir/src.sql" >/dev/null
 
 for db in restored replayed; do
-	check "$db: every dedup table equal to the source" "$(snapshot $db)" "$before"
+	check "$db: every dedup table equal to the source" "$(fixture_snapshot $db)" "$before"
 	check "$db: the extension is installed" \
 		"$(q -d $db -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" \
 		"$(q -d src -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")"
-	check "$db: scope settings" \
-		"$(q -d $db -c "SELECT ttl || ' ' || lease || ' ' || retention || ' ' || max_attempts FROM dedup_scope('orders')")" \
-		"7 days 00:01:30 3 days 4"
-	check "$db: claimed keys are duplicates" \
-		"$(q -d $db -c "SELECT count(*) FROM dedup_claim_batch('orders', ARRAY['o-1', 'o-2', 'o-3', 'o-4'])")" 1
-	check "$db: a bytea key is a duplicate" "$(q -d $db -c "SELECT dedup_claim('orders', '\x00ff'::bytea)")" f
-	check "$db: a completed record replays its response" \
-		"$(q -d $db -c "SELECT outcome || ' ' || response_code || ' ' || response FROM dedup_begin('charges', 'c-done', '{\"amount\": 10}')")" \
-		'replay 201 {"charge": "ch_1"}'
-	check "$db: a processing record is in progress, attempt 1" \
-		"$(q -d $db -c "SELECT outcome || ' ' || attempts FROM dedup_begin('charges', 'c-busy', '{\"amount\": 20}')")" \
-		"in_progress 1"
-	check "$db: a released record starts again at attempt 2" \
-		"$(q -d $db -c "SELECT outcome || ' ' || attempts FROM dedup_begin('charges', 'c-released')")" \
-		"started 2"
-	check "$db: outbox figures" \
-		"$(q -d $db -c "SELECT pending || ' ' || in_flight || ' ' || dead FROM dedup_outbox_stats('events')")" \
-		"$(q -d src -c "SELECT pending || ' ' || in_flight || ' ' || dead FROM dedup_outbox_stats('events')")"
-	check "$db: a put of a restored key returns the same event" \
-		"$(q -d $db -c "SELECT dedup_outbox_put('events', 'e-5', '{}') = (SELECT dedup_outbox_put('events', 'e-5', '{}'))")" t
-	check "$db: a new event is numbered after the restored ones" \
-		"$(q -d $db -c "SELECT dedup_outbox_put('events', 'e-new', '{}') IS NOT NULL; SELECT seq > (SELECT max(seq) FROM dedup.outbox WHERE id <> o.id) FROM dedup.outbox AS o WHERE id = (SELECT dedup_outbox_put('events', 'e-new', '{}'))" | tail -n 1)" t
-	check "$db: the dead event can be redriven" "$(q -d $db -c "SELECT dedup_outbox_redrive('events')")" 1
+	fixture_check $db
 done
 echo "dump: custom-format restore and plain SQL replay keep every dedup row and its behaviour"

@@ -1,0 +1,80 @@
+# test/fixture.sh: a database holding every kind of dedup row, for the
+# scripted tests that must show rows survive an operation (pg_dump and
+# pg_restore, ALTER EXTENSION UPDATE).  Source it after scripts/lib.sh.
+#
+#   fixture_fill DB      claims of three key types, processing and complete
+#                        records with responses, a released record's
+#                        tombstone, scope settings, outbox events pending,
+#                        in flight and dead, outbox keys, the outbox's
+#                        sequence advanced
+#   fixture_snapshot DB  what every dedup table holds, one line per table
+#   fixture_check DB     the rows behave as they did where they were made:
+#                        a claimed key is a duplicate, a completed record
+#                        replays its response, a processing record is in
+#                        progress with its attempt, a released one goes on
+#                        at attempt 2, new events are numbered after the
+#                        old ones, the dead event can be redriven (changes
+#                        the database)
+
+fixture_fill() {
+	q -d "$1" <<'SQL'
+SELECT dedup_set_scope('orders', ttl => '7 days', lease => '90 seconds', retention => '3 days',
+                       max_attempts => 4);
+SELECT dedup_set_scope('events', lease => '1 hour', max_attempts => 2);
+SELECT count(*) FROM dedup_claim_batch('orders', ARRAY['o-1', 'o-2', 'o-3']);
+SELECT dedup_claim('orders', '\x00ff'::bytea), dedup_claim('orders', gen_random_uuid());
+SELECT outcome FROM dedup_begin('charges', 'c-done', '{"amount": 10}');
+SELECT dedup_complete('charges', 'c-done', 201, '{"charge": "ch_1"}', attempt => 1);
+SELECT outcome FROM dedup_begin('charges', 'c-busy', '{"amount": 20}', lease => '1 hour');
+SELECT outcome FROM dedup_begin('charges', 'c-released');
+SELECT dedup_release('charges', 'c-released', attempt => 1);
+SELECT count(dedup_outbox_put('events', 'e-' || g, jsonb_build_object('n', g),
+                              aggregate_id => 'a-' || (g % 3), type => 'Thing'))
+FROM generate_series(1, 12) AS g;
+SELECT count(*) FROM dedup_outbox_take('events', 2);                 -- two in flight
+SELECT dedup_outbox_nack(array_agg(id), '0 seconds', 'boom') FROM dedup_outbox_take('events', 1);
+SELECT dedup_outbox_nack(array_agg(id), '0 seconds', 'boom again') FROM dedup_outbox_take('events', 1);
+SQL
+	check "$1: the fixture's outbox has 9 pending, 2 in flight and 1 dead event" \
+		"$(q -d "$1" -c "SELECT pending || ' ' || in_flight || ' ' || dead FROM dedup_outbox_stats('events')")" \
+		"9 2 1"
+}
+
+fixture_snapshot() {
+	q -d "$1" <<'SQL'
+SELECT 'scopes ' || md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))
+  FROM (SELECT scope, ttl, lease, retention, max_attempts FROM dedup.scopes) AS t;
+SELECT 'claims ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.claims AS t;
+SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox AS t;
+SELECT 'outbox_dead ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_dead AS t;
+SELECT 'outbox_keys ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_keys AS t;
+SELECT 'outbox_seq ' || last_value FROM dedup.outbox_seq_seq;
+SQL
+}
+
+fixture_check() {
+	local db=$1
+	check "$db: scope settings" \
+		"$(q -d "$db" -c "SELECT ttl || ' ' || lease || ' ' || retention || ' ' || max_attempts FROM dedup_scope('orders')")" \
+		"7 days 00:01:30 3 days 4"
+	check "$db: claimed keys are duplicates" \
+		"$(q -d "$db" -c "SELECT count(*) FROM dedup_claim_batch('orders', ARRAY['o-1', 'o-2', 'o-3', 'o-4'])")" 1
+	check "$db: a bytea key is a duplicate" "$(q -d "$db" -c "SELECT dedup_claim('orders', '\x00ff'::bytea)")" f
+	check "$db: a completed record replays its response" \
+		"$(q -d "$db" -c "SELECT outcome || ' ' || response_code || ' ' || response FROM dedup_begin('charges', 'c-done', '{\"amount\": 10}')")" \
+		'replay 201 {"charge": "ch_1"}'
+	check "$db: a processing record is in progress, attempt 1" \
+		"$(q -d "$db" -c "SELECT outcome || ' ' || attempts FROM dedup_begin('charges', 'c-busy', '{\"amount\": 20}')")" \
+		"in_progress 1"
+	check "$db: a released record starts again at attempt 2" \
+		"$(q -d "$db" -c "SELECT outcome || ' ' || attempts FROM dedup_begin('charges', 'c-released')")" \
+		"started 2"
+	check "$db: outbox figures" \
+		"$(q -d "$db" -c "SELECT pending || ' ' || in_flight || ' ' || dead FROM dedup_outbox_stats('events')")" \
+		"9 2 1"
+	check "$db: a put of an existing key returns the same event" \
+		"$(q -d "$db" -c "SELECT dedup_outbox_put('events', 'e-5', '{}') = (SELECT dedup_outbox_put('events', 'e-5', '{}'))")" t
+	check "$db: a new event is numbered after the old ones" \
+		"$(q -d "$db" -c "SELECT dedup_outbox_put('events', 'e-new', '{}') IS NOT NULL; SELECT seq > (SELECT max(seq) FROM dedup.outbox WHERE id <> o.id) FROM dedup.outbox AS o WHERE id = (SELECT dedup_outbox_put('events', 'e-new', '{}'))" | tail -n 1)" t
+	check "$db: the dead event can be redriven" "$(q -d "$db" -c "SELECT dedup_outbox_redrive('events')")" 1
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Scripted test: upgrades.  1.0 is the first released version: its install
+# script is frozen (sql/released.sha256; a change after a release goes into
+# an update script dedup--OLD--NEW.sql and a new default_version).  The test
+# checks that every script in sql/ is the one installed (Makefile DATA), that
+# every installable version has an update path to the default version, and
+# then, for every installable version V (the default one included):
+# CREATE EXTENSION dedup VERSION 'V', fill it with every kind of row
+# (test/fixture.sh), ALTER EXTENSION dedup UPDATE, and compare
+#   - every dedup table, row for row, with what it held before the update;
+#   - the extension's schema with a fresh install of the default version:
+#     its version, configuration tables and their conditions, member objects
+#     with their privileges and initial privileges, and pg_dump's schema of
+#     every member (definitions, defaults, indexes, triggers, comments);
+#   - behaviour: the old rows still deduplicate, replay and relay;
+#   - DROP EXTENSION leaves no dedup object behind.
+# The comparison is shown to fail: four copies of the fresh install, each
+# with one difference an update script could leave (a privilege, a comment,
+# a missing index, an object not made a member), must each compare unequal.
+set -euo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+. "$DEDUP_ROOT/test/fixture.sh"
+
+sharedir=$(pg_config --sharedir)/extension
+for f in "$DEDUP_ROOT"/sql/dedup--*.sql; do
+	check "$(basename "$f") is installed as it is in the repository (Makefile DATA)" \
+		"$(cmp -s "$f" "$sharedir/$(basename "$f")" && echo same || echo differs)" same
+done
+check "released install and update scripts are unchanged (sql/released.sha256)" \
+	"$(cd "$DEDUP_ROOT/sql" && sha256sum --check --quiet released.sha256 2>&1 && echo unchanged)" unchanged
+
+test_server upgrade 80
+default=$(q -c "SELECT default_version FROM pg_available_extensions WHERE name = 'dedup'")
+check "default_version is the control file's" "$default" \
+	"$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$DEDUP_ROOT/dedup.control")"
+versions=$(q -c "SELECT version FROM pg_available_extension_versions WHERE name = 'dedup'
+                 ORDER BY string_to_array(version, '.')::int[]")
+echo "installable versions: $(echo $versions); default $default"
+check "every installable version has an update path to $default" \
+	"$(q -c "SELECT coalesce(string_agg(source, ' '), 'all') FROM pg_extension_update_paths('dedup')
+	         WHERE target = '$default' AND source <> target AND path IS NULL")" all
+
+# The extension's schema in database $1, as a fresh install would show it.
+# Member objects are dumped by pg_dump only as CREATE EXTENSION, so a copy of
+# the database gives every member back to the schema (ALTER EXTENSION DROP,
+# after listing the members and their privileges) and pg_dump -s describes
+# them one by one.
+schema_of() {
+	local copy="$1_schema"
+	q -c "CREATE DATABASE $copy TEMPLATE $1"
+	q -d "$copy" <<'SQL'
+SELECT 'extension ' || extversion || ' in ' || extnamespace::regnamespace
+       || CASE WHEN extrelocatable THEN ' relocatable' ELSE '' END
+  FROM pg_extension WHERE extname = 'dedup';
+SELECT 'config ' || c::regclass || ' ' || quote_literal(cond)
+  FROM pg_extension, unnest(extconfig, extcondition) AS u(c, cond)
+ WHERE extname = 'dedup' ORDER BY 1;
+CREATE TEMP VIEW members AS
+SELECT d.classid, d.objid, o.type, o.identity
+  FROM pg_depend AS d CROSS JOIN LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) AS o
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dedup');
+SELECT 'member ' || m.type || ' ' || m.identity
+       || coalesce(' acl ' || CASE m.classid
+              WHEN 'pg_proc'::regclass THEN (SELECT proacl FROM pg_proc WHERE oid = m.objid)
+              WHEN 'pg_class'::regclass THEN (SELECT relacl FROM pg_class WHERE oid = m.objid)
+              WHEN 'pg_type'::regclass THEN (SELECT typacl FROM pg_type WHERE oid = m.objid)
+              WHEN 'pg_namespace'::regclass THEN (SELECT nspacl FROM pg_namespace WHERE oid = m.objid)
+          END::text, '')
+       || coalesce(' init ' || (SELECT string_agg(p.objsubid || ' ' || p.initprivs::text, ' ')
+                                  FROM pg_init_privs AS p
+                                 WHERE p.classoid = m.classid AND p.objoid = m.objid), '')
+  FROM members AS m ORDER BY 1;
+SELECT format('ALTER EXTENSION dedup DROP %s %s', type, identity) FROM members \gexec
+SQL
+	as_server "$PG_BINDIR/pg_dump" -h "$dir" -p "$port" -U postgres --schema-only "$copy" |
+		grep -v '^\\\(un\)\?restrict '
+	q -c "DROP DATABASE $copy"
+}
+
+q -c "CREATE DATABASE fresh"
+q -d fresh -c "CREATE EXTENSION dedup"
+schema_of fresh >"$dir/fresh.schema"
+check "the fresh install's schema lists its members" \
+	"$(grep -c '^member function public.dedup_claim(' "$dir/fresh.schema")" 4
+
+for v in $versions; do
+	db="from_${v//[^0-9a-z]/_}"
+	q -c "CREATE DATABASE $db"
+	q -d "$db" -c "CREATE EXTENSION dedup VERSION '$v'"
+	check "$db: installed at version $v" \
+		"$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" "$v"
+	fixture_fill "$db"
+	before=$(fixture_snapshot "$db")
+	q -d "$db" -c "ALTER EXTENSION dedup UPDATE"
+	check "$db: updated to $default" \
+		"$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" "$default"
+	check "$db: every dedup table as before the update" "$(fixture_snapshot "$db")" "$before"
+	schema_of "$db" >"$dir/$db.schema"
+	check "$db: schema equal to a fresh install of $default" \
+		"$(diff "$dir/fresh.schema" "$dir/$db.schema" && echo equal)" equal
+	fixture_check "$db"
+	q -d "$db" -c "DROP EXTENSION dedup"
+	check "$db: DROP EXTENSION leaves nothing behind" \
+		"$(q -d "$db" -c "SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE 'dedup%')
+		                        + (SELECT count(*) FROM pg_type WHERE typname LIKE '%dedup%')
+		                        + (SELECT count(*) FROM pg_class WHERE relname LIKE 'dedup%')
+		                        + (SELECT count(*) FROM pg_namespace WHERE nspname = 'dedup')")" 0
+done
+
+# The comparison can fail: each of these differences must be seen.
+n=0
+while IFS='|' read -r what sql; do
+	n=$((n + 1))
+	q -c "CREATE DATABASE mutant$n TEMPLATE fresh"
+	q -d "mutant$n" -c "$sql"
+	schema_of "mutant$n" >"$dir/mutant$n.schema"
+	check "the comparison sees $what" \
+		"$(diff -q "$dir/fresh.schema" "$dir/mutant$n.schema" >/dev/null && echo equal || echo differs)" differs
+done <<'EOF'
+a privilege granted to PUBLIC|GRANT EXECUTE ON FUNCTION dedup_lookup(text, text) TO PUBLIC
+a changed comment|COMMENT ON TABLE dedup.claims IS 'changed'
+a missing index|DROP INDEX dedup.outbox_aggregate_seq
+a function that is not a member|CREATE FUNCTION dedup.left_out() RETURNS int LANGUAGE sql AS 'SELECT 1'
+EOF
+echo "upgrade: every installable version ($(echo $versions)) updates to $default with its rows, schema and behaviour"
