@@ -49,7 +49,7 @@ claim_nowait_arg(FunctionCallInfo fcinfo, int argno)
 static Datum
 claim_single(FunctionCallInfo fcinfo, int16 typlen)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	bool		nowait;
 	Interval   *ttl;
 	DedupFingerprint fp;
@@ -112,7 +112,7 @@ Datum
 dedup_claim_batch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	ArrayType  *keys;
 	Oid			elemtype;
 	int16		typlen;

@@ -267,10 +267,11 @@ dedup_check_writable_sql(PG_FUNCTION_ARGS)
 }
 
 /*
- * The scope argument: not NULL, not empty, not absurdly long.
+ * The scope argument (or an outbox topic, which is a scope; "what" names it in
+ * errors): not NULL, not empty, not absurdly long.
  */
 text *
-dedup_scope_arg(FunctionCallInfo fcinfo, int argno)
+dedup_scope_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	text	   *scope;
 	Size		len;
@@ -278,19 +279,19 @@ dedup_scope_arg(FunctionCallInfo fcinfo, int argno)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("scope must not be null")));
+				 errmsg("%s must not be null", what)));
 	scope = PG_GETARG_TEXT_PP(argno);
 	len = VARSIZE_ANY_EXHDR(scope);
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scope must not be empty")));
+				 errmsg("%s must not be empty", what)));
 	if (len > DEDUP_MAX_SCOPE_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("scope name is too long"),
-				 errdetail("The scope name has %zu bytes; the limit is %d.",
-						   len, DEDUP_MAX_SCOPE_BYTES)));
+				 errmsg("%s name is too long", what),
+				 errdetail("The %s name has %zu bytes; the limit is %d.",
+						   what, len, DEDUP_MAX_SCOPE_BYTES)));
 	return scope;
 }
 

@@ -67,7 +67,8 @@ typedef enum DedupRelation
 /* dedup.c: catalog lookups and argument checks */
 extern Oid	dedup_relation_oid(DedupRelation rel);
 extern void dedup_check_writable(const char *funcname);
-extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno);
+extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno,
+							  const char *what);
 extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,
 									const char *what);
 

@@ -180,7 +180,7 @@ PG_FUNCTION_INFO_V1(dedup_outbox_put);
 Datum
 dedup_outbox_put(PG_FUNCTION_ARGS)
 {
-	text	   *topic = dedup_scope_arg(fcinfo, 0);
+	text	   *topic = dedup_scope_arg(fcinfo, 0, "topic");
 	text	   *key;
 	Jsonb	   *payload;
 	text	   *aggregate_id = outbox_text_arg(fcinfo, 3, "aggregate_id");

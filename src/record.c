@@ -86,7 +86,7 @@ PG_FUNCTION_INFO_V1(dedup_begin);
 Datum
 dedup_begin(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	DedupFingerprint fp;
 	DedupFingerprint request;
 	bool		has_request;
@@ -306,7 +306,7 @@ PG_FUNCTION_INFO_V1(dedup_complete);
 Datum
 dedup_complete(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	DedupFingerprint fp;
 	int32		attempt;
 	Interval   *ttl;
@@ -340,7 +340,7 @@ PG_FUNCTION_INFO_V1(dedup_release);
 Datum
 dedup_release(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	DedupFingerprint fp;
 	int32		attempt;
 	KeyStore	ks;
@@ -373,7 +373,7 @@ Datum
 dedup_lookup(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	DedupFingerprint fp;
 	KeyStore	ks;
 	KeyRow		row;

@@ -250,7 +250,7 @@ PG_FUNCTION_INFO_V1(dedup_scope);
 Datum
 dedup_scope(PG_FUNCTION_ARGS)
 {
-	return scope_result(fcinfo, dedup_scope_arg(fcinfo, 0));
+	return scope_result(fcinfo, dedup_scope_arg(fcinfo, 0, "scope"));
 }
 
 /*
@@ -263,7 +263,7 @@ Datum
 dedup_set_scope(PG_FUNCTION_ARGS)
 {
 	static const char *const names[SCOPE_NSETTINGS] = {"ttl", "lease", "retention"};
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	Oid			argtypes[SCOPE_NSETTINGS + 2] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID, INT4OID};
 	Datum		values[SCOPE_NSETTINGS + 2];
 	char		nulls[SCOPE_NSETTINGS + 2] = {' ', ' ', ' ', ' ', ' '};
@@ -312,7 +312,7 @@ PG_FUNCTION_INFO_V1(dedup_reset_scope);
 Datum
 dedup_reset_scope(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0);
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1] = {PointerGetDatum(scope)};
 	uint64		deleted;
