@@ -108,9 +108,9 @@ _PG_init(void)
 							   PGC_SIGHUP, GUC_LIST_INPUT,
 							   dedup_check_database_list, NULL, NULL);
 	DefineCustomStringVariable("dedup.cleanup_role",
-							   "Role the cleanup worker connects as.",
-							   "Empty means the bootstrap superuser.  The role needs LOGIN and "
-							   "DELETE on dedup.claims.",
+							   "Role the cleanup worker deletes as.",
+							   "Empty means the bootstrap superuser.  The role needs DELETE on "
+							   "dedup.claims and dedup.outbox_keys, not LOGIN.",
 							   &dedup_cleanup_role,
 							   "",
 							   PGC_SIGHUP, 0,
