@@ -40,14 +40,25 @@ SQL
 		"9 2 1"
 }
 
-fixture_snapshot() {
+fixture_snapshot() {	# the columns of 1.0, named, so that a later version may add some
 	q -d "$1" <<'SQL'
 SELECT 'scopes ' || md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))
   FROM (SELECT scope, ttl, lease, retention, max_attempts FROM dedup.scopes) AS t;
-SELECT 'claims ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.claims AS t;
-SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox AS t;
-SELECT 'outbox_dead ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_dead AS t;
-SELECT 'outbox_keys ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_keys AS t;
+SELECT 'claims ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
+  FROM (SELECT key, expires_at, (record).status, (record).attempts, (record).lease_until,
+               (record).request, (record).response_code, (record).response, (record).first_seen,
+               (record).completed_at
+          FROM dedup.claims) AS t;
+SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
+  FROM (SELECT seq, id, topic, aggregatetype, aggregateid, type, payload, headers, created_at,
+               status, attempts, visible_at, last_error
+          FROM dedup.outbox) AS t;
+SELECT 'outbox_dead ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
+  FROM (SELECT seq, id, topic, aggregatetype, aggregateid, type, payload, headers, created_at,
+               attempts, last_error, died_at
+          FROM dedup.outbox_dead) AS t;
+SELECT 'outbox_keys ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
+  FROM (SELECT key, expires_at, record IS NULL FROM dedup.outbox_keys) AS t;
 SELECT 'outbox_seq ' || last_value FROM dedup.outbox_seq_seq;
 SQL
 }

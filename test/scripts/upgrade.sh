@@ -3,11 +3,16 @@
 # script is frozen (sql/released.sha256; a change after a release goes into
 # an update script dedup--OLD--NEW.sql and a new default_version).  The test
 # checks that every script in sql/ is the one installed (Makefile DATA), that
-# every installable version has an update path to the default version, and
-# then, for every installable version V (the default one included):
-# CREATE EXTENSION dedup VERSION 'V', fill it with every kind of row
-# (test/fixture.sh), ALTER EXTENSION dedup UPDATE, and compare
+# every script of a version older than the default one is listed as released,
+# that the default version has its own install script (so that the fresh
+# install is not the update under test), that every installable version has
+# an update path to the default version, and then, for every installable
+# version V (the default one included): CREATE EXTENSION dedup VERSION 'V',
+# fill it with every kind of row (test/fixture.sh), grant an application role
+# and a relay role their functions, ALTER EXTENSION dedup UPDATE, and compare
 #   - every dedup table, row for row, with what it held before the update;
+#   - the roles' privileges (an update that recreates a function must grant
+#     it again; the fresh install is granted the same);
 #   - the extension's schema with a fresh install of the default version:
 #     its version, configuration tables and their conditions, member objects
 #     with their privileges and initial privileges, and pg_dump's schema of
@@ -28,11 +33,34 @@ for f in "$DEDUP_ROOT"/sql/dedup--*.sql; do
 done
 check "released install and update scripts are unchanged (sql/released.sha256)" \
 	"$(cd "$DEDUP_ROOT/sql" && sha256sum --check --quiet released.sha256 2>&1 && echo unchanged)" unchanged
+default=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$DEDUP_ROOT/dedup.control")
+check "the default version $default has its own install script" \
+	"$([ -f "$DEDUP_ROOT/sql/dedup--$default.sql" ] && echo yes)" yes
+unlisted=
+for f in "$DEDUP_ROOT"/sql/dedup--*.sql; do	# a script's version is the last one in its name
+	v=$(basename "$f" .sql | sed 's/.*--//')
+	if [ "$v" != "$default" ] && [ "$(printf '%s\n' "$v" "$default" | sort -V | head -n 1)" = "$v" ] &&
+		! grep -q "  $(basename "$f")\$" "$DEDUP_ROOT/sql/released.sha256"; then
+		unlisted="$unlisted $(basename "$f")"
+	fi
+done
+check "every script of a version before $default is listed in sql/released.sha256" "${unlisted:- none}" " none"
 
 test_server upgrade 80
-default=$(q -c "SELECT default_version FROM pg_available_extensions WHERE name = 'dedup'")
-check "default_version is the control file's" "$default" \
-	"$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$DEDUP_ROOT/dedup.control")"
+check "the server's default version is the control file's" \
+	"$(q -c "SELECT default_version FROM pg_available_extensions WHERE name = 'dedup'")" "$default"
+q -c "CREATE ROLE upgrade_app" -c "CREATE ROLE upgrade_relay"
+grant_roles() {
+	q -d "$1" -c "SELECT dedup_grant_usage('upgrade_app'), dedup_grant_relay('upgrade_relay')" >/dev/null
+}
+# the functions each role may execute, one line
+privileges_of() {
+	q -d "$1" -c "SELECT r || ': ' || string_agg(p.oid::regprocedure::text, ' ' ORDER BY p.oid::regprocedure::text)
+	                FROM unnest(ARRAY['upgrade_app', 'upgrade_relay']) AS r, pg_proc AS p
+	               WHERE p.proname LIKE 'dedup%' AND p.prokind <> 'p' AND has_function_privilege(r, p.oid, 'EXECUTE')
+	                 AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
+	               GROUP BY r ORDER BY r"
+}
 versions=$(q -c "SELECT version FROM pg_available_extension_versions WHERE name = 'dedup'
                  ORDER BY string_to_array(version, '.')::int[]")
 echo "installable versions: $(echo $versions); default $default"
@@ -61,12 +89,12 @@ SELECT d.classid, d.objid, o.type, o.identity
  WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dedup');
 SELECT 'member ' || m.type || ' ' || m.identity
-       || coalesce(' acl ' || CASE m.classid
+       || coalesce(' acl ' || (SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(CASE m.classid
               WHEN 'pg_proc'::regclass THEN (SELECT proacl FROM pg_proc WHERE oid = m.objid)
               WHEN 'pg_class'::regclass THEN (SELECT relacl FROM pg_class WHERE oid = m.objid)
               WHEN 'pg_type'::regclass THEN (SELECT typacl FROM pg_type WHERE oid = m.objid)
               WHEN 'pg_namespace'::regclass THEN (SELECT nspacl FROM pg_namespace WHERE oid = m.objid)
-          END::text, '')
+          END) AS a), '')
        || coalesce(' init ' || (SELECT string_agg(p.objsubid || ' ' || p.initprivs::text, ' ')
                                   FROM pg_init_privs AS p
                                  WHERE p.classoid = m.classid AND p.objoid = m.objid), '')
@@ -80,6 +108,11 @@ SQL
 
 q -c "CREATE DATABASE fresh"
 q -d fresh -c "CREATE EXTENSION dedup"
+grant_roles fresh
+fresh_privileges=$(privileges_of fresh)
+echo "$fresh_privileges"
+check "the application role may claim" "$(grep -c '^upgrade_app: .*dedup_claim(text,text,interval,boolean)' <<<"$fresh_privileges")" 1
+check "the relay role may take" "$(grep -c '^upgrade_relay: .*dedup_outbox_take(text,integer)' <<<"$fresh_privileges")" 1
 schema_of fresh >"$dir/fresh.schema"
 check "the fresh install's schema lists its members" \
 	"$(grep -c '^member function public.dedup_claim(' "$dir/fresh.schema")" 4
@@ -91,20 +124,22 @@ for v in $versions; do
 	check "$db: installed at version $v" \
 		"$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" "$v"
 	fixture_fill "$db"
+	grant_roles "$db"
 	before=$(fixture_snapshot "$db")
 	q -d "$db" -c "ALTER EXTENSION dedup UPDATE"
 	check "$db: updated to $default" \
 		"$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" "$default"
 	check "$db: every dedup table as before the update" "$(fixture_snapshot "$db")" "$before"
+	check "$db: the roles' privileges as a fresh install's" "$(privileges_of "$db")" "$fresh_privileges"
 	schema_of "$db" >"$dir/$db.schema"
 	check "$db: schema equal to a fresh install of $default" \
 		"$(diff "$dir/fresh.schema" "$dir/$db.schema" && echo equal)" equal
 	fixture_check "$db"
 	q -d "$db" -c "DROP EXTENSION dedup"
 	check "$db: DROP EXTENSION leaves nothing behind" \
-		"$(q -d "$db" -c "SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE 'dedup%')
+		"$(q -d "$db" -c "SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE '%dedup%')
 		                        + (SELECT count(*) FROM pg_type WHERE typname LIKE '%dedup%')
-		                        + (SELECT count(*) FROM pg_class WHERE relname LIKE 'dedup%')
+		                        + (SELECT count(*) FROM pg_class WHERE relname LIKE '%dedup%')
 		                        + (SELECT count(*) FROM pg_namespace WHERE nspname = 'dedup')")" 0
 done
 
