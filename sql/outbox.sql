@@ -150,6 +150,7 @@ CREATE TEMP TABLE outbox_before AS SELECT id, status, attempts, visible_at FROM 
 SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_outbox_put(NULL, 'k', '{}')$$),
   ($$SELECT dedup_outbox_put('', 'k', '{}')$$),
+  ($$SELECT dedup_outbox_put(repeat('t', 201), 'k', '{}')$$),
   ($$SELECT dedup_outbox_put('orders', NULL, '{}')$$),
   ($$SELECT dedup_outbox_put('orders', '', '{}')$$),
   ($$SELECT dedup_outbox_put('orders', 'k', NULL)$$),

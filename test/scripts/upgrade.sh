@@ -57,7 +57,7 @@ grant_roles() {
 privileges_of() {
 	q -d "$1" -c "SELECT r || ': ' || string_agg(p.oid::regprocedure::text, ' ' ORDER BY p.oid::regprocedure::text)
 	                FROM unnest(ARRAY['upgrade_app', 'upgrade_relay']) AS r, pg_proc AS p
-	               WHERE p.proname LIKE 'dedup%' AND p.prokind <> 'p' AND has_function_privilege(r, p.oid, 'EXECUTE')
+	               WHERE p.proname LIKE 'dedup%' AND has_function_privilege(r, p.oid, 'EXECUTE')
 	                 AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
 	               GROUP BY r ORDER BY r"
 }
