@@ -1,8 +1,18 @@
 # Makefile for the dedup extension (PGXS).
 #
 #   make && make install     build and install into the PostgreSQL of $(PG_CONFIG)
+#   make sim                 the exactly-once simulator sim/dedup-sim (a libpq client)
 #   scripts/test             the whole test suite on a throwaway server (see README)
-#   sim/dedup-sim            the exactly-once simulator (a libpq client; built by make)
+#
+# SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
+# is built from the parts in sql/ listed in SQL_PARTS, in that order (types,
+# then the checks tables use, tables, functions by concern, privileges last,
+# since the grant helpers name every function).  Released install scripts
+# (sql/dedup--1.0.sql) and update scripts (sql/updates/) are shipped as
+# they are; sql/released.sha256 freezes the released ones.
+
+EXTENSION = dedup
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(EXTENSION).control)
 
 MODULE_big = dedup
 OBJS = \
@@ -17,12 +27,27 @@ OBJS = \
 	src/stats.o \
 	src/worker.o
 
-EXTENSION = dedup
-DATA = $(wildcard sql/dedup--*.sql)
+SQL_PARTS = \
+	sql/header.sql \
+	sql/types/fingerprint.sql \
+	sql/functions/checks.sql \
+	sql/tables/scopes.sql \
+	sql/tables/claims.sql \
+	sql/tables/outbox.sql \
+	sql/functions/scopes.sql \
+	sql/functions/claims.sql \
+	sql/functions/records.sql \
+	sql/functions/outbox.sql \
+	sql/functions/cleanup.sql \
+	sql/grants.sql
 
-# pg_regress: sql/NAME.sql -> expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record outbox cleanup errors security privileges
-REGRESS_OPTS = --load-extension=dedup
+DATA_built = $(EXTENSION)--$(EXTVERSION).sql
+DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSION)--*.sql)) \
+	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
+
+# pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
+REGRESS = test_setup fingerprint claim scope record intervals outbox cleanup errors security privileges
+REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
@@ -31,6 +56,8 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
+# rebuild what includes a changed header (PGXS tracks dependencies with -MMD)
+autodepend = yes
 
 # the simulator: a client program, built beside the extension, not installed
 SIM_OBJS = sim/main.o sim/feed.o sim/db.o sim/consumer.o sim/relay.o \
@@ -41,7 +68,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-all: sim/dedup-sim
+$(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
+	cat $(SQL_PARTS) > $@
+
+.PHONY: sim
+sim: sim/dedup-sim
 
 sim/dedup-sim: $(SIM_OBJS)
 	$(CC) -o $@ $(SIM_OBJS) -L$(shell $(PG_CONFIG) --libdir) -lpq -lm -pthread

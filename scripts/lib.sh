@@ -28,6 +28,7 @@ build_and_install() {
 	echo "== building and installing dedup"
 	make -C "$DEDUP_ROOT" -s clean >/dev/null
 	make -C "$DEDUP_ROOT" -s >/dev/null
+	make -C "$DEDUP_ROOT" -s sim >/dev/null
 	as_root make -C "$DEDUP_ROOT" -s install >/dev/null
 }
 

@@ -68,7 +68,7 @@ static int64
 cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 				  int64 deleted_by_kind[DEDUP_NUM_KINDS])
 {
-	Relation	rel = table_open(dedup_relation_oid(table), RowExclusiveLock);
+	Relation	rel = dedup_relation_open(table, RowExclusiveLock);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
 	BlockNumber start = *position;
 	BlockNumber end;

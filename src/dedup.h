@@ -13,6 +13,8 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
 #include "port/pg_bswap.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
@@ -66,11 +68,15 @@ typedef enum DedupRelation
 
 /* dedup.c: catalog lookups and argument checks */
 extern Oid	dedup_relation_oid(DedupRelation rel);
+extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);
 extern void dedup_check_writable(const char *funcname);
 extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *what);
 extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,
 									const char *what);
+extern void dedup_check_interval(const Interval *value, const char *what,
+								 bool allow_zero, TimestampTz from);
+extern TimestampTz dedup_timestamp_plus(TimestampTz t, const Interval *span);
 
 /* fingerprint.c: the one place that fingerprints anything */
 extern void dedup_key_datum(Datum key, int16 typlen, const text *scope,

@@ -120,7 +120,7 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 {
 	Datum		values[OUTBOX_INSERT_NARGS];
 	char		nulls[OUTBOX_INSERT_NARGS] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	Relation	outbox = table_open(dedup_relation_oid(DEDUP_REL_OUTBOX), AccessShareLock);
+	Relation	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
 	Oid			owner = outbox->rd_rel->relowner;
 	Oid			save_userid;
 	int			save_sec_context;

@@ -110,6 +110,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_begin", scope, true);
+	ks.whole_records = true;
 	for (;;)
 	{
 		KeyState	state = key_store_find(&ks, &fp, KEY_BUSY_RETURN, &row);
@@ -259,6 +260,25 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 						   holder, attempt),
 				 errhint("Leave the key to attempt %d; nothing was changed.", holder)));
 	}
+
+	/*
+	 * A caller that gives no attempt is the first one: once the key has been
+	 * begun again (a takeover, or a begin after a release or expiry), it
+	 * cannot be told apart from a holder that lost its lease and came back.
+	 */
+	if (attempt < 0 && row->record.attempts > 1)
+	{
+		int32		holder = row->record.attempts;
+
+		key_store_unlock(row);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("key of scope \"%s\" was begun more than once",
+						text_to_cstring(ks->scope)),
+				 errdetail("The record is at attempt %d; a caller that gives no attempt may be an earlier holder whose lease was taken over.",
+						   holder),
+				 errhint("Pass the attempt number dedup_begin() returned; nothing was changed.")));
+	}
 	if (row->record.status != RECORD_PROCESSING)
 	{
 		key_store_unlock(row);
@@ -318,6 +338,7 @@ dedup_complete(PG_FUNCTION_ARGS)
 	ttl = dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_complete", scope, true);
+	ks.whole_records = true;
 	do
 	{
 		record_find_held(&ks, &fp, attempt, "dedup_complete", &row);
@@ -350,6 +371,7 @@ dedup_release(PG_FUNCTION_ARGS)
 	attempt = record_attempt_arg(fcinfo, 2);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_release", scope, true);
+	ks.whole_records = true;
 	do
 	{
 		/* a tombstone that keeps the attempt count until the record expires */
@@ -384,6 +406,7 @@ dedup_lookup(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_lookup", scope, false);
+	ks.whole_records = true;
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
 	{
 		memset(nulls, true, sizeof(nulls));

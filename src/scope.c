@@ -102,7 +102,7 @@ scope_seconds(Interval *result, int seconds)
 static void
 scope_load(const text *scope, ScopeCacheEntry *entry)
 {
-	Relation	rel = table_open(dedup_relation_oid(DEDUP_REL_SCOPES), AccessShareLock);
+	Relation	rel = dedup_relation_open(DEDUP_REL_SCOPES, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyData key;
 	SysScanDesc scan;

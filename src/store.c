@@ -11,8 +11,8 @@
  * speculative-insertion record.
  *
  * Concurrency.  Every writer of a key first takes a short heavyweight lock
- * on the key (an advisory-class lock tag of our own), then looks the key up
- * with a dirty snapshot:
+ * on the key (an advisory-class lock tag of our own, store.h), waiting for
+ * it whatever its policy, then looks the key up with a dirty snapshot:
  *	- a row inserted or deleted by a transaction still in progress: release
  *	  the key lock and, by the caller's policy, wait for that transaction and
  *	  look again, report lock_not_available at once, or return "busy";
@@ -36,6 +36,7 @@
 #include "postgres.h"
 
 #include "access/heapam.h"
+#include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -68,17 +69,6 @@
 #define Anum_record_first_seen		7
 #define Anum_record_completed_at	8
 #define Natts_record				8
-
-/* locktag_field4 of our key locks; user advisory locks use 1 and 2 */
-#define STORE_LOCKTAG_CLASS		0x6464
-
-TimestampTz
-dedup_timestamp_plus(TimestampTz t, const Interval *span)
-{
-	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-												   TimestampTzGetDatum(t),
-												   IntervalPGetDatum(span)));
-}
 
 /* The equality function of the index's operator family, looked up once. */
 static RegProcedure
@@ -115,14 +105,15 @@ key_store_open(KeyStore *ks, DedupRelation table, const char *funcname,
 	if (for_write)
 		dedup_check_writable(funcname);
 	ks->scope = scope;
-	ks->heap = table_open(dedup_relation_oid(table), mode);
-	ks->index = index_open(dedup_relation_oid(table + 1), mode);
+	ks->heap = dedup_relation_open(table, mode);
+	ks->index = dedup_relation_open(table + 1, mode);
 	ks->indexinfo = for_write ? BuildIndexInfo(ks->index) : NULL;
 	ks->eqproc = store_eqproc(ks->index);
 	ks->slot = table_slot_create(ks->heap, NULL);
 	InitDirtySnapshot(ks->dirty);
 	ks->scan = index_beginscan(ks->heap, ks->index, &ks->dirty, 1, 0);
 	ks->record_desc = NULL;
+	ks->whole_records = false;
 	ks->now = GetCurrentTimestamp();
 	ks->wrote = false;
 }
@@ -150,29 +141,66 @@ key_store_close(KeyStore *ks)
 		CommandCounterIncrement();
 }
 
+/*
+ * The row type of the record column, and the length of its head: the
+ * slice of the composite datum up to the end of response_code, the last of
+ * the fixed-width fields before the response.
+ */
 static TupleDesc
 store_record_desc(KeyStore *ks)
 {
 	if (ks->record_desc == NULL)
-		ks->record_desc = lookup_rowtype_tupdesc(TupleDescAttr(RelationGetDescr(ks->heap),
-															   Anum_claims_record - 1)->atttypid,
-												 -1);
+	{
+		TupleDesc	desc;
+		int32		off = 0;
+
+		desc = lookup_rowtype_tupdesc(TupleDescAttr(RelationGetDescr(ks->heap),
+													 Anum_claims_record - 1)->atttypid,
+									  -1);
+		for (int i = 0; i < Anum_record_response_code; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (att->attlen <= 0)
+				elog(ERROR, "field %d of dedup.record_state is not of fixed width", i + 1);
+			off = att_align_nominal(off, att->attalign) + att->attlen;
+		}
+		ks->record_head_len = MAXALIGN(SizeofHeapTupleHeader + BITMAPLEN(desc->natts)) +
+			off - VARHDRSZ;
+		ks->record_desc = desc;
+	}
 	return ks->record_desc;
 }
 
+/*
+ * Read the record part of a row.  Unless the store reads whole records
+ * (record.c), only its head is fetched: a claim decides on the record's
+ * status alone, and a slice of a toasted value is all that TOAST fetches
+ * and decompresses, so a claim of a key whose record stores a large
+ * response never reads the response.  The fields after it (response,
+ * first_seen, completed_at) are then left unset.
+ */
 static void
 store_record_read(KeyStore *ks, Datum datum, DedupRecord *rec)
 {
-	HeapTupleHeader th = DatumGetHeapTupleHeader(datum);
+	TupleDesc	desc = store_record_desc(ks);
+	HeapTupleHeader th;
 	HeapTupleData tuple;
 	Datum		values[Natts_record];
 	bool		nulls[Natts_record];
 
+	if (ks->whole_records)
+		th = DatumGetHeapTupleHeader(datum);
+	else
+		th = (HeapTupleHeader) pg_detoast_datum_slice((struct varlena *) DatumGetPointer(datum),
+													  0, ks->record_head_len);
 	tuple.t_len = HeapTupleHeaderGetDatumLength(th);
 	ItemPointerSetInvalid(&tuple.t_self);
 	tuple.t_tableOid = InvalidOid;
 	tuple.t_data = th;
-	heap_deform_tuple(&tuple, store_record_desc(ks), values, nulls);
+	memset(nulls, true, sizeof(nulls));
+	for (int i = 0; i < (ks->whole_records ? Natts_record : Anum_record_response_code); i++)
+		values[i] = heap_getattr(&tuple, i + 1, desc, &nulls[i]);
 
 	rec->status = DatumGetChar(values[Anum_record_status - 1]);
 	rec->attempts = DatumGetInt32(values[Anum_record_attempts - 1]);
@@ -186,10 +214,13 @@ store_record_read(KeyStore *ks, Datum datum, DedupRecord *rec)
 		DatumGetInt32(values[Anum_record_response_code - 1]) : 0;
 	rec->response = nulls[Anum_record_response - 1] ? NULL :
 		DatumGetJsonbPCopy(values[Anum_record_response - 1]);
-	rec->first_seen = DatumGetTimestampTz(values[Anum_record_first_seen - 1]);
+	rec->first_seen = nulls[Anum_record_first_seen - 1] ? 0 :
+		DatumGetTimestampTz(values[Anum_record_first_seen - 1]);
 	rec->has_completed_at = !nulls[Anum_record_completed_at - 1];
 	rec->completed_at = rec->has_completed_at ?
 		DatumGetTimestampTz(values[Anum_record_completed_at - 1]) : 0;
+	if (!ks->whole_records)
+		pfree(th);
 }
 
 static Datum
@@ -284,24 +315,20 @@ store_row_state(const KeyStore *ks, const KeyRow *row)
  * Lock a key and find its row.  Returns the state, also in row->state.
  * Unless the state is KEY_BUSY, the key lock is held: release it with
  * key_store_unlock() or by writing with key_store_put().
- * With KEY_BUSY_RETURN, a busy row's contents are filled in when they
- * could be read (not when another writer held the key lock).
+ * With KEY_BUSY_RETURN, a busy row's contents are filled in as the
+ * transaction in progress wrote them.
  */
 KeyState
 key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 			   KeyRow *row)
 {
 	ScanKeyData skey;
-	uint32		hi;
-	uint32		lo;
 
 	memset(row, 0, sizeof(KeyRow));
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   ks->index->rd_indcollation[0], ks->eqproc,
 						   PointerGetDatum(fp));
-	memcpy(&hi, fp->bytes, sizeof(hi));
-	memcpy(&lo, fp->bytes + sizeof(hi), sizeof(lo));
-	SET_LOCKTAG_ADVISORY(row->tag, MyDatabaseId, hi, lo, STORE_LOCKTAG_CLASS);
+	dedup_key_locktag(&row->tag, fp);
 
 	if (IsolationIsSerializable())
 		store_predicate_lock(ks, &skey);
@@ -313,14 +340,15 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 		bool		visible = true;
 
 		CHECK_FOR_INTERRUPTS();
-		if (LockAcquire(&row->tag, ExclusiveLock, false,
-						busy != KEY_BUSY_WAIT) == LOCKACQUIRE_NOT_AVAIL)
-		{
-			if (busy == KEY_BUSY_ERROR)
-				key_store_report_busy(ks, fp);
-			row->state = KEY_BUSY;
-			return KEY_BUSY;
-		}
+
+		/*
+		 * Always wait for the key lock, whatever the policy: its holder
+		 * only looks the key up and writes it, never waiting for anything
+		 * while holding it, so the wait is short; "busy" means a
+		 * transaction in progress has written the key, never that another
+		 * call is between its look-up and its write at this instant.
+		 */
+		(void) LockAcquire(&row->tag, ExclusiveLock, false, false);
 
 		row->state = KEY_ABSENT;
 		index_rescan(ks->scan, &skey, 1, NULL, 0);

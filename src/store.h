@@ -14,12 +14,32 @@
 #include "access/relscan.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
+#include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/jsonb.h"
 #include "utils/rel.h"
 #include "utils/snapshot.h"
 
 #include "dedup.h"
+
+/*
+ * The key lock: a short heavyweight lock on one fingerprint (store.c), on a
+ * lock tag of the advisory class with a locktag_field4 of our own.  The
+ * advisory locks of SQL (pg_advisory_lock) use 1 and 2 there, so they never
+ * meet ours.  test/modules/dedup_test holds one to pause a caller.
+ */
+#define DEDUP_LOCKTAG_KEY		0x6464
+
+static inline void
+dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
+{
+	uint32		hi;
+	uint32		lo;
+
+	memcpy(&hi, fp->bytes, sizeof(hi));
+	memcpy(&lo, fp->bytes + sizeof(hi), sizeof(lo));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_KEY);
+}
 
 /* Status of an idempotency record */
 #define RECORD_PROCESSING	'p'
@@ -86,6 +106,8 @@ typedef struct KeyStore
 	SnapshotData dirty;			/* sees rows of transactions in progress */
 	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
 	TupleDesc	record_desc;	/* of dedup.record_state */
+	int32		record_head_len;	/* bytes of a record read for its status */
+	bool		whole_records;	/* read records whole, response included */
 	TimestampTz now;			/* the time of the call: expiry is decided by it */
 	bool		wrote;			/* a row was written or deleted */
 } KeyStore;
@@ -102,6 +124,5 @@ extern bool key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 						  TimestampTz expires_at, const DedupRecord *record,
 						  KeyBusyPolicy busy);
 extern KeyState key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row);
-extern TimestampTz dedup_timestamp_plus(TimestampTz t, const Interval *span);
 
 #endif							/* DEDUP_STORE_H */

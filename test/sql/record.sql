@@ -75,6 +75,25 @@ SELECT regress_try($$SELECT dedup_complete('charges', 'idem-3', 500, '{}', attem
 SELECT regress_try($$SELECT dedup_release('charges', 'idem-3', attempt => 2)$$);
 SELECT status, attempts, response_code, response FROM dedup_lookup('charges', 'idem-3');
 
+-- without an attempt, a caller is the first holder: once the key was taken
+-- over, it is refused (55006) and the taker's record is left as it is,
+-- whether the taker is still processing or has completed since
+SELECT outcome, attempts FROM dedup_begin('pay', 'idem-7');
+SELECT pg_temp.end_lease();
+SELECT outcome, attempts FROM dedup_begin('pay', 'idem-7');
+SELECT regress_try($$SELECT dedup_complete('pay', 'idem-7', 500, '{"by": "A (stale)"}')$$);
+SELECT regress_try($$SELECT dedup_release('pay', 'idem-7')$$);
+SELECT status, attempts, response_code, response FROM dedup_lookup('pay', 'idem-7');
+SELECT dedup_complete('pay', 'idem-7', 201, '{"by": "B"}', attempt => 2);
+SELECT regress_try($$SELECT dedup_complete('pay', 'idem-7', 500, '{"by": "A (stale)"}')$$);
+SELECT outcome, response_code, response FROM dedup_begin('pay', 'idem-7');
+-- the same after a release and a new begin
+SELECT outcome, attempts FROM dedup_begin('pay', 'idem-8');
+SELECT dedup_release('pay', 'idem-8', attempt => 1);
+SELECT outcome, attempts FROM dedup_begin('pay', 'idem-8');
+SELECT regress_try($$SELECT dedup_release('pay', 'idem-8')$$);
+SELECT status, attempts FROM dedup_lookup('pay', 'idem-8');
+
 -- without an attempt, complete needs a live lease (55006 once it passed)
 SELECT outcome FROM dedup_begin('charges', 'idem-4');
 SELECT pg_temp.end_lease();

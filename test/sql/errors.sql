@@ -25,12 +25,12 @@ INSERT INTO cases (stmt) VALUES
   ($$SELECT * FROM dedup_claim_batch('s', ARRAY['a', '', 'b'])$$),
   ($$SELECT * FROM dedup_claim_batch('', ARRAY['a'])$$),
   ($$SELECT * FROM dedup_set_scope('', '1h')$$),
-  -- ttl, lease, retention must be > 0 and at most 100 years (22023)
+  -- ttl, lease, retention: no negative part, > 0, at most 100 years (22023)
   ($$SELECT dedup_claim('s', 'k', ttl => '0')$$),
   ($$SELECT dedup_claim('s', 'k', ttl => '-1 hour')$$),
   ($$SELECT dedup_claim('s', 'k', ttl => '1 day -25 hours')$$),
   ($$SELECT dedup_claim('s', 'k', ttl => '101 years')$$),
-  ($$SELECT dedup_claim('s', 'k', ttl => '36001 days')$$),
+  ($$SELECT dedup_claim('s', 'k', ttl => '36526 days')$$),
   ($$SELECT dedup_claim('s', 'k', ttl => '1000000 hours')$$),
   ($$SELECT * FROM dedup_claim_batch('s', ARRAY['a'], ttl => '0')$$),
   ($$SELECT * FROM dedup_set_scope('s', ttl => '0')$$),
