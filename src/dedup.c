@@ -236,28 +236,29 @@ dedup_relation_oid(DedupRelation rel)
 /*
  * Open one of the extension's tables or indexes with a lock, the way
  * RangeVarGetRelidExtended() does: the OID found by name may belong to a
- * relation that is being dropped (DROP EXTENSION in a transaction still in
+ * relation being dropped (DROP EXTENSION in a transaction still in
  * progress), so once the lock is held, and the invalidations that came with
  * it are processed, look the name up again.  The same OID: it is ours and
- * stays so while we hold the lock.  Another OID (the extension was created
- * again) or none (42P01): let go and start over with what the name says now.
+ * stays so while we hold the lock.  None: the extension is gone (42P01, from
+ * dedup_relation_oid).  Another: the extension was dropped and created again
+ * while we waited, and the function being run, its argument and result
+ * types are the old extension's, so the call cannot go on: 42P01 as well,
+ * asking for the statement to be run again.
  */
 Relation
 dedup_relation_open(DedupRelation rel, LOCKMODE lockmode)
 {
 	Oid			relid = dedup_relation_oid(rel);
 
-	for (;;)
-	{
-		Oid			now_relid;
-
-		LockRelationOid(relid, lockmode);
-		now_relid = dedup_relation_oid(rel);
-		if (now_relid == relid)
-			return relation_open(relid, NoLock);
-		UnlockRelationOid(relid, lockmode);
-		relid = now_relid;
-	}
+	LockRelationOid(relid, lockmode);
+	if (dedup_relation_oid(rel) != relid)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("extension \"dedup\" was dropped while this call waited for it"),
+				 errdetail("Relation \"%s.%s\" was dropped and created again by a transaction that committed meanwhile.",
+						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
+				 errhint("Run the statement again.")));
+	return relation_open(relid, NoLock);
 }
 
 /*

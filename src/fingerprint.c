@@ -155,32 +155,78 @@ dedup_fingerprint_hex(const DedupFingerprint *fp)
  * equality says).  Every token is tagged and every string length-prefixed.
  * ---------------------------------------------------------------------
  */
-static void fp_jsonb_container(FpHasher *h, JsonbContainer *container,
-							   ArrayType *ignore);
+/*
+ * The top-level field names to leave out, sorted once per call so that each
+ * field of the payload is looked up by binary search: time and memory stay
+ * linear in the sizes of the payload and the list, however large both are.
+ */
+typedef struct FpName
+{
+	const char *data;
+	int			len;
+} FpName;
 
-static bool
-fp_jsonb_ignored(ArrayType *ignore, const JsonbValue *key)
+typedef struct FpIgnoreSet
+{
+	FpName	   *names;
+	int			n;
+} FpIgnoreSet;
+
+static void fp_jsonb_container(FpHasher *h, JsonbContainer *container,
+							   const FpIgnoreSet *ignore);
+
+static int
+fp_name_cmp(const void *a, const void *b)
+{
+	const FpName *na = (const FpName *) a;
+	const FpName *nb = (const FpName *) b;
+	int			c = memcmp(na->data, nb->data, Min(na->len, nb->len));
+
+	if (c != 0)
+		return c;
+	return (na->len > nb->len) - (na->len < nb->len);
+}
+
+static void
+fp_ignore_set_build(ArrayType *ignore, FpIgnoreSet *set)
 {
 	Datum	   *names;
 	bool	   *nulls;
 	int			n;
 
+	set->n = 0;
+	set->names = NULL;
 	if (ignore == NULL)
-		return false;
-	deconstruct_array(ignore, TEXTOID, -1, false, TYPALIGN_INT,
-					  &names, &nulls, &n);
+		return;
+	deconstruct_array(ignore, TEXTOID, -1, false, TYPALIGN_INT, &names, &nulls, &n);
+	set->names = palloc(sizeof(FpName) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
 		text	   *name;
 
+		CHECK_FOR_INTERRUPTS();
 		if (nulls[i])
 			continue;
 		name = DatumGetTextPP(names[i]);
-		if (VARSIZE_ANY_EXHDR(name) == (Size) key->val.string.len &&
-			memcmp(VARDATA_ANY(name), key->val.string.val, key->val.string.len) == 0)
-			return true;
+		set->names[set->n].data = VARDATA_ANY(name);
+		set->names[set->n].len = VARSIZE_ANY_EXHDR(name);
+		set->n++;
 	}
-	return false;
+	pfree(names);
+	pfree(nulls);
+	qsort(set->names, set->n, sizeof(FpName), fp_name_cmp);
+}
+
+static bool
+fp_jsonb_ignored(const FpIgnoreSet *ignore, const JsonbValue *key)
+{
+	FpName		probe;
+
+	if (ignore == NULL || ignore->n == 0)
+		return false;
+	probe.data = key->val.string.val;
+	probe.len = key->val.string.len;
+	return bsearch(&probe, ignore->names, ignore->n, sizeof(FpName), fp_name_cmp) != NULL;
 }
 
 static void
@@ -216,7 +262,7 @@ fp_jsonb_value(FpHasher *h, JsonbValue *v)
 }
 
 static void
-fp_jsonb_container(FpHasher *h, JsonbContainer *container, ArrayType *ignore)
+fp_jsonb_container(FpHasher *h, JsonbContainer *container, const FpIgnoreSet *ignore)
 {
 	JsonbIterator *it = JsonbIteratorInit(container);
 	JsonbIteratorToken tok;
@@ -227,6 +273,7 @@ fp_jsonb_container(FpHasher *h, JsonbContainer *container, ArrayType *ignore)
 	check_stack_depth();
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
+		CHECK_FOR_INTERRUPTS();
 		switch (tok)
 		{
 			case WJB_BEGIN_ARRAY:
@@ -305,10 +352,14 @@ void
 dedup_fingerprint_of_jsonb(Jsonb *jb, ArrayType *ignore, DedupFingerprint *result)
 {
 	FpHasher	h;
+	FpIgnoreSet set;
 
+	fp_ignore_set_build(ignore, &set);
 	fp_hasher_start(&h, FP_TAG_JSONB);
-	fp_jsonb_container(&h, &jb->root, ignore);
+	fp_jsonb_container(&h, &jb->root, &set);
 	fp_hasher_finish(&h, result);
+	if (set.names)
+		pfree(set.names);
 }
 
 PG_FUNCTION_INFO_V1(dedup_fingerprint_jsonb);

@@ -123,6 +123,39 @@ SELECT count(*) AS claims_after FROM dedup.claims;
 SELECT dedup_claim('nowait', 'n-1', nowait => true) AS nowait_first;
 SELECT dedup_claim('nowait', 'n-1', nowait => true) AS nowait_dup;
 
+-- a claim reads only what it decides on: a record's expiry and status, never
+-- its stored response.  10 completed records with ~1 MB responses (random
+-- hex: stored out of line, uncompressed, ~480 TOAST chunks each); claiming
+-- their keys, by batch and one by one, may read at most a few TOAST blocks
+-- a key (the first chunk), not the responses (1.0 read all ~4,800 chunks
+-- and kept every response in memory until the batch ended).
+DO $$
+BEGIN
+    FOR i IN 1..10 LOOP
+        PERFORM dedup_begin('big', 'r-' || i);
+        PERFORM dedup_complete('big', 'r-' || i, 200, jsonb_build_object('blob',
+            (SELECT string_agg(md5(i || '-' || g), '') FROM generate_series(1, 30000) AS g)));
+    END LOOP;
+END
+$$;
+CREATE FUNCTION pg_temp.toast_blocks_fetched() RETURNS bigint LANGUAGE sql AS $$
+  SELECT sum(pg_stat_get_xact_blocks_fetched(r))
+  FROM pg_class AS c,
+       LATERAL (SELECT c.reltoastrelid UNION ALL
+                SELECT i.indexrelid FROM pg_index AS i WHERE i.indrelid = c.reltoastrelid) AS t(r)
+  WHERE c.oid = 'dedup.claims'::regclass
+$$;
+SELECT pg_size_pretty(pg_relation_size(reltoastrelid)) AS toast_size
+FROM pg_class WHERE oid = 'dedup.claims'::regclass;
+BEGIN;
+SELECT pg_temp.toast_blocks_fetched() AS before \gset
+SELECT count(*) AS new_in_batch FROM dedup_claim_batch('big', ARRAY(SELECT 'r-' || i FROM generate_series(1, 10) i));
+SELECT bool_or(dedup_claim('big', 'r-' || i)) AS any_new FROM generate_series(1, 10) AS i;
+SELECT pg_temp.toast_blocks_fetched() - :before <= 20 * 4 AS read_only_the_heads;
+COMMIT;
+-- the record itself is whole: a begin replays the response
+SELECT length((dedup_begin('big', 'r-3')).response->>'blob') AS replayed_length;
+
 -- works from a SECURITY DEFINER-free role that was granted usage
 CREATE ROLE regress_dedup_app NOLOGIN;
 SELECT dedup_grant_usage('regress_dedup_app');
