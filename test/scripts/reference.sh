@@ -14,7 +14,8 @@
 #     the README's: ERRCODE_* of the C sources (through utils/errcodes.h),
 #     the codes of the PostgreSQL routines they call (PreventCommandIf*,
 #     check_stack_depth, pq_getmsgbytes, elog), and the ERRCODE / SQLSTATE
-#     of the extension scripts' RAISE statements.
+#     of the RAISE statements of every SQL file under sql/ (the released
+#     scripts, the parts of the current one, the update scripts).
 # A test of the documentation must be able to fail: it is run once more on
 # a copy of the reference with a signature, a default and a SQLSTATE changed,
 # and must find each.
@@ -69,7 +70,7 @@ sqlstate_of() {	# sqlstate_of ERRCODE_NAME: its five characters, or a failure
 		elog\(ERROR XX000
 	EOF
 	# RAISE … USING ERRCODE = 'code' or 'condition_name'; RAISE SQLSTATE 'code'
-	for raised in $(grep -ohiE "(ERRCODE *= *|SQLSTATE +)'[0-9a-z_]+'" "$DEDUP_ROOT"/sql/dedup--*.sql |
+	for raised in $(grep -rohiE --include='*.sql' "(ERRCODE *= *|SQLSTATE +)'[0-9a-z_]+'" "$DEDUP_ROOT"/sql |
 		sed -E "s/.*'(.*)'/\1/"); do
 		if [[ $raised =~ ^[0-9A-Z]{5}$ ]]; then
 			echo "$raised"
