@@ -34,6 +34,7 @@ SQL_PARTS = \
 	sql/tables/scopes.sql \
 	sql/tables/claims.sql \
 	sql/tables/outbox.sql \
+	sql/tables/grants.sql \
 	sql/functions/scopes.sql \
 	sql/functions/claims.sql \
 	sql/functions/records.sql \
@@ -58,7 +59,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 # rebuild what includes a changed header (PGXS tracks dependencies with -MMD)
-autodepend = yes
+override autodepend = yes
 
 # the simulator: a client program, built beside the extension, not installed
 SIM_OBJS = sim/main.o sim/feed.o sim/db.o sim/consumer.o sim/relay.o \

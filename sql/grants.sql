@@ -35,33 +35,15 @@ REVOKE ALL ON @extschema@.dedup_cleanup_stats FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) TO pg_monitor;
 GRANT SELECT ON @extschema@.dedup_cleanup_stats TO pg_monitor;
 
--- GRANT EXECUTE on functions to a role: what the grant helpers share.
-CREATE FUNCTION dedup.grant_execute(role regrole, functions regprocedure[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
+-- The functions a role of each privilege is granted EXECUTE on: the one
+-- list the grant and revoke helpers read.
+CREATE FUNCTION dedup.functions_of(privilege text)
+RETURNS regprocedure[]
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    fn regprocedure;
-BEGIN
-    IF role IS NULL THEN
-        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
-    END IF;
-    FOREACH fn IN ARRAY functions
-    LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
-    END LOOP;
-END
-$$;
-REVOKE ALL ON FUNCTION dedup.grant_execute(regrole, regprocedure[]) FROM PUBLIC;
-
--- What an application role needs to claim keys and read scope settings.
-CREATE FUNCTION @extschema@.dedup_grant_usage(role regrole)
-RETURNS void
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT dedup.grant_execute(role, ARRAY[
+    SELECT CASE privilege
+    WHEN 'usage' THEN ARRAY[
         '@extschema@.dedup_scope(text)',
         '@extschema@.dedup_claim(text, text, interval, boolean)',
         '@extschema@.dedup_claim(text, bytea, interval, boolean)',
@@ -76,25 +58,127 @@ AS $$
         '@extschema@.dedup_release(text, text, integer)',
         '@extschema@.dedup_lookup(text, text)',
         '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)'
-    ]::regprocedure[])
-$$;
-COMMENT ON FUNCTION @extschema@.dedup_grant_usage(regrole) IS
-    'grant an application role what it needs to claim keys, use idempotency records and put outbox events (not to change scope settings or run the cleanup)';
-REVOKE ALL ON FUNCTION @extschema@.dedup_grant_usage(regrole) FROM PUBLIC;
-
--- What a relay role needs to publish outbox events.
-CREATE FUNCTION @extschema@.dedup_grant_relay(role regrole)
-RETURNS void
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT dedup.grant_execute(role, ARRAY[
+    ]::regprocedure[]
+    WHEN 'relay' THEN ARRAY[
         '@extschema@.dedup_outbox_take(text, integer)',
         '@extschema@.dedup_outbox_ack(uuid[], integer[])',
         '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
         '@extschema@.dedup_outbox_stats(text)'
-    ]::regprocedure[])
+    ]::regprocedure[]
+    END
 $$;
-COMMENT ON FUNCTION @extschema@.dedup_grant_relay(regrole) IS
-    'grant a relay role what it needs to take, ack and nack outbox events and read their figures (not to redrive)';
-REVOKE ALL ON FUNCTION @extschema@.dedup_grant_relay(regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.functions_of(text) FROM PUBLIC;
+
+-- What the four helpers share: check the scopes, then add (GRANT EXECUTE on
+-- the privilege's functions and a row of dedup.grants per scope, one NULL
+-- row for every scope) or remove (the rows of the scopes given; with NULL,
+-- every row of the privilege and the EXECUTE grants).
+CREATE FUNCTION dedup.change_grant(role regrole, privilege text, scopes text[], adding boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fn regprocedure;
+    s text;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF array_ndims(scopes) > 1 THEN
+        RAISE EXCEPTION 'scopes must be a one-dimensional array' USING ERRCODE = '2202E';
+    END IF;
+    FOREACH s IN ARRAY coalesce(scopes, '{}')
+    LOOP
+        IF s IS NULL THEN
+            RAISE EXCEPTION 'scopes must not contain null' USING ERRCODE = '22004',
+                HINT = 'Pass NULL instead of the array for every scope.';
+        ELSIF s = '' THEN
+            RAISE EXCEPTION 'scope must not be empty' USING ERRCODE = '22023';
+        ELSIF octet_length(s) > 200 THEN
+            RAISE EXCEPTION 'scope name is too long' USING ERRCODE = '22001',
+                DETAIL = format('The scope name has %s bytes; the limit is 200.', octet_length(s));
+        ELSIF strpos(s, '*') BETWEEN 1 AND length(s) - 1 THEN
+            RAISE EXCEPTION 'scope % has a "*" before its end', quote_literal(s) USING ERRCODE = '22023',
+                HINT = 'A "*" may only end a scope, which then names every scope it begins (''payments.*'').';
+        END IF;
+    END LOOP;
+    IF adding THEN
+        FOREACH fn IN ARRAY dedup.functions_of(privilege)
+        LOOP
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
+        END LOOP;
+        INSERT INTO dedup.grants AS g (role, privilege, scope)
+        SELECT change_grant.role, change_grant.privilege, u.s
+        FROM unnest(coalesce(scopes, ARRAY[NULL::text])) AS u(s)
+        ON CONFLICT ON CONSTRAINT grants_role_privilege_scope_key DO NOTHING;
+    ELSE
+        DELETE FROM dedup.grants AS g
+        WHERE g.role::oid = change_grant.role::oid AND g.privilege = change_grant.privilege
+          AND (scopes IS NULL OR g.scope = ANY (scopes));
+        IF scopes IS NULL THEN
+            FOREACH fn IN ARRAY dedup.functions_of(privilege)
+            LOOP
+                EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM %s', fn, role);
+            END LOOP;
+        END IF;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.change_grant(regrole, text, text[], boolean) FROM PUBLIC;
+
+-- What an application role needs to claim keys, use records, put outbox
+-- events and read scope settings, on the scopes given (NULL: every scope).
+CREATE FUNCTION @extschema@.dedup_grant_usage(role regrole, scopes text[] DEFAULT NULL)
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT dedup.change_grant(role, 'usage', scopes, true)
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_grant_usage(regrole, text[]) IS
+    'let an application role claim keys, use idempotency records and put outbox events of the scopes given (NULL: every scope; ''p*'': every scope beginning with p); grants add up';
+REVOKE ALL ON FUNCTION @extschema@.dedup_grant_usage(regrole, text[]) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.dedup_revoke_usage(role regrole, scopes text[] DEFAULT NULL)
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT dedup.change_grant(role, 'usage', scopes, false)
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_revoke_usage(regrole, text[]) IS
+    'take back an application role''s usage of the scopes given, as they were granted; NULL takes back every scope and the functions';
+REVOKE ALL ON FUNCTION @extschema@.dedup_revoke_usage(regrole, text[]) FROM PUBLIC;
+
+-- What a relay role needs to publish outbox events of the topics given.
+CREATE FUNCTION @extschema@.dedup_grant_relay(role regrole, topics text[] DEFAULT NULL)
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT dedup.change_grant(role, 'relay', topics, true)
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_grant_relay(regrole, text[]) IS
+    'let a relay role take, ack and nack outbox events of the topics given and read their figures (NULL: every topic; ''p*'': every topic beginning with p); not redrive';
+REVOKE ALL ON FUNCTION @extschema@.dedup_grant_relay(regrole, text[]) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.dedup_revoke_relay(role regrole, topics text[] DEFAULT NULL)
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT dedup.change_grant(role, 'relay', topics, false)
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_revoke_relay(regrole, text[]) IS
+    'take back a relay role''s relay of the topics given, as they were granted; NULL takes back every topic and the functions';
+REVOKE ALL ON FUNCTION @extschema@.dedup_revoke_relay(regrole, text[]) FROM PUBLIC;
+
+-- Who may use or relay which scopes, as granted (members of a role have its
+-- grants; superusers and the extension owner's roles need none).
+CREATE VIEW @extschema@.dedup_scope_privileges AS
+    SELECT g.role, g.privilege, g.scope, g.granted_at
+    FROM dedup.grants AS g;
+COMMENT ON VIEW @extschema@.dedup_scope_privileges IS
+    'the scopes (usage) and topics (relay) granted to each role; scope NULL is every scope, ''p*'' every scope beginning with p';
+REVOKE ALL ON @extschema@.dedup_scope_privileges FROM PUBLIC;

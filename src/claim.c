@@ -24,12 +24,29 @@
  * ---------------------------------------------------------------------
  */
 
+/* The ttl argument, else the scope's. */
 static Interval *
-claim_ttl(FunctionCallInfo fcinfo, int argno, const text *scope)
+claim_ttl(FunctionCallInfo fcinfo, int argno, DedupScopeSettings *settings)
 {
 	Interval   *ttl = dedup_interval_arg(fcinfo, argno, "ttl");
 
-	return ttl ? ttl : dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
+	return ttl ? ttl : &settings->value[DEDUP_SCOPE_TTL];
+}
+
+/*
+ * The scope argument of a claim, checked, with its settings; refused first
+ * where no claim may be written (25006, 25000), then to a role without
+ * usage of the scope (42501).
+ */
+static text *
+claim_scope(FunctionCallInfo fcinfo, const char *funcname, DedupScopeSettings *settings)
+{
+	text	   *scope;
+
+	dedup_check_writable(funcname);
+	scope = dedup_scope_arg(fcinfo, 0, "scope");
+	dedup_scope_use(scope, DEDUP_PRIV_USAGE, settings);
+	return scope;
 }
 
 static bool
@@ -49,7 +66,8 @@ claim_nowait_arg(FunctionCallInfo fcinfo, int argno)
 static Datum
 claim_single(FunctionCallInfo fcinfo, int16 typlen)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	DedupScopeSettings settings;
+	text	   *scope = claim_scope(fcinfo, "dedup_claim", &settings);
 	bool		nowait;
 	Interval   *ttl;
 	DedupFingerprint fp;
@@ -58,7 +76,7 @@ claim_single(FunctionCallInfo fcinfo, int16 typlen)
 
 	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	nowait = claim_nowait_arg(fcinfo, 3);
-	ttl = claim_ttl(fcinfo, 2, scope);
+	ttl = claim_ttl(fcinfo, 2, &settings);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_claim", scope, true);
 	claimed = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
@@ -112,7 +130,8 @@ Datum
 dedup_claim_batch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	DedupScopeSettings settings;
+	text	   *scope = claim_scope(fcinfo, "dedup_claim_batch", &settings);
 	ArrayType  *keys;
 	Oid			elemtype;
 	int16		typlen;
@@ -149,7 +168,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 						   nelems, DEDUP_MAX_BATCH_KEYS),
 				 errhint("Claim the keys in several batches.")));
 	nowait = claim_nowait_arg(fcinfo, 3);
-	ttl = claim_ttl(fcinfo, 2, scope);
+	ttl = claim_ttl(fcinfo, 2, &settings);
 
 	/* check and fingerprint every key before writing anything */
 	entries = palloc(sizeof(BatchEntry) * Max(nelems, 1));

@@ -185,6 +185,7 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_OUTBOX_KEYS] = "outbox_keys",
 	[DEDUP_REL_OUTBOX_KEYS_PKEY] = "outbox_keys_pkey",
 	[DEDUP_REL_OUTBOX] = "outbox",
+	[DEDUP_REL_GRANTS] = "grants",
 };
 static bool dedup_callback_registered = false;
 
@@ -203,10 +204,11 @@ dedup_relcache_callback(Datum arg, Oid relid)
 
 /*
  * OID of one of the extension's tables or indexes in the internal schema,
- * or an error that says the extension is not (yet) installed here.
+ * or InvalidOid when there is none (the extension is not installed, or at a
+ * version that has no such relation).
  */
 Oid
-dedup_relation_oid(DedupRelation rel)
+dedup_relation_lookup(DedupRelation rel)
 {
 	if (!dedup_callback_registered)
 	{
@@ -218,19 +220,30 @@ dedup_relation_oid(DedupRelation rel)
 	if (!OidIsValid(dedup_relids[rel]))
 	{
 		Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
-		Oid			relid = OidIsValid(nsp) ?
-			get_relname_relid(dedup_relnames[rel], nsp) : InvalidOid;
 
-		if (!OidIsValid(relid))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("extension \"dedup\" is not installed in this database"),
-					 errdetail("Relation \"%s.%s\" does not exist.",
-							   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
-					 errhint("Run CREATE EXTENSION dedup.")));
-		dedup_relids[rel] = relid;
+		dedup_relids[rel] = OidIsValid(nsp) ?
+			get_relname_relid(dedup_relnames[rel], nsp) : InvalidOid;
 	}
 	return dedup_relids[rel];
+}
+
+/*
+ * OID of one of the extension's tables or indexes in the internal schema,
+ * or an error that says the extension is not (yet) installed here.
+ */
+Oid
+dedup_relation_oid(DedupRelation rel)
+{
+	Oid			relid = dedup_relation_lookup(rel);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("extension \"dedup\" is not installed in this database"),
+				 errdetail("Relation \"%s.%s\" does not exist.",
+						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
+				 errhint("Run CREATE EXTENSION dedup.")));
+	return relid;
 }
 
 /*

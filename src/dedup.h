@@ -63,10 +63,12 @@ typedef enum DedupRelation
 	DEDUP_REL_OUTBOX_KEYS,
 	DEDUP_REL_OUTBOX_KEYS_PKEY,
 	DEDUP_REL_OUTBOX,
+	DEDUP_REL_GRANTS,
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 
 /* dedup.c: catalog lookups and argument checks */
+extern Oid	dedup_relation_lookup(DedupRelation rel);
 extern Oid	dedup_relation_oid(DedupRelation rel);
 extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);
 extern void dedup_check_writable(const char *funcname);
@@ -112,9 +114,22 @@ typedef enum DedupScopeSetting
 {
 	DEDUP_SCOPE_TTL,
 	DEDUP_SCOPE_LEASE,
-	DEDUP_SCOPE_RETENTION
+	DEDUP_SCOPE_RETENTION,
+	DEDUP_SCOPE_NSETTINGS
 } DedupScopeSetting;
 
-extern Interval *dedup_scope_setting(const text *scope, DedupScopeSetting which);
+typedef struct DedupScopeSettings
+{
+	Interval	value[DEDUP_SCOPE_NSETTINGS];	/* by DedupScopeSetting */
+	int32		max_attempts;
+	bool		configured;		/* dedup.scopes has a row for the scope */
+} DedupScopeSettings;
+
+/* scope.c: privileges on a scope (dedup.grants), as bits */
+#define DEDUP_PRIV_USAGE	0x01	/* claims, records, outbox puts, settings */
+#define DEDUP_PRIV_RELAY	0x02	/* taking, acking, nacking outbox events */
+
+extern void dedup_scope_use(const text *scope, int privileges,
+							DedupScopeSettings *settings);
 
 #endif							/* DEDUP_H */

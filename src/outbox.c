@@ -2,8 +2,9 @@
  *
  * outbox.c
  *	  dedup_outbox_put(): an event into the transactional outbox, inside the
- *	  caller's business transaction.  The relay's functions (take, ack,
- *	  nack, redrive, figures) are SQL in the install script.
+ *	  caller's business transaction; and dedup_outbox_relay(), the C entry
+ *	  of the relay's functions (take, ack, nack, redrive, figures), whose
+ *	  work is PL/pgSQL in schema dedup (sql/functions/outbox.sql).
  *
  * The event's id is the fingerprint of (topic, key) made a UUID (version 8:
  * 122 of its 128 bits), so a put returns it either way without a look-up.
@@ -30,6 +31,11 @@
  * A put without an aggregate id is the aggregate of its key, and locks it
  * too: another put may name that key as its aggregate.
  *
+ * The relay's functions run their PL/pgSQL counterparts as the owner of
+ * dedup.outbox, as SECURITY DEFINER would, but pass them the role that
+ * called, so that they check its relay privilege on every topic they touch
+ * (a SECURITY DEFINER function cannot know its caller).
+ *
  * A new event notifies channel dedup_outbox with the topic as payload;
  * PostgreSQL folds a transaction's identical notifications into one, so
  * relays are woken once per committing transaction and topic.
@@ -39,6 +45,8 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "funcapi.h"
+#include "catalog/pg_proc_d.h"
 #include "catalog/pg_type_d.h"
 #include "commands/async.h"
 #include "executor/spi.h"
@@ -47,6 +55,8 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/uuid.h"
 
 #include "dedup.h"
@@ -180,18 +190,27 @@ PG_FUNCTION_INFO_V1(dedup_outbox_put);
 Datum
 dedup_outbox_put(PG_FUNCTION_ARGS)
 {
-	text	   *topic = dedup_scope_arg(fcinfo, 0, "topic");
+	text	   *topic;
+	DedupScopeSettings settings;
 	text	   *key;
 	Jsonb	   *payload;
-	text	   *aggregate_id = outbox_text_arg(fcinfo, 3, "aggregate_id");
-	text	   *type = outbox_text_arg(fcinfo, 4, "type");
-	Jsonb	   *headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
-	text	   *aggregate_type = outbox_text_arg(fcinfo, 6, "aggregate_type");
+	text	   *aggregate_id;
+	text	   *type;
+	Jsonb	   *headers;
+	text	   *aggregate_type;
 	DedupFingerprint fp;
 	pg_uuid_t  *id;
-	Interval   *retention;
+	Interval   *retention = &settings.value[DEDUP_SCOPE_RETENTION];
 	KeyStore	ks;
 	bool		is_new;
+
+	dedup_check_writable("dedup_outbox_put");
+	topic = dedup_scope_arg(fcinfo, 0, "topic");
+	dedup_scope_use(topic, DEDUP_PRIV_USAGE, &settings);
+	aggregate_id = outbox_text_arg(fcinfo, 3, "aggregate_id");
+	type = outbox_text_arg(fcinfo, 4, "type");
+	headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
+	aggregate_type = outbox_text_arg(fcinfo, 6, "aggregate_type");
 
 	dedup_key_arg(fcinfo, 1, topic, -1, &fp);
 	outbox_event_key(&fp);
@@ -205,7 +224,6 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("headers must be a JSON object")));
-	retention = dedup_scope_setting(topic, DEDUP_SCOPE_RETENTION);
 
 	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, "dedup_outbox_put", topic, true);
 	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
@@ -221,4 +239,136 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	id = palloc(sizeof(pg_uuid_t));
 	memcpy(id->data, fp.bytes, UUID_LEN);
 	PG_RETURN_UUID_P(id);
+}
+
+/* ---------------------------------------------------------------------
+ * The relay's functions
+ * ---------------------------------------------------------------------
+ */
+
+/* Kept plans of the relay's calls, by the OID of the public function. */
+typedef struct RelayPlan
+{
+	Oid			fn;
+	SPIPlanPtr	plan;
+} RelayPlan;
+
+#define RELAY_MAX_PLANS 8
+#define RELAY_PUBLIC_PREFIX "dedup_outbox_"
+#define RELAY_MAX_ARGS 8
+
+static RelayPlan relay_plans[RELAY_MAX_PLANS];
+
+/*
+ * The plan of "SELECT * FROM dedup.outbox_<op>($1, ...)" for the public
+ * function dedup_outbox_<op>: the calling role's OID, then its own
+ * arguments.
+ */
+static SPIPlanPtr
+relay_plan(Oid fn, int nargs, Oid *argtypes)
+{
+	StringInfoData sql;
+	Oid			types[RELAY_MAX_ARGS + 1];
+	char	   *name = get_func_name(fn);
+	SPIPlanPtr	plan;
+	int			slot;
+
+	for (slot = 0; slot < RELAY_MAX_PLANS && relay_plans[slot].fn != InvalidOid; slot++)
+		if (relay_plans[slot].fn == fn)
+			return relay_plans[slot].plan;
+	if (name == NULL || strncmp(name, RELAY_PUBLIC_PREFIX, strlen(RELAY_PUBLIC_PREFIX)) != 0 ||
+		nargs > RELAY_MAX_ARGS)
+		elog(ERROR, "dedup_outbox_relay() serves only the outbox relay's functions");
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT * FROM %s.outbox_%s($1",
+					 DEDUP_INTERNAL_SCHEMA, name + strlen(RELAY_PUBLIC_PREFIX));
+	types[0] = OIDOID;
+	for (int i = 0; i < nargs; i++)
+	{
+		appendStringInfo(&sql, ", $%d", i + 2);
+		types[i + 1] = argtypes[i];
+	}
+	appendStringInfoChar(&sql, ')');
+	plan = SPI_prepare(sql.data, nargs + 1, types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql.data, SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	if (slot == RELAY_MAX_PLANS)
+	{
+		/* the extension was created again several times: start over */
+		for (int i = 0; i < RELAY_MAX_PLANS; i++)
+			SPI_freeplan(relay_plans[i].plan);
+		memset(relay_plans, 0, sizeof(relay_plans));
+		slot = 0;
+	}
+	relay_plans[slot].fn = fn;
+	relay_plans[slot].plan = plan;
+	return plan;
+}
+
+PG_FUNCTION_INFO_V1(dedup_outbox_relay);
+Datum
+dedup_outbox_relay(PG_FUNCTION_ARGS)
+{
+	Oid			fn = fcinfo->flinfo->fn_oid;
+	Oid			caller = GetUserId();
+	bool		retset = fcinfo->flinfo->fn_retset;
+	bool		read_only = func_volatile(fn) != PROVOLATILE_VOLATILE;
+	Oid		   *argtypes;
+	int			nargs;
+	Datum		values[RELAY_MAX_ARGS + 1];
+	char		nulls[RELAY_MAX_ARGS + 1];
+	Relation	outbox;
+	Oid			owner;
+	Oid			save_userid;
+	int			save_sec_context;
+	Datum		result = (Datum) 0;
+	bool		isnull = true;
+
+	if (!read_only)
+		dedup_check_writable(get_func_name(fn));
+	get_func_signature(fn, &argtypes, &nargs);
+	values[0] = ObjectIdGetDatum(caller);
+	nulls[0] = ' ';
+	for (int i = 0; i < nargs && i < RELAY_MAX_ARGS; i++)
+	{
+		values[i + 1] = PG_GETARG_DATUM(i);
+		nulls[i + 1] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	if (retset)
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
+	owner = outbox->rd_rel->relowner;
+	table_close(outbox, NoLock);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	if (SPI_execute_plan(relay_plan(fn, nargs, argtypes), values, nulls, read_only, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not run the outbox relay's %s()", get_func_name(fn));
+	if (retset)
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+		for (uint64 i = 0; i < SPI_processed; i++)
+			tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+	}
+	else if (SPI_processed > 0)
+	{
+		Oid			rettype = SPI_gettypeid(SPI_tuptable->tupdesc, 1);
+		int16		typlen;
+		bool		typbyval;
+
+		get_typlenbyval(rettype, &typlen, &typbyval);
+		result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			result = SPI_datumTransfer(result, typbyval, typlen);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	if (retset)
+		return (Datum) 0;
+	if (isnull)
+		PG_RETURN_NULL();
+	return result;
 }

@@ -57,6 +57,24 @@ record_status_name(char status)
 	}
 }
 
+/*
+ * The scope argument, checked, with its settings (unless settings is NULL);
+ * a writing function (funcname given) is refused first where it may not
+ * write (25006, 25000), then any to a role without usage of the scope
+ * (42501).
+ */
+static text *
+record_scope(FunctionCallInfo fcinfo, const char *funcname, DedupScopeSettings *settings)
+{
+	text	   *scope;
+
+	if (funcname)
+		dedup_check_writable(funcname);
+	scope = dedup_scope_arg(fcinfo, 0, "scope");
+	dedup_scope_use(scope, DEDUP_PRIV_USAGE, settings);
+	return scope;
+}
+
 /* The request fingerprint argument, if any. */
 static bool
 record_request_arg(FunctionCallInfo fcinfo, int argno, DedupFingerprint *fp)
@@ -86,7 +104,8 @@ PG_FUNCTION_INFO_V1(dedup_begin);
 Datum
 dedup_begin(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	DedupScopeSettings settings;
+	text	   *scope = record_scope(fcinfo, "dedup_begin", &settings);
 	DedupFingerprint fp;
 	DedupFingerprint request;
 	bool		has_request;
@@ -104,8 +123,8 @@ dedup_begin(PG_FUNCTION_ARGS)
 	has_request = record_request_arg(fcinfo, 2, &request);
 	lease = dedup_interval_arg(fcinfo, 3, "lease");
 	if (lease == NULL)
-		lease = dedup_scope_setting(scope, DEDUP_SCOPE_LEASE);
-	ttl = dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
+		lease = &settings.value[DEDUP_SCOPE_LEASE];
+	ttl = &settings.value[DEDUP_SCOPE_TTL];
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -326,16 +345,16 @@ PG_FUNCTION_INFO_V1(dedup_complete);
 Datum
 dedup_complete(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	DedupScopeSettings settings;
+	text	   *scope = record_scope(fcinfo, "dedup_complete", &settings);
 	DedupFingerprint fp;
 	int32		attempt;
-	Interval   *ttl;
+	Interval   *ttl = &settings.value[DEDUP_SCOPE_TTL];
 	KeyStore	ks;
 	KeyRow		row;
 
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	attempt = record_attempt_arg(fcinfo, 4);
-	ttl = dedup_scope_setting(scope, DEDUP_SCOPE_TTL);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_complete", scope, true);
 	ks.whole_records = true;
@@ -361,7 +380,7 @@ PG_FUNCTION_INFO_V1(dedup_release);
 Datum
 dedup_release(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	text	   *scope = record_scope(fcinfo, "dedup_release", NULL);
 	DedupFingerprint fp;
 	int32		attempt;
 	KeyStore	ks;
@@ -395,7 +414,7 @@ Datum
 dedup_lookup(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	text	   *scope = record_scope(fcinfo, NULL, NULL);
 	DedupFingerprint fp;
 	KeyStore	ks;
 	KeyRow		row;

@@ -1,28 +1,50 @@
 /*-------------------------------------------------------------------------
  *
  * scope.c
- *	  Per-scope settings (ttl, lease, retention, and the outbox's
- *	  max_attempts): the row of dedup.scopes
- *	  for a scope when there is one, the GUC defaults for what it leaves
- *	  NULL or when there is none.  Holds the read used by the claim path
- *	  and the SQL functions dedup_scope(), dedup_set_scope() and
- *	  dedup_reset_scope().
+ *	  Scopes: their settings and who may use them.
+ *
+ * Settings (ttl, lease, retention, and the outbox's max_attempts): the row
+ * of dedup.scopes for a scope when there is one, the GUC defaults for what
+ * it leaves NULL or when there is none.
+ *
+ * Privileges: a role may use a scope as an application (usage: claims,
+ * records, outbox puts, reading its settings) or as a relay (relay: taking,
+ * acking and nacking its outbox events, their figures) when dedup.grants has
+ * a row of that privilege for the role, or for a role whose privileges it
+ * has (has_privs_of_role, as PostgreSQL's own ACLs count membership), whose
+ * scope is NULL (every scope), the scope itself, or a prefix of it written
+ * with a trailing '*'.  Superusers and roles with the extension owner's
+ * privileges may use every scope.  The function-level EXECUTE grants stay:
+ * a role needs both.
+ *
+ * Both are read through one backend-local cache, keyed by scope name, so a
+ * call checks its caller and reads the settings with one hash lookup
+ * (dedup_scope_use).  Statement triggers on dedup.scopes and dedup.grants
+ * send a relcache invalidation of the table, role changes (membership,
+ * attributes) a syscache invalidation, and the callbacks below empty the
+ * cache.  Holds the SQL functions dedup_scope(), dedup_set_scope(),
+ * dedup_reset_scope() and the privilege checks the relay functions call.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/pg_collation_d.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "funcapi.h"
-#include "utils/builtins.h"
 #include "commands/trigger.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/syscache.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -38,15 +60,7 @@
 #define Anum_scopes_lease		3
 #define Anum_scopes_retention	4
 #define Anum_scopes_max_attempts 5
-#define SCOPE_NSETTINGS			3	/* the intervals; max_attempts apart */
-
-/* A scope's settings, indexed by DedupScopeSetting (the column order). */
-typedef struct ScopeSettings
-{
-	Interval	value[SCOPE_NSETTINGS];
-	int32		max_attempts;
-	bool		configured;		/* dedup.scopes has a row for the scope */
-} ScopeSettings;
+#define SCOPE_NSETTINGS			DEDUP_SCOPE_NSETTINGS
 
 /*
  * The backend's cache of dedup.scopes rows, keyed by scope name.  It holds
@@ -63,26 +77,55 @@ typedef struct ScopeCacheEntry
 	Interval	value[SCOPE_NSETTINGS];
 	bool		max_attempts_set;
 	int32		max_attempts;
+	/* privileges of one role on the scope, as far as they were looked up */
+	Oid			priv_role;
+	uint8		priv_known;		/* DEDUP_PRIV_* bits looked up for priv_role */
+	uint8		priv_allowed;	/* of those, the ones it has */
 } ScopeCacheEntry;
 
 #define SCOPE_CACHE_MAX 10000
 
 static HTAB *scope_cache = NULL;
 static Oid	scope_cache_relid = InvalidOid;
+static Oid	scope_grants_relid = InvalidOid;
 static uint64 scope_cache_generation = 0;	/* counts invalidations */
+
+static void
+scope_cache_reset(void)
+{
+	scope_cache_generation++;
+	if (scope_cache != NULL)
+	{
+		hash_destroy(scope_cache);
+		scope_cache = NULL;
+	}
+}
 
 static void
 scope_cache_callback(Datum arg, Oid relid)
 {
-	if (!OidIsValid(relid) || relid == scope_cache_relid)
-	{
-		scope_cache_generation++;
-		if (scope_cache != NULL)
-		{
-			hash_destroy(scope_cache);
-			scope_cache = NULL;
-		}
-	}
+	if (!OidIsValid(relid) || relid == scope_cache_relid || relid == scope_grants_relid)
+		scope_cache_reset();
+}
+
+/* a role's membership or attributes changed: privileges may have too */
+static void
+scope_role_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	scope_cache_reset();
+}
+
+/*
+ * The snapshot the cache is filled with: taken after the table is locked,
+ * and so after every invalidation sent before it was read, so that a change
+ * committed later invalidates what was read.  A parallel worker (reached
+ * only through a user function wrongly marked PARALLEL SAFE) cannot take
+ * one and reads with the transaction's.
+ */
+static Snapshot
+scope_snapshot(void)
+{
+	return RegisterSnapshot(IsInParallelMode() ? GetTransactionSnapshot() : GetLatestSnapshot());
 }
 
 static void
@@ -103,7 +146,7 @@ static void
 scope_load(const text *scope, ScopeCacheEntry *entry)
 {
 	Relation	rel = dedup_relation_open(DEDUP_REL_SCOPES, AccessShareLock);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot = scope_snapshot();
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tuple;
@@ -145,19 +188,16 @@ scope_load(const text *scope, ScopeCacheEntry *entry)
 }
 
 /*
- * A scope's settings: its own where its row sets them, the GUC defaults
- * otherwise.
+ * The cache entry of a scope, loaded if it is not cached; "loaded" holds it
+ * when it cannot be cached (an invalidation arrived while it was read).
  */
-static void
-scope_read(const text *scope, ScopeSettings *settings)
+static ScopeCacheEntry *
+scope_entry(const text *scope, ScopeCacheEntry *loaded)
 {
 	static bool registered = false;
 	char		name[DEDUP_MAX_SCOPE_BYTES + 1] = {0};
 	ScopeCacheEntry *entry;
-	ScopeCacheEntry loaded;
-	const int	defaults[SCOPE_NSETTINGS] = {
-		dedup_default_ttl, dedup_default_lease, dedup_default_retention
-	};
+	uint64		generation;
 
 	/* the scope name was checked: not empty, at most DEDUP_MAX_SCOPE_BYTES */
 	memcpy(name, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
@@ -165,39 +205,49 @@ scope_read(const text *scope, ScopeSettings *settings)
 	if (!registered)
 	{
 		CacheRegisterRelcacheCallback(scope_cache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, scope_role_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, scope_role_callback, (Datum) 0);
 		registered = true;
 	}
 	scope_cache_relid = dedup_relation_oid(DEDUP_REL_SCOPES);
+	scope_grants_relid = dedup_relation_lookup(DEDUP_REL_GRANTS);
 	entry = scope_cache ? hash_search(scope_cache, name, HASH_FIND, NULL) : NULL;
-	if (entry == NULL)
+	if (entry != NULL)
+		return entry;
+
+	generation = scope_cache_generation;
+	scope_load(scope, loaded);
+	/* cache it only if no invalidation arrived while it was read */
+	if (generation != scope_cache_generation || IsInParallelMode())
+		return loaded;
+	/* a backend that sees very many scopes starts over */
+	if (scope_cache != NULL && hash_get_num_entries(scope_cache) >= SCOPE_CACHE_MAX)
 	{
-		uint64		generation = scope_cache_generation;
-
-		scope_load(scope, &loaded);
-		entry = &loaded;
-		/* cache it only if no invalidation arrived while it was read */
-		if (generation == scope_cache_generation)
-		{
-			/* a backend that sees very many scopes starts over */
-			if (scope_cache != NULL && hash_get_num_entries(scope_cache) >= SCOPE_CACHE_MAX)
-			{
-				hash_destroy(scope_cache);
-				scope_cache = NULL;
-			}
-			if (scope_cache == NULL)
-			{
-				HASHCTL		ctl;
-
-				ctl.keysize = DEDUP_MAX_SCOPE_BYTES + 1;
-				ctl.entrysize = sizeof(ScopeCacheEntry);
-				ctl.hcxt = CacheMemoryContext;
-				scope_cache = hash_create("dedup scope settings", 64, &ctl,
-										  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-			}
-			entry = hash_search(scope_cache, name, HASH_ENTER, NULL);
-			memcpy(entry, &loaded, sizeof(ScopeCacheEntry));
-		}
+		hash_destroy(scope_cache);
+		scope_cache = NULL;
 	}
+	if (scope_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = DEDUP_MAX_SCOPE_BYTES + 1;
+		ctl.entrysize = sizeof(ScopeCacheEntry);
+		ctl.hcxt = CacheMemoryContext;
+		scope_cache = hash_create("dedup scope settings", 64, &ctl,
+								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	entry = hash_search(scope_cache, name, HASH_ENTER, NULL);
+	memcpy(entry, loaded, sizeof(ScopeCacheEntry));
+	return entry;
+}
+
+/* A scope's settings: its own where its row sets them, the GUC defaults otherwise. */
+static void
+scope_settings_of(const ScopeCacheEntry *entry, DedupScopeSettings *settings)
+{
+	const int	defaults[SCOPE_NSETTINGS] = {
+		dedup_default_ttl, dedup_default_lease, dedup_default_retention
+	};
 
 	settings->configured = entry->found;
 	settings->max_attempts = entry->max_attempts_set ?
@@ -211,26 +261,226 @@ scope_read(const text *scope, ScopeSettings *settings)
 	}
 }
 
-/*
- * One setting of a scope: its own where its row sets it, the GUC default
- * otherwise.
- */
-Interval *
-dedup_scope_setting(const text *scope, DedupScopeSetting which)
+static void
+scope_read(const text *scope, DedupScopeSettings *settings)
 {
-	ScopeSettings settings;
-	Interval   *result = palloc(sizeof(Interval));
+	ScopeCacheEntry loaded;
 
-	scope_read(scope, &settings);
-	memcpy(result, &settings.value[which], sizeof(Interval));
-	return result;
+	scope_settings_of(scope_entry(scope, &loaded), settings);
+}
+
+/* ---------------------------------------------------------------------
+ * Privileges
+ * ---------------------------------------------------------------------
+ */
+
+/* Column numbers of dedup.grants */
+#define Anum_grants_role		1
+#define Anum_grants_privilege	2
+#define Anum_grants_scope		3
+
+static const char *
+scope_privilege_name(int privilege)
+{
+	return privilege == DEDUP_PRIV_RELAY ? "relay" : "usage";
+}
+
+/* Whether a grant's scope (NULL: every scope; "p*": prefix p) covers a scope. */
+static bool
+scope_grant_covers(Datum granted, bool isnull, const text *scope)
+{
+	text	   *g;
+	Size		glen;
+	Size		slen = VARSIZE_ANY_EXHDR(scope);
+
+	if (isnull)
+		return true;
+	g = DatumGetTextPP(granted);
+	glen = VARSIZE_ANY_EXHDR(g);
+	if (glen > 0 && VARDATA_ANY(g)[glen - 1] == '*')
+		return glen - 1 <= slen && memcmp(VARDATA_ANY(g), VARDATA_ANY(scope), glen - 1) == 0;
+	return glen == slen && memcmp(VARDATA_ANY(g), VARDATA_ANY(scope), slen) == 0;
+}
+
+/*
+ * Whether a role has one privilege on a scope, read from dedup.grants.  A
+ * database whose extension is still at 1.0 has no dedup.grants: there,
+ * EXECUTE on the function is the whole privilege, as it was.
+ */
+static bool
+scope_privilege_load(Oid roleid, const text *scope, int privilege)
+{
+	Relation	rel;
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	const char *name = scope_privilege_name(privilege);
+	bool		allowed;
+
+	if (superuser_arg(roleid) || !OidIsValid(dedup_relation_lookup(DEDUP_REL_GRANTS)))
+		return true;
+	rel = dedup_relation_open(DEDUP_REL_GRANTS, AccessShareLock);
+	allowed = has_privs_of_role(roleid, rel->rd_rel->relowner);
+	snapshot = scope_snapshot();
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	while (!allowed && (tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		Datum		priv = heap_getattr(tuple, Anum_grants_privilege, desc, &isnull);
+		Datum		role = heap_getattr(tuple, Anum_grants_role, desc, &isnull);
+		Datum		granted;
+
+		CHECK_FOR_INTERRUPTS();
+		if (strcmp(TextDatumGetCString(priv), name) != 0 ||
+			!has_privs_of_role(roleid, DatumGetObjectId(role)))
+			continue;
+		granted = heap_getattr(tuple, Anum_grants_scope, desc, &isnull);
+		allowed = scope_grant_covers(granted, isnull, scope);
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	return allowed;
+}
+
+/*
+ * Whether a role has any of the privileges (DEDUP_PRIV_* bits) on the scope
+ * of a cache entry, looked up in dedup.grants once per role and privilege.
+ * Looking up may process invalidations that empty the cache, entry
+ * included: from then on, answer without touching it.
+ */
+static bool
+scope_entry_allows(ScopeCacheEntry *entry, const text *scope, Oid roleid, int privileges)
+{
+	bool		keep = true;
+
+	if (entry->priv_role != roleid)
+	{
+		entry->priv_role = roleid;
+		entry->priv_known = entry->priv_allowed = 0;
+	}
+	for (int p = DEDUP_PRIV_USAGE; p <= DEDUP_PRIV_RELAY; p <<= 1)
+	{
+		bool		allowed;
+
+		if (!(privileges & p))
+			continue;
+		if (keep && (entry->priv_known & p))
+			allowed = (entry->priv_allowed & p) != 0;
+		else
+		{
+			uint64		generation = scope_cache_generation;
+
+			allowed = scope_privilege_load(roleid, scope, p);
+			if (generation != scope_cache_generation)
+				keep = false;
+			else if (keep)
+			{
+				entry->priv_known |= p;
+				if (allowed)
+					entry->priv_allowed |= p;
+			}
+		}
+		if (allowed)
+			return true;
+	}
+	return false;
+}
+
+static void
+scope_report_denied(const text *scope, Oid roleid, int privileges)
+{
+	char	   *name = text_to_cstring(scope);
+	const char *role = GetUserNameFromId(roleid, true);
+	bool		relay = privileges == DEDUP_PRIV_RELAY;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for scope \"%s\"", name),
+			 errdetail("Role \"%s\" has no %s privilege on scope \"%s\".",
+					   role ? role : "?",
+					   privileges == (DEDUP_PRIV_USAGE | DEDUP_PRIV_RELAY) ?
+					   "usage or relay" : scope_privilege_name(privileges),
+					   name),
+			 errhint("The extension's owner grants it with %s(role, ARRAY['%s']).",
+					 relay ? "dedup_grant_relay" : "dedup_grant_usage", name)));
+}
+
+/*
+ * The first use of a scope in a call: fill in its settings (unless settings
+ * is NULL) and check that the current user has one of the privileges
+ * (DEDUP_PRIV_* bits) on it, 42501 otherwise.  One hash lookup.
+ */
+void
+dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
+{
+	ScopeCacheEntry loaded;
+	ScopeCacheEntry *entry = scope_entry(scope, &loaded);
+	Oid			roleid = GetUserId();
+
+	if (settings)
+		scope_settings_of(entry, settings);
+	if (!scope_entry_allows(entry, scope, roleid, privileges))
+		scope_report_denied(scope, roleid, privileges);
+}
+
+/* A privilege named in SQL: 'usage' or 'relay'. */
+static int
+scope_privilege_arg(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *name;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("privilege must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (strcmp(name, "usage") == 0)
+		return DEDUP_PRIV_USAGE;
+	if (strcmp(name, "relay") == 0)
+		return DEDUP_PRIV_RELAY;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown dedup privilege \"%s\"", name),
+			 errhint("The privileges are usage and relay.")));
+	return 0;					/* keep the compiler quiet */
+}
+
+/*
+ * dedup.has_privilege(role oid, scope text, privilege text, raise boolean):
+ * whether the role has the privilege ('usage' or 'relay') on the scope; with
+ * raise, 42501 when it has not.  For the relay functions, which run as the
+ * extension owner on behalf of the role that called them.
+ */
+PG_FUNCTION_INFO_V1(dedup_has_privilege);
+Datum
+dedup_has_privilege(PG_FUNCTION_ARGS)
+{
+	Oid			roleid;
+	text	   *scope;
+	int			privilege;
+	ScopeCacheEntry loaded;
+	bool		allowed;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("role must not be null")));
+	roleid = PG_GETARG_OID(0);
+	scope = dedup_scope_arg(fcinfo, 1, "topic");
+	privilege = scope_privilege_arg(fcinfo, 2);
+	allowed = scope_entry_allows(scope_entry(scope, &loaded), scope, roleid, privilege);
+	if (!allowed && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3))
+		scope_report_denied(scope, roleid, privilege);
+	PG_RETURN_BOOL(allowed);
 }
 
 /* The row returned by dedup_scope() and dedup_set_scope(). */
 static Datum
 scope_result(FunctionCallInfo fcinfo, text *scope)
 {
-	ScopeSettings settings;
+	DedupScopeSettings settings;
 	TupleDesc	tupdesc;
 	Datum		values[SCOPE_NSETTINGS + 3];
 	bool		nulls[SCOPE_NSETTINGS + 3] = {false};
@@ -250,7 +500,10 @@ PG_FUNCTION_INFO_V1(dedup_scope);
 Datum
 dedup_scope(PG_FUNCTION_ARGS)
 {
-	return scope_result(fcinfo, dedup_scope_arg(fcinfo, 0, "scope"));
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+
+	dedup_scope_use(scope, DEDUP_PRIV_USAGE | DEDUP_PRIV_RELAY, NULL);
+	return scope_result(fcinfo, scope);
 }
 
 /*

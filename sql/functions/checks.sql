@@ -24,3 +24,12 @@ REVOKE ALL ON FUNCTION dedup.check_interval(interval, text, boolean) FROM PUBLIC
 CREATE FUNCTION dedup.interval_is_valid(value interval) RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_interval_is_valid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 REVOKE ALL ON FUNCTION dedup.interval_is_valid(interval) FROM PUBLIC;
+
+-- Whether a role has a privilege ('usage' or 'relay') on a scope, from
+-- dedup.grants (superusers and the extension owner's roles have every one);
+-- with raise, 42501 naming the scope and the role when it has not.  The
+-- relay's functions, which run as the owner, check the role that called.
+CREATE FUNCTION dedup.has_privilege(role oid, scope text, privilege text, raise boolean)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_has_privilege' LANGUAGE C STABLE;
+REVOKE ALL ON FUNCTION dedup.has_privilege(oid, text, text, boolean) FROM PUBLIC;

@@ -14,11 +14,11 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
 -- the earliest event not yet acked is handed out, and only while no other
 -- event of it is in flight, so events of one aggregate go out in commit
 -- order and never two at once.  Leases run from the statement's start.
-CREATE FUNCTION @extschema@.dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
+CREATE FUNCTION dedup.outbox_take(caller oid, topic text, batch_size integer)
 RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
                headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -32,13 +32,14 @@ BEGIN
     IF batch_size < 1 OR batch_size > 10000 THEN
         RAISE EXCEPTION 'batch_size must be between 1 and 10000' USING ERRCODE = '22023';
     END IF;
+    PERFORM dedup.has_privilege(caller, topic, 'relay', true);
     SELECT s.lease, s.max_attempts INTO lease, max_attempts
     FROM @extschema@.dedup_scope(topic) AS s;
     RETURN QUERY
     WITH candidates AS (
         SELECT o.id AS cid
         FROM dedup.outbox AS o
-        WHERE o.topic = dedup_outbox_take.topic
+        WHERE o.topic = outbox_take.topic
           AND o.visible_at <= pg_catalog.statement_timestamp()
           AND NOT EXISTS (SELECT FROM dedup.outbox AS e
                           WHERE e.topic = o.topic AND e.aggregateid = o.aggregateid
@@ -74,8 +75,6 @@ BEGIN
     FROM taken AS t ORDER BY t.seq;
 END
 $$;
-COMMENT ON FUNCTION @extschema@.dedup_outbox_take(text, integer) IS
-    'hand out up to batch_size events of a topic with a lease (the topic''s lease); an event not acked comes back after it';
 
 -- The (id, attempt) pairs an ack or nack names; attempts, when given,
 -- must match ids one for one.
@@ -136,15 +135,19 @@ REVOKE ALL ON FUNCTION dedup.outbox_check_ids(uuid[], uuid[]) FROM PUBLIC;
 -- lease passed, and for an event dead-lettered meanwhile.  With attempts
 -- (as take returned them), an event taken again since is left to the relay
 -- that holds it now.
-CREATE FUNCTION @extschema@.dedup_outbox_ack(ids uuid[], attempts integer[] DEFAULT NULL)
+CREATE FUNCTION dedup.outbox_ack(caller oid, ids uuid[], attempts integer[])
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     done uuid[];
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_ack');
+    PERFORM dedup.has_privilege(caller, t.topic, 'relay', true)
+    FROM (SELECT o.topic FROM dedup.outbox AS o WHERE o.id = ANY (ids)
+          UNION
+          SELECT d.topic FROM dedup.outbox_dead AS d WHERE d.id = ANY (ids)) AS t;
     WITH given AS (
         SELECT g.id, g.attempt FROM dedup.outbox_given(ids, attempts) AS g
     ), gone AS (
@@ -164,16 +167,14 @@ BEGIN
     RETURN cardinality(done);
 END
 $$;
-COMMENT ON FUNCTION @extschema@.dedup_outbox_ack(uuid[], integer[]) IS
-    'the events were published: they never come back; returns how many were acked now (ids acked before, or taken again since their attempt, count 0)';
 
 -- The events could not be published: back after retry_delay, or dead at
 -- the topic's max_attempts.  Only an event still taken, and with attempts
 -- under that same attempt, is nacked; others were dealt with by someone else.
-CREATE FUNCTION @extschema@.dedup_outbox_nack(ids uuid[],
-    retry_delay interval DEFAULT '0', error text DEFAULT NULL, attempts integer[] DEFAULT NULL)
+CREATE FUNCTION dedup.outbox_nack(caller oid, ids uuid[],
+    retry_delay interval, error text, attempts integer[])
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -181,6 +182,10 @@ DECLARE
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_nack');
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    PERFORM dedup.has_privilege(caller, t.topic, 'relay', true)
+    FROM (SELECT o.topic FROM dedup.outbox AS o WHERE o.id = ANY (ids)
+          UNION
+          SELECT d.topic FROM dedup.outbox_dead AS d WHERE d.id = ANY (ids)) AS t;
     WITH given AS (
         SELECT g.id, g.attempt FROM dedup.outbox_given(ids, attempts) AS g
     ), targets AS (
@@ -215,12 +220,10 @@ BEGIN
     RETURN cardinality(done);
 END
 $$;
-COMMENT ON FUNCTION @extschema@.dedup_outbox_nack(uuid[], interval, text, integer[]) IS
-    'the events could not be published: they come back after retry_delay, or go to dead after the topic''s max_attempts';
 
-CREATE FUNCTION @extschema@.dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL)
+CREATE FUNCTION dedup.outbox_redrive(caller oid, topic text, ids uuid[])
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -230,9 +233,10 @@ BEGIN
     IF topic IS NULL THEN
         RAISE EXCEPTION 'topic must not be null' USING ERRCODE = '22004';
     END IF;
+    PERFORM dedup.has_privilege(caller, topic, 'relay', true);
     WITH revived AS (
         DELETE FROM dedup.outbox_dead AS d
-        WHERE d.topic = dedup_outbox_redrive.topic AND (ids IS NULL OR d.id = ANY (ids))
+        WHERE d.topic = outbox_redrive.topic AND (ids IS NULL OR d.id = ANY (ids))
         RETURNING d.*
     )
     INSERT INTO dedup.outbox (seq, id, topic, aggregatetype, aggregateid, type, payload,
@@ -249,16 +253,18 @@ BEGIN
     RETURN n;
 END
 $$;
-COMMENT ON FUNCTION @extschema@.dedup_outbox_redrive(text, uuid[]) IS
-    'put dead events of a topic (all, or those of ids) back in the outbox, in their original order, with no attempts';
 
-CREATE FUNCTION @extschema@.dedup_outbox_stats(topic text DEFAULT NULL,
-    OUT topic text, OUT pending bigint, OUT in_flight bigint, OUT dead bigint,
-    OUT oldest_pending_age interval)
-RETURNS SETOF record
-LANGUAGE sql STABLE SECURITY DEFINER
+CREATE FUNCTION dedup.outbox_stats(caller oid, for_topic text)
+RETURNS TABLE (topic text, pending bigint, in_flight bigint, dead bigint,
+               oldest_pending_age interval)
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    IF for_topic IS NOT NULL THEN
+        PERFORM dedup.has_privilege(caller, for_topic, 'relay', true);
+    END IF;
+    RETURN QUERY
     SELECT t.topic,
            count(*) FILTER (WHERE NOT t.dead AND NOT t.flying),
            count(*) FILTER (WHERE t.flying),
@@ -267,13 +273,61 @@ AS $$
     FROM (SELECT o.topic, o.created_at, false AS dead,
                  (o.status = 't' AND o.visible_at > pg_catalog.now()) AS flying
           FROM dedup.outbox AS o
-          WHERE $1 IS NULL OR o.topic = $1
+          WHERE for_topic IS NULL OR o.topic = for_topic
           UNION ALL
           SELECT d.topic, d.created_at, true, false
           FROM dedup.outbox_dead AS d
-          WHERE $1 IS NULL OR d.topic = $1) AS t
+          WHERE for_topic IS NULL OR d.topic = for_topic) AS t
+    WHERE for_topic IS NOT NULL OR dedup.has_privilege(caller, t.topic, 'relay', false)
     GROUP BY t.topic
-    ORDER BY t.topic
+    ORDER BY t.topic;
+END
 $$;
+REVOKE ALL ON FUNCTION
+    dedup.outbox_take(oid, text, integer),
+    dedup.outbox_ack(oid, uuid[], integer[]),
+    dedup.outbox_nack(oid, uuid[], interval, text, integer[]),
+    dedup.outbox_redrive(oid, text, uuid[]),
+    dedup.outbox_stats(oid, text)
+FROM PUBLIC;
+
+-- The relay's public functions.  Each runs the function of the same name in
+-- schema dedup (above) as the owner of the outbox, passing the role that
+-- called it, which must have the relay privilege on every topic the call
+-- touches (42501 otherwise, before anything is written): dedup_outbox_relay
+-- in C switches to the owner as PostgreSQL does for SECURITY DEFINER, but
+-- keeps the caller's identity for the check.
+CREATE FUNCTION @extschema@.dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
+RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
+               headers jsonb, attempts integer, created_at timestamptz,
+               lease_expires_at timestamptz)
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_take(text, integer) IS
+    'hand out up to batch_size events of a topic with a lease (the topic''s lease); an event not acked comes back after it';
+
+CREATE FUNCTION @extschema@.dedup_outbox_ack(ids uuid[], attempts integer[] DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_ack(uuid[], integer[]) IS
+    'the events were published: they never come back; returns how many were acked now (ids acked before, or taken again since their attempt, count 0)';
+
+CREATE FUNCTION @extschema@.dedup_outbox_nack(ids uuid[],
+    retry_delay interval DEFAULT '0', error text DEFAULT NULL, attempts integer[] DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_nack(uuid[], interval, text, integer[]) IS
+    'the events could not be published: they come back after retry_delay, or go to dead after the topic''s max_attempts';
+
+CREATE FUNCTION @extschema@.dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_redrive(text, uuid[]) IS
+    'put dead events of a topic (all, or those of ids) back in the outbox, in their original order, with no attempts';
+
+CREATE FUNCTION @extschema@.dedup_outbox_stats(topic text DEFAULT NULL,
+    OUT topic text, OUT pending bigint, OUT in_flight bigint, OUT dead bigint,
+    OUT oldest_pending_age interval)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_stats(text) IS
     'per topic: events pending (including leases that passed), in flight, dead, and the age of the oldest not yet published';

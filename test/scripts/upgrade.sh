@@ -13,7 +13,9 @@
 # and a relay role their functions, ALTER EXTENSION dedup UPDATE, and compare
 #   - every dedup table, row for row, with what it held before the update;
 #   - the roles' privileges (an update that recreates a function must grant
-#     it again; the fresh install is granted the same);
+#     it again; the fresh install is granted the same), and their scope
+#     grants: 1.0's grants become every-scope grants of dedup.grants, and
+#     the roles go on working on every scope;
 #   - the extension's schema with a fresh install of the default version:
 #     its version, configuration tables and their conditions, member objects
 #     with their privileges and initial privileges, and pg_dump's schema of
@@ -65,6 +67,8 @@ privileges_of() {
 	               WHERE p.proname LIKE 'dedup%' AND has_function_privilege(r, p.oid, 'EXECUTE')
 	                 AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
 	               GROUP BY r ORDER BY r"
+	q -d "$1" -c "SELECT 'scope grant: ' || role || ' ' || privilege || ' ' || coalesce(scope, 'every scope')
+	                FROM dedup.grants ORDER BY 1"
 }
 versions=$(q -c "SELECT version FROM pg_available_extension_versions WHERE name = 'dedup'
                  ORDER BY string_to_array(version, '.')::int[]")
@@ -139,6 +143,10 @@ for v in $versions; do
 	schema_of "$db" >"$dir/$db.schema"
 	check "$db: schema equal to a fresh install of $default" \
 		"$(diff "$dir/fresh.schema" "$dir/$db.schema" && echo equal)" equal
+	check "$db: the application role claims and the relay role reads its figures, on every scope as in 1.0" \
+		"$(q -d "$db" -c "SET ROLE upgrade_app" -c "SELECT dedup_claim('orders', 'o-1')" \
+			-c "SET ROLE upgrade_relay" -c "SELECT count(*) FROM dedup_outbox_stats()")" "f
+1"
 	fixture_check "$db"
 	q -d "$db" -c "DROP EXTENSION dedup"
 	check "$db: DROP EXTENSION leaves nothing behind" \

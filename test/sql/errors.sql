@@ -191,3 +191,42 @@ SELECT status, attempts, response FROM dedup_lookup('rs', 'done');
 SELECT status, attempts FROM dedup_lookup('rs', 'busy');
 SELECT pending, in_flight, dead FROM dedup_outbox_stats('t');
 SELECT count(*) AS cases FROM cases2;
+
+-- Every writing function reached in a parallel worker (through a user
+-- function wrongly marked PARALLEL SAFE, forced into a worker) is refused
+-- with 25000 by dedup itself, before it reads a scope (1.0 reached
+-- PostgreSQL's snapshot manager first there: XX000); reading functions
+-- work.  (A worker cannot catch errors, so each call is a statement.)
+CREATE FUNCTION regress_parallel(stmt text) RETURNS text LANGUAGE plpgsql PARALLEL SAFE AS $$
+BEGIN
+    EXECUTE stmt;
+    RETURN 'no error';
+END
+$$;
+CREATE TEMP TABLE parallel_before AS
+SELECT (SELECT md5(string_agg(c::text, '|' ORDER BY c::text)) FROM dedup.claims AS c) AS claims_md5,
+       (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) AS outbox_md5;
+SET force_parallel_mode = on;
+\set VERBOSITY sqlstate
+SELECT regress_parallel($$SELECT dedup_claim('par', 'k')$$);
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+SELECT regress_parallel($$SELECT dedup_claim('par', 'k')$$);
+SELECT regress_parallel($$SELECT count(*) FROM dedup_claim_batch('par', ARRAY['k'])$$);
+SELECT regress_parallel($$SELECT dedup_begin('par', 'k')$$);
+SELECT regress_parallel($$SELECT dedup_complete('par', 'k', 200)$$);
+SELECT regress_parallel($$SELECT dedup_release('par', 'k')$$);
+SELECT regress_parallel($$SELECT dedup_outbox_put('par', 'k', '{}')$$);
+SELECT regress_parallel($$SELECT count(*) FROM dedup_outbox_take('par')$$);
+SELECT regress_parallel($$SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$);
+SELECT regress_parallel($$SELECT dedup_outbox_nack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$);
+SELECT regress_parallel($$SELECT count(*) FROM dedup_lookup('par', 'k')$$);
+SELECT regress_parallel($$SELECT ttl FROM dedup_scope('par')$$);
+SELECT regress_parallel($$SELECT pending FROM dedup_outbox_stats('par')$$);
+RESET force_parallel_mode;
+\set VERBOSITY default
+\set SHOW_CONTEXT errors
+SELECT (SELECT md5(string_agg(c::text, '|' ORDER BY c::text)) FROM dedup.claims AS c) = claims_md5 AS claims_same,
+       (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = outbox_md5 AS outbox_same
+FROM parallel_before;
+DROP FUNCTION regress_parallel(text);
