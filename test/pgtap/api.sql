@@ -120,8 +120,10 @@ SELECT has_function('public', 'dedup_outbox_ack', ARRAY['uuid[]', 'integer[]']);
 SELECT has_function('public', 'dedup_outbox_nack', ARRAY['uuid[]', 'interval', 'text', 'integer[]']);
 SELECT has_function('public', 'dedup_outbox_redrive', ARRAY['text', 'uuid[]']);
 SELECT has_function('public', 'dedup_outbox_stats', ARRAY['text']);
-SELECT is_definer('public', 'dedup_outbox_take', ARRAY['text', 'integer']);
-SELECT is_definer('public', 'dedup_outbox_ack', ARRAY['uuid[]', 'integer[]']);
+SELECT isnt_definer('public', 'dedup_outbox_take', ARRAY['text', 'integer'],
+                    'dedup_outbox_take runs as its caller, then its work as the owner (the caller''s relay privilege is checked)');
+SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer'],
+                  'dedup_set_scope writes the settings as the owner');
 SELECT is((SELECT count(*)::integer FROM pg_proc
            WHERE proname LIKE 'dedup\_outbox\_%' AND prosecdef
              AND NOT coalesce(proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)), 0,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scripted test: pg_dump / pg_restore keep every claim, record, scope
-# setting and outbox event.  A database with all of them (claims of three
+# setting, outbox event and per-scope grant.  A database with all of them (claims of three
 # key types, processing and complete records with responses, a released
 # record's tombstone, scope settings, outbox events pending, in flight and
 # dead, outbox keys, the outbox's sequence advanced) is dumped in custom
@@ -16,6 +16,22 @@ test_server dump 70
 q -c "CREATE DATABASE src" -c "CREATE DATABASE restored" -c "CREATE DATABASE replayed"
 q -d src -c "CREATE EXTENSION dedup"
 fixture_fill src
+# per-scope privileges: the grants (dedup.grants) and the EXECUTE they come with
+q -c "CREATE ROLE dump_app" -c "CREATE ROLE dump_relay"
+q -d src -c "SELECT dedup_grant_usage('dump_app', ARRAY['orders', 'charges.*']),
+                    dedup_grant_relay('dump_relay', ARRAY['events'])" >/dev/null
+grants_of() {	# the grants, and what each role may do, in database $1
+	q -d "$1" -c "SELECT role || ' ' || privilege || ' ' || coalesce(scope, '(every)')
+	                FROM dedup_scope_privileges ORDER BY 1"
+	q -d "$1" -c "SET ROLE dump_app" -c "SELECT dedup_claim('orders', 'o-1')" 2>&1
+	{ q -d "$1" -c "SET ROLE dump_app" -c "SELECT dedup_claim('other', 'x-1')" 2>&1 || true; } |
+		grep -o 'permission denied for scope "other"'
+	q -d "$1" -c "SET ROLE dump_relay" -c "SELECT count(*) FROM dedup_outbox_stats('events')" 2>&1
+	{ q -d "$1" -c "SET ROLE dump_relay" -c "SELECT count(*) FROM dedup_outbox_stats('orders')" 2>&1 || true; } |
+		grep -o 'permission denied for scope "orders"'
+}
+grants_before=$(grants_of src)
+echo "$grants_before"
 before=$(fixture_snapshot src)
 echo "$before"
 
@@ -29,6 +45,7 @@ for db in restored replayed; do
 	check "$db: the extension is installed" \
 		"$(q -d $db -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" \
 		"$(q -d src -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")"
+	check "$db: the scope grants, and what they allow and refuse" "$(grants_of $db)" "$grants_before"
 	fixture_check $db
 done
 echo "dump: custom-format restore and plain SQL replay keep every dedup row and its behaviour"
