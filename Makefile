@@ -24,6 +24,7 @@ OBJS = \
 	src/record.o \
 	src/cleanup.o \
 	src/outbox.o \
+	src/stream.o \
 	src/stats.o \
 	src/worker.o
 
@@ -35,10 +36,12 @@ SQL_PARTS = \
 	sql/tables/claims.sql \
 	sql/tables/outbox.sql \
 	sql/tables/grants.sql \
+	sql/tables/streams.sql \
 	sql/functions/scopes.sql \
 	sql/functions/claims.sql \
 	sql/functions/records.sql \
 	sql/functions/outbox.sql \
+	sql/functions/streams.sql \
 	sql/functions/cleanup.sql \
 	sql/grants.sql
 
@@ -47,14 +50,14 @@ DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSI
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
 # pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record intervals outbox cleanup errors security privileges
+REGRESS = test_setup fingerprint claim scope record intervals outbox streams cleanup errors security privileges
 REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-take outbox-ack-lease outbox-order \
 	claim-serializable record-begin record-takeover record-release \
-	record-keylock extension-drop
+	record-keylock stream-advance extension-drop
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror

@@ -3,7 +3,7 @@
 -- for roles granted them, not for PUBLIC.
 -------------------------------------------------------------------------
 REVOKE ALL ON FUNCTION
-    @extschema@.dedup_set_scope(text, interval, interval, interval, integer),
+    @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text),
     @extschema@.dedup_reset_scope(text),
     @extschema@.dedup_scope(text),
     @extschema@.dedup_claim(text, text, interval, boolean),
@@ -18,7 +18,12 @@ REVOKE ALL ON FUNCTION
     @extschema@.dedup_begin(text, text, jsonb, interval),
     @extschema@.dedup_complete(text, text, integer, jsonb, integer),
     @extschema@.dedup_release(text, text, integer),
-    @extschema@.dedup_lookup(text, text)
+    @extschema@.dedup_lookup(text, text),
+    @extschema@.dedup_advance(text, text, bigint, bigint, boolean),
+    @extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean),
+    @extschema@.dedup_new_epoch(text, text),
+    @extschema@.dedup_position(text, text),
+    @extschema@.dedup_streams(text)
 FROM PUBLIC;
 REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION
@@ -57,7 +62,12 @@ AS $$
         '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
         '@extschema@.dedup_release(text, text, integer)',
         '@extschema@.dedup_lookup(text, text)',
-        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)'
+        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)',
+        '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
+        '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',
+        '@extschema@.dedup_new_epoch(text, text)',
+        '@extschema@.dedup_position(text, text)',
+        '@extschema@.dedup_streams(text)'
     ]::regprocedure[]
     WHEN 'relay' THEN ARRAY[
         '@extschema@.dedup_outbox_take(text, integer)',

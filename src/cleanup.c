@@ -11,9 +11,11 @@
  * processing record expires when its lease has passed by the scope's ttl,
  * store.c sets expires_at so, so abandoned records go the same way), and
  * the keys of outbox events past their topic's retention, in
- * dedup.outbox_keys (an event itself leaves dedup.outbox when acked).  A
- * pass cleans dedup.claims, then dedup.outbox_keys: a position's high 32
- * bits say which (its stage), its low 32 bits the block.
+ * dedup.outbox_keys (an event itself leaves dedup.outbox when acked), and
+ * the marks of streams idle for their scope's retention, in dedup.streams.
+ * A pass cleans dedup.claims, then dedup.outbox_keys, then dedup.streams:
+ * a position's high 32 bits say which (its stage), its low 32 bits the
+ * block.
  *
  * dedup.claims has no index on expires_at: every claim would pay for one.
  * Instead a cleanup pass reads the heap in block order with a TID range
@@ -44,16 +46,15 @@
 
 #include "dedup.h"
 #include "cleanup.h"
-
-/* Column numbers in dedup.claims */
-#define Anum_claims_expires_at	2
-#define Anum_claims_record		3
+#include "store.h"
 
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
 
 /* The tables a pass cleans, in order: its stages */
-static const DedupRelation cleanup_stages[] = {DEDUP_REL_CLAIMS, DEDUP_REL_OUTBOX_KEYS};
+static const DedupRelation cleanup_stages[] = {
+	DEDUP_REL_CLAIMS, DEDUP_REL_OUTBOX_KEYS, DEDUP_REL_STREAMS
+};
 
 #define CLEANUP_NSTAGES lengthof(cleanup_stages)
 
@@ -68,8 +69,8 @@ static int64
 cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 				  int64 deleted_by_kind[DEDUP_NUM_KINDS])
 {
-	Relation	rel = dedup_relation_open(table, RowExclusiveLock);
-	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+	Relation	rel;
+	BlockNumber nblocks;
 	BlockNumber start = *position;
 	BlockNumber end;
 	Snapshot	snapshot;
@@ -81,6 +82,14 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 	CommandId	cid = GetCurrentCommandId(true);
 	int64		deleted = 0;
 
+	/* a database whose extension is still at 1.0 has no dedup.streams */
+	if (!OidIsValid(dedup_relation_lookup(table)))
+	{
+		*position = InvalidBlockNumber;
+		return 0;
+	}
+	rel = dedup_relation_open(table, RowExclusiveLock);
+	nblocks = RelationGetNumberOfBlocks(rel);
 	if (start >= nblocks)
 	{
 		table_close(rel, RowExclusiveLock);
@@ -103,7 +112,7 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 		TM_FailureData tmfd;
 
 		CHECK_FOR_INTERRUPTS();
-		if (DatumGetTimestampTz(slot_getattr(slot, Anum_claims_expires_at, &isnull)) > now)
+		if (DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at, &isnull)) > now)
 			continue;
 		tid = slot->tts_tid;
 		if (heap_delete(rel, &tid, cid, InvalidSnapshot, false, &tmfd, false) == TM_Ok)
@@ -111,6 +120,8 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 			deleted++;
 			if (table == DEDUP_REL_OUTBOX_KEYS)
 				deleted_by_kind[DEDUP_KIND_OUTBOX]++;
+			else if (table == DEDUP_REL_STREAMS)
+				deleted_by_kind[DEDUP_KIND_STREAM]++;
 			else if (slot_attisnull(slot, Anum_claims_record))
 				deleted_by_kind[DEDUP_KIND_CLAIM]++;
 			else

@@ -15,13 +15,15 @@
 /*
  * The kinds of rows the cleanup deletes; the figures are kept per kind.
  * Claims and records share dedup.claims (a record has a record_state);
- * outbox event keys live in dedup.outbox_keys.
+ * outbox event keys live in dedup.outbox_keys, stream marks in
+ * dedup.streams.
  */
 typedef enum DedupKind
 {
 	DEDUP_KIND_CLAIM,
 	DEDUP_KIND_RECORD,
 	DEDUP_KIND_OUTBOX,
+	DEDUP_KIND_STREAM,
 	DEDUP_NUM_KINDS
 } DedupKind;
 

@@ -109,7 +109,7 @@ _PG_init(void)
 	DefineCustomStringVariable("dedup.cleanup_role",
 							   "Role the cleanup worker deletes as.",
 							   "Empty means the bootstrap superuser.  The role needs DELETE on "
-							   "dedup.claims and dedup.outbox_keys, not LOGIN.",
+							   "dedup.claims, dedup.outbox_keys and dedup.streams, not LOGIN.",
 							   &dedup_cleanup_role,
 							   "",
 							   PGC_SIGHUP, 0,
@@ -186,6 +186,8 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_OUTBOX_KEYS_PKEY] = "outbox_keys_pkey",
 	[DEDUP_REL_OUTBOX] = "outbox",
 	[DEDUP_REL_GRANTS] = "grants",
+	[DEDUP_REL_STREAMS] = "streams",
+	[DEDUP_REL_STREAMS_PKEY] = "streams_pkey",
 };
 static bool dedup_callback_registered = false;
 

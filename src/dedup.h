@@ -64,6 +64,8 @@ typedef enum DedupRelation
 	DEDUP_REL_OUTBOX_KEYS_PKEY,
 	DEDUP_REL_OUTBOX,
 	DEDUP_REL_GRANTS,
+	DEDUP_REL_STREAMS,			/* a key table: its primary key follows it */
+	DEDUP_REL_STREAMS_PKEY,
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 
@@ -83,6 +85,8 @@ extern TimestampTz dedup_timestamp_plus(TimestampTz t, const Interval *span);
 /* fingerprint.c: the one place that fingerprints anything */
 extern void dedup_key_datum(Datum key, int16 typlen, const text *scope,
 							DedupFingerprint *result);
+extern void dedup_stream_key(const text *scope, const text *stream,
+							 DedupFingerprint *result);
 extern void dedup_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope,
 						  int16 typlen, DedupFingerprint *result);
 extern void dedup_fingerprint_of_jsonb(Jsonb *jb, ArrayType *ignore,
@@ -122,6 +126,7 @@ typedef struct DedupScopeSettings
 {
 	Interval	value[DEDUP_SCOPE_NSETTINGS];	/* by DedupScopeSetting */
 	int32		max_attempts;
+	bool		strict;			/* sequence_mode: strict, not monotonic */
 	bool		configured;		/* dedup.scopes has a row for the scope */
 } DedupScopeSettings;
 

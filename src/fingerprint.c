@@ -33,6 +33,7 @@
 
 /* Domain tags keep the encodings of different inputs apart. */
 #define FP_TAG_CLAIM	"dedup/v1/claim"
+#define FP_TAG_STREAM	"dedup/v1/stream"
 #define FP_TAG_BYTES	"dedup/v1/bytes"
 #define FP_TAG_JSONB	"dedup/v1/jsonb"
 
@@ -94,6 +95,21 @@ fp_of_key(const text *scope, const void *key, Size keylen, DedupFingerprint *res
 	fp_hasher_start(&h, FP_TAG_CLAIM);
 	fp_hasher_add_sized(&h, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
 	fp_hasher_add(&h, key, keylen);
+	fp_hasher_finish(&h, result);
+}
+
+/*
+ * The stored fingerprint of a stream within a scope (dedup.streams): its own
+ * domain tag, so that no stream shares a fingerprint with a key.
+ */
+void
+dedup_stream_key(const text *scope, const text *stream, DedupFingerprint *result)
+{
+	FpHasher	h;
+
+	fp_hasher_start(&h, FP_TAG_STREAM);
+	fp_hasher_add_sized(&h, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
+	fp_hasher_add(&h, VARDATA_ANY(stream), VARSIZE_ANY_EXHDR(stream));
 	fp_hasher_finish(&h, result);
 }
 

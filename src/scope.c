@@ -60,6 +60,7 @@
 #define Anum_scopes_lease		3
 #define Anum_scopes_retention	4
 #define Anum_scopes_max_attempts 5
+#define Anum_scopes_sequence_mode 7	/* after updated_at: added in 1.1 */
 #define SCOPE_NSETTINGS			DEDUP_SCOPE_NSETTINGS
 
 /*
@@ -77,6 +78,7 @@ typedef struct ScopeCacheEntry
 	Interval	value[SCOPE_NSETTINGS];
 	bool		max_attempts_set;
 	int32		max_attempts;
+	bool		strict;			/* sequence_mode 'strict' */
 	/* privileges of one role on the scope, as far as they were looked up */
 	Oid			priv_role;
 	uint8		priv_known;		/* DEDUP_PRIV_* bits looked up for priv_role */
@@ -181,6 +183,15 @@ scope_load(const text *scope, ScopeCacheEntry *entry)
 			if (!isnull)
 				entry->max_attempts = DatumGetInt32(d);
 		}
+		/* a database still at 1.0 has no sequence_mode */
+		if (RelationGetDescr(rel)->natts >= Anum_scopes_sequence_mode)
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(tuple, Anum_scopes_sequence_mode,
+										 RelationGetDescr(rel), &isnull);
+
+			entry->strict = !isnull && strcmp(TextDatumGetCString(d), "strict") == 0;
+		}
 	}
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
@@ -250,6 +261,7 @@ scope_settings_of(const ScopeCacheEntry *entry, DedupScopeSettings *settings)
 	};
 
 	settings->configured = entry->found;
+	settings->strict = entry->strict;
 	settings->max_attempts = entry->max_attempts_set ?
 		entry->max_attempts : dedup_outbox_max_attempts;
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
@@ -482,8 +494,8 @@ scope_result(FunctionCallInfo fcinfo, text *scope)
 {
 	DedupScopeSettings settings;
 	TupleDesc	tupdesc;
-	Datum		values[SCOPE_NSETTINGS + 3];
-	bool		nulls[SCOPE_NSETTINGS + 3] = {false};
+	Datum		values[SCOPE_NSETTINGS + 4];
+	bool		nulls[SCOPE_NSETTINGS + 4] = {false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -493,6 +505,8 @@ scope_result(FunctionCallInfo fcinfo, text *scope)
 		values[i + 1] = IntervalPGetDatum(&settings.value[i]);
 	values[SCOPE_NSETTINGS + 1] = Int32GetDatum(settings.max_attempts);
 	values[SCOPE_NSETTINGS + 2] = BoolGetDatum(settings.configured);
+	/* last, so that 1.0's SQL, which has no such column, ignores it */
+	values[SCOPE_NSETTINGS + 3] = CStringGetTextDatum(settings.strict ? "strict" : "monotonic");
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
@@ -507,19 +521,23 @@ dedup_scope(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_set_scope(scope, ttl, lease, retention, max_attempts): upsert; a
- * NULL argument leaves that setting as it is (the GUC default for a new
- * scope).
+ * dedup_set_scope(scope, ttl, lease, retention, max_attempts, sequence_mode):
+ * upsert; a NULL argument leaves that setting as it is (the GUC default for
+ * a new scope).  Called by 1.0's SQL, it has no sequence_mode.
  */
+#define SET_SCOPE_NARGS (SCOPE_NSETTINGS + 3)
+
 PG_FUNCTION_INFO_V1(dedup_set_scope);
 Datum
 dedup_set_scope(PG_FUNCTION_ARGS)
 {
 	static const char *const names[SCOPE_NSETTINGS] = {"ttl", "lease", "retention"};
 	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
-	Oid			argtypes[SCOPE_NSETTINGS + 2] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID, INT4OID};
-	Datum		values[SCOPE_NSETTINGS + 2];
-	char		nulls[SCOPE_NSETTINGS + 2] = {' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[SET_SCOPE_NARGS] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID,
+	INT4OID, TEXTOID};
+	Datum		values[SET_SCOPE_NARGS];
+	char		nulls[SET_SCOPE_NARGS] = {' ', ' ', ' ', ' ', ' ', 'n'};
+	int			nargs = PG_NARGS() >= SET_SCOPE_NARGS ? SET_SCOPE_NARGS : SET_SCOPE_NARGS - 1;
 
 	values[0] = PointerGetDatum(scope);
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
@@ -541,10 +559,33 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 					 errmsg("max_attempts must be at least 1")));
 		values[SCOPE_NSETTINGS + 1] = Int32GetDatum(max_attempts);
 	}
+	if (nargs == SET_SCOPE_NARGS && !PG_ARGISNULL(SCOPE_NSETTINGS + 2))
+	{
+		text	   *mode = PG_GETARG_TEXT_PP(SCOPE_NSETTINGS + 2);
+		char	   *name = text_to_cstring(mode);
+
+		if (strcmp(name, "strict") != 0 && strcmp(name, "monotonic") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence_mode must be strict or monotonic"),
+					 errdetail("The value given was \"%s\".", name)));
+		values[SCOPE_NSETTINGS + 2] = PointerGetDatum(mode);
+		nulls[SCOPE_NSETTINGS + 2] = ' ';
+	}
 	dedup_check_writable("dedup_set_scope");
 
 	SPI_connect();
-	if (SPI_execute_with_args(
+	if (SPI_execute_with_args(nargs == SET_SCOPE_NARGS ?
+							  "INSERT INTO dedup.scopes AS s"
+							  " (scope, ttl, lease, retention, max_attempts, sequence_mode)"
+							  " VALUES ($1, $2, $3, $4, $5, $6)"
+							  " ON CONFLICT (scope) DO UPDATE SET"
+							  " ttl = COALESCE(excluded.ttl, s.ttl),"
+							  " lease = COALESCE(excluded.lease, s.lease),"
+							  " retention = COALESCE(excluded.retention, s.retention),"
+							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
+							  " sequence_mode = COALESCE(excluded.sequence_mode, s.sequence_mode),"
+							  " updated_at = pg_catalog.now()" :
 							  "INSERT INTO dedup.scopes AS s (scope, ttl, lease, retention, max_attempts)"
 							  " VALUES ($1, $2, $3, $4, $5)"
 							  " ON CONFLICT (scope) DO UPDATE SET"
@@ -553,8 +594,7 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 							  " retention = COALESCE(excluded.retention, s.retention),"
 							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
 							  " updated_at = pg_catalog.now()",
-							  SCOPE_NSETTINGS + 2, argtypes, values, nulls,
-							  false, 0) != SPI_OK_INSERT)
+							  nargs, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the settings of a dedup scope");
 	SPI_finish();
 

@@ -53,6 +53,7 @@ const char *const dedup_kind_names[DEDUP_NUM_KINDS] = {
 	[DEDUP_KIND_CLAIM] = "claim",
 	[DEDUP_KIND_RECORD] = "record",
 	[DEDUP_KIND_OUTBOX] = "outbox",
+	[DEDUP_KIND_STREAM] = "stream",
 };
 
 typedef struct StatsDatabase

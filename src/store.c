@@ -53,12 +53,6 @@
 
 #include "store.h"
 
-/* Column numbers of dedup.claims */
-#define Anum_claims_key			1
-#define Anum_claims_expires_at	2
-#define Anum_claims_record		3
-#define Natts_claims			3
-
 /* Field numbers of dedup.record_state */
 #define Anum_record_status			1
 #define Anum_record_attempts		2
@@ -101,10 +95,12 @@ key_store_open(KeyStore *ks, DedupRelation table, const char *funcname,
 {
 	LOCKMODE	mode = for_write ? RowExclusiveLock : AccessShareLock;
 
-	Assert(table == DEDUP_REL_CLAIMS || table == DEDUP_REL_OUTBOX_KEYS);
+	Assert(table == DEDUP_REL_CLAIMS || table == DEDUP_REL_OUTBOX_KEYS ||
+		   table == DEDUP_REL_STREAMS);
 	if (for_write)
 		dedup_check_writable(funcname);
 	ks->scope = scope;
+	ks->table = table;
 	ks->heap = dedup_relation_open(table, mode);
 	ks->index = dedup_relation_open(table + 1, mode);
 	ks->indexinfo = for_write ? BuildIndexInfo(ks->index) : NULL;
@@ -247,6 +243,13 @@ store_record_datum(KeyStore *ks, const DedupRecord *rec)
 static void
 key_store_report_busy(KeyStore *ks, const DedupFingerprint *fp)
 {
+	if (ks->table == DEDUP_REL_STREAMS)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("stream of scope \"%s\" is being advanced by another transaction",
+						text_to_cstring(ks->scope)),
+				 errdetail("The stream's fingerprint is %s.", dedup_fingerprint_hex(fp)),
+				 errhint("Deliver the message again later, or advance without nowait to wait for that transaction to end.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 			 errmsg("key of scope \"%s\" is being claimed by another transaction",
@@ -282,6 +285,21 @@ store_predicate_lock(KeyStore *ks, ScanKey skey)
 	ExecClearTuple(ks->slot);
 }
 
+/* The stream part of a row of dedup.streams in ks->slot. */
+static void
+store_stream_from_slot(KeyStore *ks, DedupStreamRow *stream)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = slot_getattr(ks->slot, Anum_streams_epoch, &isnull);
+	stream->has_epoch = !isnull;
+	stream->epoch = isnull ? 0 : DatumGetInt64(d);
+	d = slot_getattr(ks->slot, Anum_streams_mark, &isnull);
+	stream->has_mark = !isnull;
+	stream->mark = isnull ? 0 : DatumGetInt64(d);
+}
+
 /* Fill row from the tuple in ks->slot. */
 static void
 store_row_from_slot(KeyStore *ks, KeyRow *row)
@@ -290,8 +308,13 @@ store_row_from_slot(KeyStore *ks, KeyRow *row)
 	Datum		record;
 
 	row->tid = ks->slot->tts_tid;
-	row->expires_at = DatumGetTimestampTz(slot_getattr(ks->slot, Anum_claims_expires_at,
+	row->expires_at = DatumGetTimestampTz(slot_getattr(ks->slot, Anum_key_expires_at,
 													   &isnull));
+	if (ks->table == DEDUP_REL_STREAMS)
+	{
+		store_stream_from_slot(ks, &row->stream);
+		return;
+	}
 	record = slot_getattr(ks->slot, Anum_claims_record, &isnull);
 	row->has_record = !isnull;
 	if (row->has_record)
@@ -436,9 +459,8 @@ store_changed_under_us(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 }
 
 /*
- * Write the key's row: insert it when the key was absent, replace the row
- * found otherwise.  Releases the key lock.  Returns false when the row was
- * changed under us (the caller looks the key up again).
+ * Write a claim or record (dedup.claims, dedup.outbox_keys) with
+ * key_store_write().
  */
 bool
 key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
@@ -446,17 +468,29 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 {
 	Datum		values[Natts_claims];
 	bool		nulls[Natts_claims] = {false, false, false};
-	HeapTuple	tuple;
 
-	Assert(row->state != KEY_BUSY);
-	values[Anum_claims_key - 1] = PointerGetDatum(fp);
-	values[Anum_claims_expires_at - 1] = TimestampTzGetDatum(expires_at);
+	Assert(ks->table != DEDUP_REL_STREAMS);
+	values[Anum_key_key - 1] = PointerGetDatum(fp);
+	values[Anum_key_expires_at - 1] = TimestampTzGetDatum(expires_at);
 	if (record)
 		values[Anum_claims_record - 1] = store_record_datum(ks, record);
 	else
 		nulls[Anum_claims_record - 1] = true;
-	tuple = heap_form_tuple(RelationGetDescr(ks->heap), values, nulls);
+	return key_store_write(ks, fp, row, heap_form_tuple(RelationGetDescr(ks->heap), values, nulls),
+						   busy);
+}
 
+/*
+ * Write the key's row, a tuple of the key table whose key is fp: insert it
+ * when the key was absent, replace the row found otherwise.  Releases the
+ * key lock and frees the tuple.  Returns false when the row was changed
+ * under us (the caller looks the key up again).
+ */
+bool
+key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple tuple,
+				KeyBusyPolicy busy)
+{
+	Assert(row->state != KEY_BUSY);
 	if (row->state == KEY_ABSENT)
 	{
 		heap_insert(ks->heap, tuple, GetCurrentCommandId(true), 0, NULL);

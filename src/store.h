@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * store.h
- *	  The rows of dedup.claims, as claims (claim.c) and idempotency records
- *	  (record.c) read and write them: one key space, one expiry rule, one
- *	  concurrency protocol (store.c).
+ *	  The rows of the key tables, as claims (claim.c), idempotency records
+ *	  (record.c), outbox keys (outbox.c) and stream marks (stream.c) read
+ *	  and write them: one expiry rule, one concurrency protocol (store.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -40,6 +40,22 @@ dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
 	memcpy(&lo, fp->bytes + sizeof(hi), sizeof(lo));
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_KEY);
 }
+
+/*
+ * The key tables: a key fingerprint first (the primary key), then the time
+ * the row expires (the cleanup deletes by it), then what the table keeps.
+ * dedup.claims and dedup.outbox_keys: (key, expires_at, record);
+ * dedup.streams: (key, expires_at, epoch, mark, scope, stream).
+ */
+#define Anum_key_key			1
+#define Anum_key_expires_at		2
+#define Anum_claims_record		3
+#define Natts_claims			3
+#define Anum_streams_epoch		3
+#define Anum_streams_mark		4
+#define Anum_streams_scope		5
+#define Anum_streams_stream		6
+#define Natts_streams			6
 
 /* Status of an idempotency record */
 #define RECORD_PROCESSING	'p'
@@ -83,6 +99,15 @@ typedef enum KeyBusyPolicy
 	KEY_BUSY_RETURN				/* return KEY_BUSY at once */
 } KeyBusyPolicy;
 
+/* The stream part of a row of dedup.streams (stream.c). */
+typedef struct DedupStreamRow
+{
+	bool		has_epoch;
+	int64		epoch;
+	bool		has_mark;		/* false after a new epoch, before its first advance */
+	int64		mark;
+} DedupStreamRow;
+
 /* A key's row as found; the key lock is held unless the state is KEY_BUSY. */
 typedef struct KeyRow
 {
@@ -92,12 +117,14 @@ typedef struct KeyRow
 	TimestampTz expires_at;
 	bool		has_record;
 	DedupRecord record;
+	DedupStreamRow stream;		/* rows of dedup.streams */
 } KeyRow;
 
 /* Everything one call needs to read and write keys of one scope. */
 typedef struct KeyStore
 {
 	const text *scope;			/* for messages */
+	DedupRelation table;		/* which key table */
 	Relation	heap;
 	Relation	index;
 	IndexInfo  *indexinfo;
@@ -123,6 +150,8 @@ extern void key_store_unlock(KeyRow *row);
 extern bool key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 						  TimestampTz expires_at, const DedupRecord *record,
 						  KeyBusyPolicy busy);
+extern bool key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
+							HeapTuple tuple, KeyBusyPolicy busy);
 extern KeyState key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row);
 
 #endif							/* DEDUP_STORE_H */

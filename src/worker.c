@@ -395,7 +395,10 @@ worker_check_database(Oid *roleoid)
 	else if (pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_CLAIMS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK ||
 			 pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_OUTBOX_KEYS), *roleoid,
-							   ACL_DELETE) != ACLCHECK_OK)
+							   ACL_DELETE) != ACLCHECK_OK ||
+			 (OidIsValid(dedup_relation_lookup(DEDUP_REL_STREAMS)) &&
+			  pg_class_aclcheck(dedup_relation_lookup(DEDUP_REL_STREAMS), *roleoid,
+								ACL_DELETE) != ACLCHECK_OK))
 		state = DEDUP_DB_NOT_PERMITTED;
 	else
 		state = DEDUP_DB_CLEANING;

@@ -9,6 +9,7 @@ CREATE TABLE dedup.scopes (
     retention  interval,
     max_attempts integer CHECK (max_attempts >= 1),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    sequence_mode text COLLATE "C" CHECK (sequence_mode IN ('strict', 'monotonic')),
     CONSTRAINT scopes_pkey PRIMARY KEY (scope),
     CONSTRAINT scopes_ttl_check CHECK (dedup.interval_is_valid(ttl)),
     CONSTRAINT scopes_lease_check CHECK (dedup.interval_is_valid(lease)),

@@ -32,10 +32,10 @@ SELECT function_returns('public', 'dedup_claim_batch', ARRAY['text', 'text[]', '
 SELECT has_function('public', 'dedup_fingerprint', ARRAY['text']);
 SELECT has_function('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]']);
 SELECT volatility_is('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]'], 'immutable');
-SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer']);
-SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer']);
+SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text']);
+SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text']);
 SELECT ok((SELECT proconfig @> ARRAY['search_path=pg_catalog, pg_temp'] FROM pg_proc
-           WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval, integer)'::regprocedure),
+           WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval, integer, text)'::regprocedure),
           'dedup_set_scope pins its search_path');
 SELECT ok((SELECT bool_and(proconfig IS NOT NULL) FROM pg_proc
            WHERE prosecdef AND pronamespace = 'public'::regnamespace AND proname LIKE 'dedup%'),
@@ -71,7 +71,7 @@ SELECT has_table('dedup', 'scopes', 'dedup.scopes');
 -- privileges: PUBLIC may not claim, set scopes or read the tables
 SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot claim');
-SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer'],
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot change scopes');
 SELECT table_privs_are('dedup', 'claims', 'public', ARRAY[]::text[], 'PUBLIC cannot read claims');
 SELECT schema_privs_are('dedup', 'public', ARRAY[]::text[], 'PUBLIC cannot use schema dedup');
@@ -81,7 +81,7 @@ CREATE ROLE regress_dedup_tap_app NOLOGIN;
 SELECT dedup_grant_usage('regress_dedup_tap_app');
 SELECT function_privs_are('public', 'dedup_claim_batch', ARRAY['text', 'uuid[]', 'interval', 'boolean'],
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim batches');
-SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer'],
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text'],
                           'regress_dedup_tap_app', ARRAY[]::text[], 'granted role still cannot change scopes');
 SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'uuid', 'interval', 'boolean'],
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim uuid keys');
@@ -122,7 +122,7 @@ SELECT has_function('public', 'dedup_outbox_redrive', ARRAY['text', 'uuid[]']);
 SELECT has_function('public', 'dedup_outbox_stats', ARRAY['text']);
 SELECT isnt_definer('public', 'dedup_outbox_take', ARRAY['text', 'integer'],
                     'dedup_outbox_take runs as its caller, then its work as the owner (the caller''s relay privilege is checked)');
-SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer'],
+SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text'],
                   'dedup_set_scope writes the settings as the owner');
 SELECT is((SELECT count(*)::integer FROM pg_proc
            WHERE proname LIKE 'dedup\_outbox\_%' AND prosecdef

@@ -8,7 +8,7 @@
 -- follow each change).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(134);
+SELECT plan(184);
 
 CREATE ROLE tap_scope_app NOLOGIN;
 CREATE ROLE tap_scope_group NOLOGIN;
@@ -21,7 +21,8 @@ CREATE FUNCTION pg_temp.state() RETURNS text LANGUAGE sql AS $$
     (SELECT string_agg(t::text, ',' ORDER BY t::text) FROM dedup.outbox_dead AS t),
     (SELECT string_agg(t::text, ',' ORDER BY t::text) FROM dedup.outbox_keys AS t),
     (SELECT string_agg(t::text, ',' ORDER BY t::text) FROM dedup.scopes AS t),
-    (SELECT string_agg(t::text, ',' ORDER BY t::text) FROM dedup.grants AS t)))
+    (SELECT string_agg(t::text, ',' ORDER BY t::text) FROM dedup.grants AS t),
+    (SELECT string_agg(t::text, ',' ORDER BY t::text) FROM dedup.streams AS t)))
 $$;
 
 -- run a statement as the application role
@@ -49,6 +50,11 @@ INSERT INTO fns (fn, privilege, stmt) VALUES
   ('dedup_lookup', 'usage', $$SELECT count(*) FROM dedup_lookup('this', '%1$s')$$),
   ('dedup_scope', 'usage', $$SELECT dedup_scope('this')$$),
   ('dedup_outbox_put', 'usage', $$SELECT dedup_outbox_put('this', '%1$s', '{}')$$),
+  ('dedup_advance', 'usage', $$SELECT dedup_advance('this', '%1$s', 1)$$),
+  ('dedup_advance_batch', 'usage', $$SELECT count(*) FROM dedup_advance_batch('this', ARRAY['%1$s'], ARRAY[1]::bigint[])$$),
+  ('dedup_new_epoch', 'usage', $$SELECT dedup_new_epoch('this', '%1$s')$$),
+  ('dedup_position', 'usage', $$SELECT count(*) FROM dedup_position('this', '%1$s')$$),
+  ('dedup_streams', 'usage', $$SELECT count(*) FROM dedup_streams('this')$$),
   ('dedup_outbox_take', 'relay', $$SELECT count(*) FROM dedup_outbox_take('this', 100)$$),
   ('dedup_outbox_ack', 'relay', $$SELECT dedup_outbox_ack(ARRAY['%2$s'::uuid])$$),
   ('dedup_outbox_nack', 'relay', $$SELECT dedup_outbox_nack(ARRAY['%2$s'::uuid])$$),

@@ -1,0 +1,496 @@
+/*-------------------------------------------------------------------------
+ *
+ * stream.c
+ *	  Sequence marks, Kafka's idempotent producer in SQL: per (scope, stream)
+ *	  one narrow row of dedup.streams holding the last sequence number
+ *	  applied (the mark) and the producer's epoch, advanced in the caller's
+ *	  transaction.  dedup_advance(), dedup_advance_batch(),
+ *	  dedup_new_epoch(), dedup_position() and dedup_streams().
+ *
+ * A sequence at or below the mark is a duplicate: false, and nothing is
+ * written (no WAL, no dead tuple).  Above it: true, and the row is updated
+ * in place (a HOT update: no indexed column changes).  A scope whose
+ * sequence_mode is strict accepts only mark + 1, and refuses a gap (55000,
+ * naming the sequence expected).  A stream's first advance, and the first
+ * of a new epoch, may start at any sequence.
+ *
+ * Epochs fence zombie producers: once a stream has an epoch, a call with
+ * an older epoch, or with none, is refused (55006); a newer epoch starts the
+ * sequence afresh.  dedup_new_epoch() bumps the epoch for a producer that
+ * restarts.
+ *
+ * Rows are written through store.c, with the claims' key lock and
+ * concurrency protocol: two advancers of one stream serialize, the second
+ * waiting for the first's transaction and then deciding on its outcome
+ * (with nowait: 55P03).  A row expires the scope's retention after its
+ * last advance, and the cleanup then deletes it: a late sequence after
+ * that starts the stream afresh.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/tableam.h"
+#include "catalog/pg_type_d.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+
+#include "store.h"
+
+/* A stream's name and the arguments of one advance. */
+typedef struct StreamAdvance
+{
+	text	   *stream;
+	DedupFingerprint fp;
+	int64		seq;
+	bool		has_epoch;
+	int64		epoch;
+	int			pos;			/* in a batch's input */
+} StreamAdvance;
+
+static int64
+stream_int8_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	int64		value;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	value = PG_GETARG_INT64(argno);
+	if (value < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", what)));
+	return value;
+}
+
+static bool
+stream_nowait_arg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("nowait must not be null")));
+	return PG_GETARG_BOOL(argno);
+}
+
+/* The scope of a call: checked, the caller's usage of it, its settings. */
+static text *
+stream_scope(FunctionCallInfo fcinfo, const char *funcname, DedupScopeSettings *settings)
+{
+	text	   *scope;
+
+	if (funcname)
+		dedup_check_writable(funcname);
+	scope = dedup_scope_arg(fcinfo, 0, "scope");
+	dedup_scope_use(scope, DEDUP_PRIV_USAGE, settings);
+	return scope;
+}
+
+/* A row of dedup.streams, to write with key_store_write(). */
+static HeapTuple
+stream_tuple(KeyStore *ks, const StreamAdvance *a, TimestampTz expires_at,
+			 const DedupStreamRow *next)
+{
+	Datum		values[Natts_streams];
+	bool		nulls[Natts_streams] = {false};
+
+	values[Anum_key_key - 1] = PointerGetDatum(&a->fp);
+	values[Anum_key_expires_at - 1] = TimestampTzGetDatum(expires_at);
+	values[Anum_streams_epoch - 1] = Int64GetDatum(next->epoch);
+	nulls[Anum_streams_epoch - 1] = !next->has_epoch;
+	values[Anum_streams_mark - 1] = Int64GetDatum(next->mark);
+	nulls[Anum_streams_mark - 1] = !next->has_mark;
+	values[Anum_streams_scope - 1] = PointerGetDatum(ks->scope);
+	values[Anum_streams_stream - 1] = PointerGetDatum(a->stream);
+	return heap_form_tuple(RelationGetDescr(ks->heap), values, nulls);
+}
+
+static void
+stream_report_fenced(KeyStore *ks, const StreamAdvance *a, const KeyRow *row)
+{
+	char	   *stream = text_to_cstring(a->stream);
+
+	key_store_unlock((KeyRow *) row);
+	if (!a->has_epoch)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("stream \"%s\" of scope \"%s\" is fenced by epoch %lld",
+						stream, text_to_cstring(ks->scope), (long long) row->stream.epoch),
+				 errdetail("The stream has a producer epoch, and the call gave none."),
+				 errhint("Pass the epoch dedup_new_epoch() returned; nothing was changed.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("producer epoch %lld of stream \"%s\" of scope \"%s\" is fenced",
+					(long long) a->epoch, stream, text_to_cstring(ks->scope)),
+			 errdetail("The stream is at epoch %lld: a newer producer took it over.",
+					   (long long) row->stream.epoch),
+			 errhint("This producer instance must stop; nothing was changed.")));
+}
+
+/*
+ * Advance one stream to a->seq: true when it moved, false for a duplicate.
+ * Waits for a transaction in progress that wrote the stream (with nowait:
+ * 55P03).
+ */
+static bool
+stream_advance(KeyStore *ks, const StreamAdvance *a, bool strict, TimestampTz expires_at,
+			   bool nowait)
+{
+	KeyBusyPolicy busy = nowait ? KEY_BUSY_ERROR : KEY_BUSY_WAIT;
+
+	for (;;)
+	{
+		KeyRow		row;
+		DedupStreamRow next;
+		bool		live = key_store_find(ks, &a->fp, busy, &row) == KEY_LIVE;
+		bool		new_epoch;
+
+		if (live && row.stream.has_epoch && (!a->has_epoch || a->epoch < row.stream.epoch))
+			stream_report_fenced(ks, a, &row);
+		new_epoch = live && a->has_epoch && (!row.stream.has_epoch || a->epoch > row.stream.epoch);
+		if (live && row.stream.has_mark && !new_epoch)
+		{
+			if (a->seq <= row.stream.mark)
+			{
+				key_store_unlock(&row);
+				return false;
+			}
+			if (strict && a->seq != row.stream.mark + 1)
+			{
+				key_store_unlock(&row);
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("sequence %lld of stream \"%s\" of scope \"%s\" leaves a gap",
+								(long long) a->seq, text_to_cstring(a->stream),
+								text_to_cstring(ks->scope)),
+						 errdetail("The stream's mark is %lld: the next sequence must be %lld.",
+								   (long long) row.stream.mark, (long long) row.stream.mark + 1),
+						 errhint("The scope's sequence_mode is strict; send %lld first, or set the mode to monotonic.",
+								 (long long) row.stream.mark + 1)));
+			}
+		}
+		next.has_epoch = a->has_epoch || (live && row.stream.has_epoch);
+		next.epoch = a->has_epoch ? a->epoch : row.stream.epoch;
+		next.has_mark = true;
+		next.mark = a->seq;
+		if (key_store_write(ks, &a->fp, &row, stream_tuple(ks, a, expires_at, &next), busy))
+			return true;
+	}
+}
+
+/*
+ * dedup_advance(scope text, stream text, seq bigint, epoch bigint DEFAULT NULL,
+ *				 nowait boolean DEFAULT false) RETURNS boolean
+ */
+PG_FUNCTION_INFO_V1(dedup_advance);
+Datum
+dedup_advance(PG_FUNCTION_ARGS)
+{
+	DedupScopeSettings settings;
+	text	   *scope = stream_scope(fcinfo, "dedup_advance", &settings);
+	StreamAdvance a;
+	bool		nowait;
+	KeyStore	ks;
+	bool		moved;
+
+	a.stream = dedup_scope_arg(fcinfo, 1, "stream");
+	a.seq = stream_int8_arg(fcinfo, 2, "seq");
+	a.has_epoch = !PG_ARGISNULL(3);
+	a.epoch = a.has_epoch ? stream_int8_arg(fcinfo, 3, "epoch") : 0;
+	nowait = stream_nowait_arg(fcinfo, 4);
+	dedup_stream_key(scope, a.stream, &a.fp);
+
+	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_advance", scope, true);
+	moved = stream_advance(&ks, &a, settings.strict,
+						   dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
+						   nowait);
+	key_store_close(&ks);
+	PG_RETURN_BOOL(moved);
+}
+
+static int
+stream_advance_cmp(const void *x, const void *y)
+{
+	const StreamAdvance *a = (const StreamAdvance *) x;
+	const StreamAdvance *b = (const StreamAdvance *) y;
+
+	return dedup_fingerprint_compare(&a->fp, &b->fp);
+}
+
+/* The elements of a one-dimensional array argument, or an error. */
+static void
+stream_array_arg(FunctionCallInfo fcinfo, int argno, const char *what, Oid elemtype,
+				 Datum **elems, bool **nulls, int *n)
+{
+	ArrayType  *array;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", what)));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(array, elemtype, typlen, typbyval, typalign, elems, nulls, n);
+}
+
+/*
+ * dedup_advance_batch(scope text, streams text[], seqs bigint[],
+ *					   epochs bigint[] DEFAULT NULL, nowait boolean DEFAULT false)
+ *	RETURNS SETOF text
+ *
+ * Advances each stream to its sequence (an epoch each, or NULL) in one call,
+ * in fingerprint order so that two batches never deadlock; returns the
+ * streams that moved, in the order given.  A stream given twice is refused.
+ */
+PG_FUNCTION_INFO_V1(dedup_advance_batch);
+Datum
+dedup_advance_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DedupScopeSettings settings;
+	text	   *scope = stream_scope(fcinfo, "dedup_advance_batch", &settings);
+	Datum	   *names;
+	bool	   *name_nulls;
+	int			n;
+	Datum	   *seqs;
+	bool	   *seq_nulls;
+	int			nseqs;
+	Datum	   *epochs = NULL;
+	bool	   *epoch_nulls = NULL;
+	int			nepochs = 0;
+	bool		nowait;
+	StreamAdvance *adv;
+	bool	   *moved;
+	KeyStore	ks;
+	TimestampTz expires_at;
+
+	stream_array_arg(fcinfo, 1, "streams", TEXTOID, &names, &name_nulls, &n);
+	stream_array_arg(fcinfo, 2, "seqs", INT8OID, &seqs, &seq_nulls, &nseqs);
+	if (!PG_ARGISNULL(3))
+		stream_array_arg(fcinfo, 3, "epochs", INT8OID, &epochs, &epoch_nulls, &nepochs);
+	nowait = stream_nowait_arg(fcinfo, 4);
+	if (nseqs != n || (epochs && nepochs != n))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("streams, seqs and epochs must have one element per stream"),
+				 errdetail("There are %d streams, %d seqs and %d epochs.", n, nseqs,
+						   epochs ? nepochs : n)));
+	if (n > DEDUP_MAX_BATCH_KEYS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many streams in one batch"),
+				 errdetail("The batch has %d streams; the limit is %d.", n, DEDUP_MAX_BATCH_KEYS)));
+
+	/* check every element before writing anything */
+	adv = palloc(sizeof(StreamAdvance) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		Size		len;
+
+		if (name_nulls[i] || seq_nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("streams and seqs must not contain null"),
+					 errdetail("Element %d is null.", i + 1)));
+		adv[i].stream = DatumGetTextPP(names[i]);
+		len = VARSIZE_ANY_EXHDR(adv[i].stream);
+		if (len == 0 || len > DEDUP_MAX_SCOPE_BYTES)
+			ereport(ERROR,
+					(errcode(len == 0 ? ERRCODE_INVALID_PARAMETER_VALUE :
+							 ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+					 errmsg(len == 0 ? "stream must not be empty" : "stream name is too long"),
+					 errdetail("Element %d has %zu bytes; the limit is %d.", i + 1, len,
+							   DEDUP_MAX_SCOPE_BYTES)));
+		adv[i].seq = DatumGetInt64(seqs[i]);
+		adv[i].has_epoch = epochs != NULL && !epoch_nulls[i];
+		adv[i].epoch = adv[i].has_epoch ? DatumGetInt64(epochs[i]) : 0;
+		if (adv[i].seq < 0 || (adv[i].has_epoch && adv[i].epoch < 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("seqs and epochs must not be negative"),
+					 errdetail("Element %d is negative.", i + 1)));
+		adv[i].pos = i;
+		dedup_stream_key(scope, adv[i].stream, &adv[i].fp);
+	}
+	qsort(adv, n, sizeof(StreamAdvance), stream_advance_cmp);
+	for (int i = 1; i < n; i++)
+		if (dedup_fingerprint_compare(&adv[i].fp, &adv[i - 1].fp) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("stream \"%s\" is given twice", text_to_cstring(adv[i].stream)),
+					 errhint("Advance each stream once a call, to its highest sequence.")));
+
+	moved = palloc0(sizeof(bool) * Max(n, 1));
+	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_advance_batch", scope, true);
+	expires_at = dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]);
+	for (int i = 0; i < n; i++)
+		moved[adv[i].pos] = stream_advance(&ks, &adv[i], settings.strict, expires_at, nowait);
+	key_store_close(&ks);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull = false;
+
+		if (moved[i])
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &names[i], &isnull);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * dedup_new_epoch(scope text, stream text) RETURNS bigint
+ *
+ * A producer that restarts takes a new epoch: the stream's epoch + 1 (1 for
+ * a stream without one), with no mark, so that its first advance may start
+ * anywhere and every call with an older epoch is fenced once this commits.
+ */
+PG_FUNCTION_INFO_V1(dedup_new_epoch);
+Datum
+dedup_new_epoch(PG_FUNCTION_ARGS)
+{
+	DedupScopeSettings settings;
+	text	   *scope = stream_scope(fcinfo, "dedup_new_epoch", &settings);
+	StreamAdvance a;
+	KeyStore	ks;
+	DedupStreamRow next;
+
+	memset(&a, 0, sizeof(a));
+	a.stream = dedup_scope_arg(fcinfo, 1, "stream");
+	dedup_stream_key(scope, a.stream, &a.fp);
+	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_new_epoch", scope, true);
+	for (;;)
+	{
+		KeyRow		row;
+		bool		live = key_store_find(&ks, &a.fp, KEY_BUSY_WAIT, &row) == KEY_LIVE;
+
+		next.has_epoch = true;
+		next.epoch = (live && row.stream.has_epoch ? row.stream.epoch : 0) + 1;
+		next.has_mark = false;
+		next.mark = 0;
+		if (key_store_write(&ks, &a.fp, &row,
+							stream_tuple(&ks, &a,
+										 dedup_timestamp_plus(ks.now,
+															  &settings.value[DEDUP_SCOPE_RETENTION]),
+										 &next),
+							KEY_BUSY_WAIT))
+			break;
+	}
+	key_store_close(&ks);
+	PG_RETURN_INT64(next.epoch);
+}
+
+/* Columns of dedup_position's and dedup_streams' results */
+#define POSITION_NATTS 3
+
+static void
+stream_position_values(const DedupStreamRow *s, TimestampTz expires_at, Datum *values, bool *nulls)
+{
+	values[0] = Int64GetDatum(s->mark);
+	nulls[0] = !s->has_mark;
+	values[1] = Int64GetDatum(s->epoch);
+	nulls[1] = !s->has_epoch;
+	values[2] = TimestampTzGetDatum(expires_at);
+	nulls[2] = false;
+}
+
+/*
+ * dedup_position(scope text, stream text) RETURNS TABLE (mark bigint,
+ *		epoch bigint, expires_at timestamptz)
+ *
+ * The stream's mark and epoch as the statement's snapshot sees them; no row
+ * for a stream never advanced, or expired.  Changes nothing.
+ */
+PG_FUNCTION_INFO_V1(dedup_position);
+Datum
+dedup_position(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *scope = stream_scope(fcinfo, NULL, NULL);
+	text	   *stream = dedup_scope_arg(fcinfo, 1, "stream");
+	DedupFingerprint fp;
+	KeyStore	ks;
+	KeyRow		row;
+	Datum		values[POSITION_NATTS];
+	bool		nulls[POSITION_NATTS];
+
+	dedup_stream_key(scope, stream, &fp);
+	InitMaterializedSRF(fcinfo, 0);
+	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_position", scope, false);
+	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
+	{
+		stream_position_values(&row.stream, row.expires_at, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	key_store_close(&ks);
+	return (Datum) 0;
+}
+
+/*
+ * dedup_streams(scope text) RETURNS TABLE (stream text, mark bigint,
+ *		epoch bigint, expires_at timestamptz)
+ *
+ * Every live stream of a scope, as the statement's snapshot sees them, in
+ * no particular order; a scan of dedup.streams (one row a stream).
+ */
+PG_FUNCTION_INFO_V1(dedup_streams);
+Datum
+dedup_streams(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *scope = stream_scope(fcinfo, NULL, NULL);
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	TimestampTz now = GetCurrentTimestamp();
+
+	InitMaterializedSRF(fcinfo, 0);
+	rel = dedup_relation_open(DEDUP_REL_STREAMS, AccessShareLock);
+	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		text	   *row_scope;
+		DedupStreamRow s;
+		TimestampTz expires_at;
+		Datum		values[POSITION_NATTS + 1];
+		bool		nulls[POSITION_NATTS + 1];
+		Datum		d;
+
+		CHECK_FOR_INTERRUPTS();
+		row_scope = DatumGetTextPP(heap_getattr(tuple, Anum_streams_scope, desc, &isnull));
+		if (VARSIZE_ANY_EXHDR(row_scope) != VARSIZE_ANY_EXHDR(scope) ||
+			memcmp(VARDATA_ANY(row_scope), VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope)) != 0)
+			continue;
+		expires_at = DatumGetTimestampTz(heap_getattr(tuple, Anum_key_expires_at, desc, &isnull));
+		if (expires_at <= now)
+			continue;
+		d = heap_getattr(tuple, Anum_streams_epoch, desc, &isnull);
+		s.has_epoch = !isnull;
+		s.epoch = isnull ? 0 : DatumGetInt64(d);
+		d = heap_getattr(tuple, Anum_streams_mark, desc, &isnull);
+		s.has_mark = !isnull;
+		s.mark = isnull ? 0 : DatumGetInt64(d);
+		values[0] = heap_getattr(tuple, Anum_streams_stream, desc, &nulls[0]);
+		stream_position_values(&s, expires_at, values + 1, nulls + 1);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return (Datum) 0;
+}
