@@ -427,9 +427,9 @@ worker_check_database(Oid *roleoid)
 				break;
 			case DEDUP_DB_NOT_PERMITTED:
 				ereport(LOG,
-						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" may not delete from dedup.claims and dedup.outbox_keys",
+						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" may not delete from dedup.claims, dedup.outbox_keys or dedup.streams",
 								datname, GetUserNameFromId(*roleoid, false)),
-						 errhint("Set dedup.cleanup_role to the extension's owner, or grant the role DELETE on both tables.")));
+						 errhint("Set dedup.cleanup_role to the extension's owner, or grant the role DELETE on the three tables.")));
 				break;
 			case DEDUP_DB_CLEANING:
 				ereport(LOG,

@@ -47,6 +47,10 @@ SELECT count(*) FROM dedup_claim_batch('short', ARRAY(SELECT 'gone-' || i FROM g
 SELECT count(*) FROM generate_series(1, 30) i,
     LATERAL dedup_begin('short', 'rec-' || i) b, LATERAL dedup_complete('short', 'rec-' || i, 200, '{}') c;
 SELECT count(*) FROM generate_series(31, 40) i, LATERAL dedup_begin('short', 'rec-' || i) b;
+-- streams: 5 idle past a 2-second retention, 3 kept for a day
+SELECT dedup_set_scope('idle', retention => '2 seconds');
+SELECT count(*) FROM generate_series(1, 5) i, LATERAL dedup_advance('idle', 'p-' || i, i) a;
+SELECT count(*) FROM generate_series(1, 3) i, LATERAL dedup_advance('kept', 'p-' || i, i) a;
 SQL
 
 # 1. exactly the expired rows go, and the figures count them
@@ -57,7 +61,8 @@ check "live claims are still duplicates" \
 	"$(q -c "SELECT count(*) FROM dedup_claim_batch('long', ARRAY(SELECT 'live-' || i FROM generate_series(1, 3000) i))")" 0
 check "deleted per kind" \
 	"$(q -c "SELECT string_agg(kind || '=' || rows_deleted, ' ' ORDER BY kind) FROM dedup_cleanup_stats()")" \
-	"claim=2000 outbox=0 record=40"
+	"claim=2000 outbox=0 record=40 stream=5"
+check "the streams kept are the live ones" "$(q -c "SELECT string_agg(scope, ',' ORDER BY scope) FROM (SELECT DISTINCT scope FROM dedup.streams) s")" kept
 check "no errors, a lag of a few intervals at most" \
 	"$(q -c "SELECT bool_and(errors = 0 AND cleanup_lag < interval '3 seconds') FROM dedup_cleanup_stats()")" t
 check "the view shows app and not the databases it skips" \
@@ -112,7 +117,7 @@ sleep 2.5
 check "missing role logged once" "$(log_count 'role "cleaner" does not exist')" 1
 check "role without DELETE logged once" "$(log_count 'role "cleaner" may not delete from dedup.claims')" 1
 check "nothing deleted without the right" "$(q -c "SELECT count(*) FROM dedup.claims")" 3120
-q -c "GRANT DELETE ON dedup.claims, dedup.outbox_keys TO cleaner"
+q -c "GRANT DELETE ON dedup.claims, dedup.outbox_keys, dedup.streams TO cleaner"
 wait_for "SELECT count(*) FROM dedup.claims" 3020 10
 echo "ok: granted DELETE, a role without LOGIN cleans"
 reload "dedup.cleanup_role = ''"
