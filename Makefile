@@ -65,7 +65,7 @@ PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 override autodepend = yes
 
 # the simulator: a client program, built beside the extension, not installed
-SIM_OBJS = sim/main.o sim/feed.o sim/db.o sim/consumer.o sim/relay.o \
+SIM_OBJS = sim/main.o sim/feed.o sim/db.o sim/consumer.o sim/relay.o sim/log.o \
 	sim/faults.o sim/report.o
 EXTRA_CLEAN = sim/dedup-sim $(SIM_OBJS)
 

@@ -44,8 +44,13 @@ faults_kill_one(PGconn **admin, uint64_t *rng)
 			continue;
 		if (*admin == NULL || PQstatus(*admin) != CONNECTION_OK)
 		{
+			PGresult   *quiet;
+
 			PQfinish(*admin);
 			*admin = db_plain("dedup-sim fault injector");
+			/* a target gone meanwhile is no news: no "is not a PostgreSQL backend" warning */
+			quiet = PQexec(*admin, "SET client_min_messages = error");
+			PQclear(quiet);
 		}
 		snprintf(pidtext, sizeof(pidtext), "%d", pid);
 		res = PQexecParams(*admin, "SELECT pg_terminate_backend($1::int)", 1, NULL,
@@ -108,7 +113,7 @@ faults_killer_main(void *arg)
 		}
 		if (crashes_done < sim_options.crashes &&
 			atomic_load(&sim_counters.deliveries) >=
-			feed_total() * (crashes_done + 1) / (sim_options.crashes + 1))
+			sim_planned_deliveries() * (crashes_done + 1) / (sim_options.crashes + 1))
 		{
 			faults_crash(crashes_done++);
 			PQfinish(admin);

@@ -34,6 +34,8 @@ SimOptions	sim_options = {
 	.progress_seconds = 0,
 	.timeout_seconds = 600,
 	.seed = 0,
+	.log_mode = false,
+	.partitions = 8,
 };
 SimCounters sim_counters;
 Message    *sim_messages;
@@ -47,6 +49,12 @@ char		sim_topic[64];
 static atomic_int main_consumers_left;
 static atomic_bool main_relay_done;
 
+
+long
+sim_planned_deliveries(void)
+{
+	return sim_options.log_mode ? log_total() : feed_total();
+}
 
 int64_t
 sim_now_ms(void)
@@ -119,7 +127,15 @@ main_usage(void)
 		   "      --progress=SECONDS  a progress line every SECONDS (0: live line\n"
 		   "                          on a terminal, every 5 s otherwise) [0]\n"
 		   "      --timeout=SECONDS   give up, exit 1, if not done by then [600]\n"
-		   "      --seed=S            random seed [from the clock]\n");
+		   "      --seed=S            random seed [from the clock]\n"
+		   "      --log               the partitioned-log simulation instead: producers\n"
+		   "                          append numbered messages through dedup_advance\n"
+		   "                          (strict, with epochs; a restart fences the old\n"
+		   "                          instance), consumers apply them from their stored\n"
+		   "                          position; --messages are spread over the partitions\n"
+		   "      --partitions=P      partitions of --log [8]\n"
+		   "      --unguarded         --log without dedup_advance, a control that must\n"
+		   "                          break the invariants\n");
 }
 
 static double
@@ -181,6 +197,9 @@ main_options(int argc, char **argv)
 		{"progress", required_argument, NULL, 'p'},
 		{"seed", required_argument, NULL, 'S'},
 		{"timeout", required_argument, NULL, 'O'},
+		{"log", no_argument, NULL, 'G'},
+		{"partitions", required_argument, NULL, 'Q'},
+		{"unguarded", no_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -252,6 +271,15 @@ main_options(int argc, char **argv)
 				break;
 			case 'S':
 				o->seed = strtoull(optarg, NULL, 0);
+				break;
+			case 'G':
+				o->log_mode = true;
+				break;
+			case 'Q':
+				o->partitions = main_count("partitions", optarg, 1, 1000);
+				break;
+			case 'U':
+				o->log_unguarded = true;
 				break;
 			case 'h':
 				main_usage();
@@ -454,6 +482,8 @@ main(int argc, char **argv)
 	main_options(argc, argv);
 	rng = sim_options.seed;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (sim_options.log_mode)
+		return log_main();
 	main_messages(&rng);
 	feed_build(&rng);
 	printf("== dedup-sim: %ld messages, %ld deliveries (1..%d copies each%s), "

@@ -44,6 +44,9 @@ typedef struct SimOptions
 	int			progress_seconds;
 	int			timeout_seconds;	/* give up (exit 1) after this long */
 	uint64_t	seed;
+	bool		log_mode;		/* --log: the partitioned-log simulation (log.c) */
+	int			partitions;		/* its partitions */
+	bool		log_unguarded;	/* --log without dedup_advance: must fail */
 } SimOptions;
 
 typedef enum MessageKind
@@ -96,6 +99,13 @@ typedef struct SimCounters
 	atomic_long max_gap_ms;		/* longest time from a message's commit to
 								 * a later copy */
 	atomic_long crash_outage_ms[8];
+	/* the partitioned-log mode */
+	atomic_long log_sends;		/* producer sends (advance + append) */
+	atomic_long log_duplicate_sends;	/* sends the broker's mark said were in */
+	atomic_long log_fenced;		/* sends of an old producer instance refused */
+	atomic_long log_restarts;	/* producers restarted under a new epoch */
+	atomic_long log_seeks;		/* consumer seeks back (redeliveries) */
+	atomic_long log_consumer_crashes;	/* consumers that resumed from the mark */
 } SimCounters;
 
 /* a connection of one thread, with the pid the fault injector may kill */
@@ -162,6 +172,13 @@ extern void *relay_main(void *arg);
 /* faults.c */
 extern void faults_register(SimConn *sc);
 extern void *faults_killer_main(void *arg);
+
+/* log.c: the partitioned-log mode */
+extern int	log_main(void);
+extern long log_total(void);
+
+/* main.c: how many deliveries the run makes, for the crash schedule */
+extern long sim_planned_deliveries(void);
 
 /* report.c */
 extern int report_print(int64_t elapsed_ms);

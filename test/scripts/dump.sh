@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scripted test: pg_dump / pg_restore keep every claim, record, scope
-# setting, outbox event and per-scope grant.  A database with all of them (claims of three
+# setting, outbox event, per-scope grant and sequence mark.  A database with all of them (claims of three
 # key types, processing and complete records with responses, a released
 # record's tombstone, scope settings, outbox events pending, in flight and
 # dead, outbox keys, the outbox's sequence advanced) is dumped in custom
@@ -30,6 +30,19 @@ grants_of() {	# the grants, and what each role may do, in database $1
 	{ q -d "$1" -c "SET ROLE dump_relay" -c "SELECT count(*) FROM dedup_outbox_stats('orders')" 2>&1 || true; } |
 		grep -o 'permission denied for scope "orders"'
 }
+# sequence marks: a strict scope, streams with and without an epoch
+q -d src -c "SELECT dedup_set_scope('log', sequence_mode => 'strict')" \
+	-c "SELECT dedup_advance('log', 'p-0', 41), dedup_advance('log', 'p-0', 42)" \
+	-c "SELECT dedup_new_epoch('log', 'producer'), dedup_advance('log', 'producer', 7, epoch => 1)" >/dev/null
+marks_of() {	# the marks, and how they decide, in database $1
+	q -d "$1" -c "SELECT stream || ' ' || coalesce(mark::text, '-') || ' ' || coalesce(epoch::text, '-')
+	                FROM dedup_streams('log') ORDER BY 1"
+	q -d "$1" -c "BEGIN" -c "SELECT dedup_advance('log', 'p-0', 42), dedup_advance('log', 'p-0', 43)" -c "ROLLBACK"
+	{ q -d "$1" -c "SELECT dedup_advance('log', 'producer', 8, epoch => 0)" 2>&1 || true; } | grep -o 'is fenced'
+	{ q -d "$1" -c "SELECT dedup_advance('log', 'p-0', 45)" 2>&1 || true; } | grep -o 'leaves a gap'
+}
+marks_before=$(marks_of src)
+echo "$marks_before"
 grants_before=$(grants_of src)
 echo "$grants_before"
 before=$(fixture_snapshot src)
@@ -46,6 +59,7 @@ for db in restored replayed; do
 		"$(q -d $db -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" \
 		"$(q -d src -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")"
 	check "$db: the scope grants, and what they allow and refuse" "$(grants_of $db)" "$grants_before"
+	check "$db: the sequence marks, epochs and strict mode, and how they decide" "$(marks_of $db)" "$marks_before"
 	fixture_check $db
 done
 echo "dump: custom-format restore and plain SQL replay keep every dedup row and its behaviour"
