@@ -33,22 +33,6 @@ claim_ttl(FunctionCallInfo fcinfo, int argno, DedupScopeSettings *settings)
 	return ttl ? ttl : &settings->value[DEDUP_SCOPE_TTL];
 }
 
-/*
- * The scope argument of a claim, checked, with its settings; refused first
- * where no claim may be written (25006, 25000), then to a role without
- * usage of the scope (42501).
- */
-static text *
-claim_scope(FunctionCallInfo fcinfo, const char *funcname, DedupScopeSettings *settings)
-{
-	text	   *scope;
-
-	dedup_check_writable(funcname);
-	scope = dedup_scope_arg(fcinfo, 0, "scope");
-	dedup_scope_use(scope, DEDUP_PRIV_USAGE, settings);
-	return scope;
-}
-
 static bool
 claim_nowait_arg(FunctionCallInfo fcinfo, int argno)
 {
@@ -67,7 +51,7 @@ static Datum
 claim_single(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
-	text	   *scope = claim_scope(fcinfo, "dedup_claim", &settings);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_claim", DEDUP_PRIV_USAGE, &settings);
 	bool		nowait;
 	Interval   *ttl;
 	DedupFingerprint fp;
@@ -131,7 +115,8 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DedupScopeSettings settings;
-	text	   *scope = claim_scope(fcinfo, "dedup_claim_batch", &settings);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_claim_batch", DEDUP_PRIV_USAGE,
+									   &settings);
 	ArrayType  *keys;
 	Oid			elemtype;
 	int16		typlen;

@@ -204,9 +204,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	KeyStore	ks;
 	bool		is_new;
 
-	dedup_check_writable("dedup_outbox_put");
-	topic = dedup_scope_arg(fcinfo, 0, "topic");
-	dedup_scope_use(topic, DEDUP_PRIV_USAGE, &settings);
+	topic = dedup_scope_of_call(fcinfo, "topic", "dedup_outbox_put", DEDUP_PRIV_USAGE, &settings);
 	aggregate_id = outbox_text_arg(fcinfo, 3, "aggregate_id");
 	type = outbox_text_arg(fcinfo, 4, "type");
 	headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);

@@ -57,24 +57,6 @@ record_status_name(char status)
 	}
 }
 
-/*
- * The scope argument, checked, with its settings (unless settings is NULL);
- * a writing function (funcname given) is refused first where it may not
- * write (25006, 25000), then any to a role without usage of the scope
- * (42501).
- */
-static text *
-record_scope(FunctionCallInfo fcinfo, const char *funcname, DedupScopeSettings *settings)
-{
-	text	   *scope;
-
-	if (funcname)
-		dedup_check_writable(funcname);
-	scope = dedup_scope_arg(fcinfo, 0, "scope");
-	dedup_scope_use(scope, DEDUP_PRIV_USAGE, settings);
-	return scope;
-}
-
 /* The request fingerprint argument, if any. */
 static bool
 record_request_arg(FunctionCallInfo fcinfo, int argno, DedupFingerprint *fp)
@@ -105,7 +87,7 @@ Datum
 dedup_begin(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = record_scope(fcinfo, "dedup_begin", &settings);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_begin", DEDUP_PRIV_USAGE, &settings);
 	DedupFingerprint fp;
 	DedupFingerprint request;
 	bool		has_request;
@@ -346,7 +328,7 @@ Datum
 dedup_complete(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = record_scope(fcinfo, "dedup_complete", &settings);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_complete", DEDUP_PRIV_USAGE, &settings);
 	DedupFingerprint fp;
 	int32		attempt;
 	Interval   *ttl = &settings.value[DEDUP_SCOPE_TTL];
@@ -380,7 +362,7 @@ PG_FUNCTION_INFO_V1(dedup_release);
 Datum
 dedup_release(PG_FUNCTION_ARGS)
 {
-	text	   *scope = record_scope(fcinfo, "dedup_release", NULL);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, NULL);
 	DedupFingerprint fp;
 	int32		attempt;
 	KeyStore	ks;
@@ -414,7 +396,7 @@ Datum
 dedup_lookup(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = record_scope(fcinfo, NULL, NULL);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
 	DedupFingerprint fp;
 	KeyStore	ks;
 	KeyRow		row;

@@ -437,6 +437,26 @@ dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
 		scope_report_denied(scope, roleid, privileges);
 }
 
+/*
+ * The scope argument of a call that uses it (argument 0; "what" names it in
+ * errors): a writing function (funcname given) is refused first where it
+ * may not write (25006, 25000), before it reads anything; then the
+ * argument is checked, then the caller's privilege (42501), and the
+ * settings filled in (unless settings is NULL).
+ */
+text *
+dedup_scope_of_call(FunctionCallInfo fcinfo, const char *what, const char *funcname,
+					int privileges, DedupScopeSettings *settings)
+{
+	text	   *scope;
+
+	if (funcname)
+		dedup_check_writable(funcname);
+	scope = dedup_scope_arg(fcinfo, 0, what);
+	dedup_scope_use(scope, privileges, settings);
+	return scope;
+}
+
 /* A privilege named in SQL: 'usage' or 'relay'. */
 static int
 scope_privilege_arg(FunctionCallInfo fcinfo, int argno)
@@ -514,10 +534,8 @@ PG_FUNCTION_INFO_V1(dedup_scope);
 Datum
 dedup_scope(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
-
-	dedup_scope_use(scope, DEDUP_PRIV_USAGE | DEDUP_PRIV_RELAY, NULL);
-	return scope_result(fcinfo, scope);
+	return scope_result(fcinfo, dedup_scope_of_call(fcinfo, "scope", NULL,
+													DEDUP_PRIV_USAGE | DEDUP_PRIV_RELAY, NULL));
 }
 
 /*

@@ -80,19 +80,6 @@ stream_nowait_arg(FunctionCallInfo fcinfo, int argno)
 	return PG_GETARG_BOOL(argno);
 }
 
-/* The scope of a call: checked, the caller's usage of it, its settings. */
-static text *
-stream_scope(FunctionCallInfo fcinfo, const char *funcname, DedupScopeSettings *settings)
-{
-	text	   *scope;
-
-	if (funcname)
-		dedup_check_writable(funcname);
-	scope = dedup_scope_arg(fcinfo, 0, "scope");
-	dedup_scope_use(scope, DEDUP_PRIV_USAGE, settings);
-	return scope;
-}
-
 /* A row of dedup.streams, to write with key_store_write(). */
 static HeapTuple
 stream_tuple(KeyStore *ks, const StreamAdvance *a, TimestampTz expires_at,
@@ -194,7 +181,7 @@ Datum
 dedup_advance(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = stream_scope(fcinfo, "dedup_advance", &settings);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_advance", DEDUP_PRIV_USAGE, &settings);
 	StreamAdvance a;
 	bool		nowait;
 	KeyStore	ks;
@@ -262,7 +249,7 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DedupScopeSettings settings;
-	text	   *scope = stream_scope(fcinfo, "dedup_advance_batch", &settings);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_advance_batch", DEDUP_PRIV_USAGE, &settings);
 	Datum	   *names;
 	bool	   *name_nulls;
 	int			n;
@@ -364,7 +351,7 @@ Datum
 dedup_new_epoch(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = stream_scope(fcinfo, "dedup_new_epoch", &settings);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_new_epoch", DEDUP_PRIV_USAGE, &settings);
 	StreamAdvance a;
 	KeyStore	ks;
 	DedupStreamRow next;
@@ -420,7 +407,7 @@ Datum
 dedup_position(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = stream_scope(fcinfo, NULL, NULL);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
 	text	   *stream = dedup_scope_arg(fcinfo, 1, "stream");
 	DedupFingerprint fp;
 	KeyStore	ks;
@@ -452,7 +439,7 @@ Datum
 dedup_streams(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = stream_scope(fcinfo, NULL, NULL);
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tuple;

@@ -56,6 +56,98 @@ ALTER TABLE dedup.scopes
     ADD CONSTRAINT scopes_retention_check CHECK (dedup.interval_is_valid(retention));
 
 -------------------------------------------------------------------------
+-- Sequence marks (issue 16): dedup.streams, the stream functions, and a
+-- scope's sequence_mode
+-------------------------------------------------------------------------
+ALTER TABLE dedup.scopes
+    ADD COLUMN sequence_mode text COLLATE "C" CHECK (sequence_mode IN ('strict', 'monotonic'));
+
+-- Sequence marks (stream.c): one row per (scope, stream), keyed by a
+-- fingerprint of both, holding the producer's epoch and the last sequence
+-- number applied.  An advance updates the row in place; no indexed column
+-- changes, so it is a HOT update, and the columns that change (expires_at,
+-- mark) sit together so that its WAL record holds little more than them.
+-- A row expires the scope's retention after its last advance, and the
+-- cleanup deletes it.  mark is NULL after a new epoch, before its first
+-- advance.
+CREATE TABLE dedup.streams (
+    key        @extschema@.dedup_fingerprint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    epoch      bigint CHECK (epoch >= 0),
+    mark       bigint CHECK (mark >= 0),
+    scope      text COLLATE "C" NOT NULL,
+    stream     text COLLATE "C" NOT NULL,
+    CONSTRAINT streams_pkey PRIMARY KEY (key)
+) USING heap WITH (fillfactor = 70);
+COMMENT ON TABLE dedup.streams IS 'per (scope, stream): the producer epoch and the last sequence number applied (the mark), and their expiry';
+SELECT pg_catalog.pg_extension_config_dump('dedup.streams', '');
+
+-------------------------------------------------------------------------
+-- Sequence marks: per-stream high-water marks with producer epochs
+-------------------------------------------------------------------------
+CREATE FUNCTION @extschema@.dedup_advance(scope text, stream text, seq bigint,
+    epoch bigint DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_advance(text, text, bigint, bigint, boolean) IS
+    'advance a stream''s mark to seq in the current transaction: true when seq is beyond the mark, false for a duplicate; an older epoch is fenced';
+
+CREATE FUNCTION @extschema@.dedup_advance_batch(scope text, streams text[], seqs bigint[],
+    epochs bigint[] DEFAULT NULL, nowait boolean DEFAULT false)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean) IS
+    'advance many streams of a scope in the current transaction; returns the streams that moved';
+
+CREATE FUNCTION @extschema@.dedup_new_epoch(scope text, stream text)
+RETURNS bigint
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_new_epoch(text, text) IS
+    'take a new producer epoch for a stream (the old one is fenced once this commits); returns it';
+
+CREATE FUNCTION @extschema@.dedup_position(scope text, stream text,
+    OUT mark bigint, OUT epoch bigint, OUT expires_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
+COMMENT ON FUNCTION @extschema@.dedup_position(text, text) IS
+    'a stream''s mark and epoch, without changing them; no row for a stream never advanced or expired';
+
+CREATE FUNCTION @extschema@.dedup_streams(scope text,
+    OUT stream text, OUT mark bigint, OUT epoch bigint, OUT expires_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
+COMMENT ON FUNCTION @extschema@.dedup_streams(text) IS
+    'every live stream of a scope with its mark and epoch';
+REVOKE ALL ON FUNCTION
+    @extschema@.dedup_advance(text, text, bigint, bigint, boolean),
+    @extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean),
+    @extschema@.dedup_new_epoch(text, text),
+    @extschema@.dedup_position(text, text),
+    @extschema@.dedup_streams(text)
+FROM PUBLIC;
+-- Roles granted usage before are not given the stream functions here: a
+-- GRANT in an extension script becomes the object's initial privilege,
+-- which pg_dump leaves out, so a dump of the updated database would lose
+-- it.  Run dedup_grant_usage(role) again for roles that advance streams.
+
+-- dedup_set_scope takes and returns the sequence_mode (it is the owner's:
+-- EXECUTE granted on it by hand must be granted again).  dedup_scope keeps
+-- its 1.0 columns, so that application roles keep their EXECUTE on it.
+DROP FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer);
+CREATE FUNCTION @extschema@.dedup_set_scope(
+    scope text, ttl interval DEFAULT NULL, lease interval DEFAULT NULL,
+    retention interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
+    sequence_mode text DEFAULT NULL,
+    OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
+    OUT max_attempts integer, OUT configured boolean, OUT sequence_mode text)
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text) IS
+    'set a scope''s ttl, lease, retention, outbox max_attempts and sequence_mode (strict or monotonic; NULL leaves a setting as it is); returns the effective settings';
+
+REVOKE ALL ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text) FROM PUBLIC;
+
+-------------------------------------------------------------------------
 -- Per-scope privileges (issue 20): scopes and topics are granted to roles
 -- in dedup.grants and checked at a call's first use of its scope
 -------------------------------------------------------------------------
@@ -387,7 +479,12 @@ AS $$
         '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
         '@extschema@.dedup_release(text, text, integer)',
         '@extschema@.dedup_lookup(text, text)',
-        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)'
+        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)',
+        '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
+        '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',
+        '@extschema@.dedup_new_epoch(text, text)',
+        '@extschema@.dedup_position(text, text)',
+        '@extschema@.dedup_streams(text)'
     ]::regprocedure[]
     WHEN 'relay' THEN ARRAY[
         '@extschema@.dedup_outbox_take(text, integer)',
@@ -513,132 +610,3 @@ COMMENT ON VIEW @extschema@.dedup_scope_privileges IS
     'the scopes (usage) and topics (relay) granted to each role; scope NULL is every scope, ''p*'' every scope beginning with p';
 REVOKE ALL ON @extschema@.dedup_scope_privileges FROM PUBLIC;
 
--------------------------------------------------------------------------
--- Sequence marks (issue 16): dedup.streams, the stream functions, and a
--- scope's sequence_mode
--------------------------------------------------------------------------
-ALTER TABLE dedup.scopes
-    ADD COLUMN sequence_mode text COLLATE "C" CHECK (sequence_mode IN ('strict', 'monotonic'));
-
--- Sequence marks (stream.c): one row per (scope, stream), keyed by a
--- fingerprint of both, holding the producer's epoch and the last sequence
--- number applied.  An advance updates the row in place; no indexed column
--- changes, so it is a HOT update, and the columns that change (expires_at,
--- mark) sit together so that its WAL record holds little more than them.
--- A row expires the scope's retention after its last advance, and the
--- cleanup deletes it.  mark is NULL after a new epoch, before its first
--- advance.
-CREATE TABLE dedup.streams (
-    key        @extschema@.dedup_fingerprint NOT NULL,
-    expires_at timestamptz NOT NULL,
-    epoch      bigint CHECK (epoch >= 0),
-    mark       bigint CHECK (mark >= 0),
-    scope      text COLLATE "C" NOT NULL,
-    stream     text COLLATE "C" NOT NULL,
-    CONSTRAINT streams_pkey PRIMARY KEY (key)
-) USING heap WITH (fillfactor = 70);
-COMMENT ON TABLE dedup.streams IS 'per (scope, stream): the producer epoch and the last sequence number applied (the mark), and their expiry';
-SELECT pg_catalog.pg_extension_config_dump('dedup.streams', '');
-
--------------------------------------------------------------------------
--- Sequence marks: per-stream high-water marks with producer epochs
--------------------------------------------------------------------------
-CREATE FUNCTION @extschema@.dedup_advance(scope text, stream text, seq bigint,
-    epoch bigint DEFAULT NULL, nowait boolean DEFAULT false)
-RETURNS boolean
-AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION @extschema@.dedup_advance(text, text, bigint, bigint, boolean) IS
-    'advance a stream''s mark to seq in the current transaction: true when seq is beyond the mark, false for a duplicate; an older epoch is fenced';
-
-CREATE FUNCTION @extschema@.dedup_advance_batch(scope text, streams text[], seqs bigint[],
-    epochs bigint[] DEFAULT NULL, nowait boolean DEFAULT false)
-RETURNS SETOF text
-AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION @extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean) IS
-    'advance many streams of a scope in the current transaction; returns the streams that moved';
-
-CREATE FUNCTION @extschema@.dedup_new_epoch(scope text, stream text)
-RETURNS bigint
-AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION @extschema@.dedup_new_epoch(text, text) IS
-    'take a new producer epoch for a stream (the old one is fenced once this commits); returns it';
-
-CREATE FUNCTION @extschema@.dedup_position(scope text, stream text,
-    OUT mark bigint, OUT epoch bigint, OUT expires_at timestamptz)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
-COMMENT ON FUNCTION @extschema@.dedup_position(text, text) IS
-    'a stream''s mark and epoch, without changing them; no row for a stream never advanced or expired';
-
-CREATE FUNCTION @extschema@.dedup_streams(scope text,
-    OUT stream text, OUT mark bigint, OUT epoch bigint, OUT expires_at timestamptz)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
-COMMENT ON FUNCTION @extschema@.dedup_streams(text) IS
-    'every live stream of a scope with its mark and epoch';
-REVOKE ALL ON FUNCTION
-    @extschema@.dedup_advance(text, text, bigint, bigint, boolean),
-    @extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean),
-    @extschema@.dedup_new_epoch(text, text),
-    @extschema@.dedup_position(text, text),
-    @extschema@.dedup_streams(text)
-FROM PUBLIC;
--- dedup_grant_usage gives the stream functions too.
--- The functions a role of each privilege is granted EXECUTE on: the one
--- list the grant and revoke helpers read.
-CREATE OR REPLACE FUNCTION dedup.functions_of(privilege text)
-RETURNS regprocedure[]
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE privilege
-    WHEN 'usage' THEN ARRAY[
-        '@extschema@.dedup_scope(text)',
-        '@extschema@.dedup_claim(text, text, interval, boolean)',
-        '@extschema@.dedup_claim(text, bytea, interval, boolean)',
-        '@extschema@.dedup_claim(text, uuid, interval, boolean)',
-        '@extschema@.dedup_claim(text, @extschema@.dedup_fingerprint, interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, text[], interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, bytea[], interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, uuid[], interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)',
-        '@extschema@.dedup_begin(text, text, jsonb, interval)',
-        '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
-        '@extschema@.dedup_release(text, text, integer)',
-        '@extschema@.dedup_lookup(text, text)',
-        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)',
-        '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
-        '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',
-        '@extschema@.dedup_new_epoch(text, text)',
-        '@extschema@.dedup_position(text, text)',
-        '@extschema@.dedup_streams(text)'
-    ]::regprocedure[]
-    WHEN 'relay' THEN ARRAY[
-        '@extschema@.dedup_outbox_take(text, integer)',
-        '@extschema@.dedup_outbox_ack(uuid[], integer[])',
-        '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
-        '@extschema@.dedup_outbox_stats(text)'
-    ]::regprocedure[]
-    END
-$$;
--- Roles granted usage before are not given the stream functions here: a
--- GRANT in an extension script becomes the object's initial privilege,
--- which pg_dump leaves out, so a dump of the updated database would lose
--- it.  Run dedup_grant_usage(role) again for roles that advance streams.
-
--- dedup_set_scope takes and returns the sequence_mode (it is the owner's:
--- EXECUTE granted on it by hand must be granted again).  dedup_scope keeps
--- its 1.0 columns, so that application roles keep their EXECUTE on it.
-DROP FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer);
-CREATE FUNCTION @extschema@.dedup_set_scope(
-    scope text, ttl interval DEFAULT NULL, lease interval DEFAULT NULL,
-    retention interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
-    sequence_mode text DEFAULT NULL,
-    OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
-    OUT max_attempts integer, OUT configured boolean, OUT sequence_mode text)
-AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text) IS
-    'set a scope''s ttl, lease, retention, outbox max_attempts and sequence_mode (strict or monotonic; NULL leaves a setting as it is); returns the effective settings';
-
-REVOKE ALL ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text) FROM PUBLIC;
