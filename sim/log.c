@@ -141,13 +141,11 @@ log_send(SimConn *sc, int partition, long n, long epoch, long seq, uint64_t *rng
 	return outcome;
 }
 
-/* A producer instance sends n = from..to with seq 0, 1, ... until all took. */
+/* A producer instance sends n = from..to with seq, seq + 1, ... until all took. */
 static void
-log_produce(SimConn *sc, int partition, long from, long to, long epoch, uint64_t *rng,
-			bool zombie)
+log_produce(SimConn *sc, int partition, long from, long to, long epoch, long seq,
+			uint64_t *rng, bool zombie)
 {
-	long		seq = 0;
-
 	for (long n = from; n <= to && !atomic_load(&sim_stopping); n++, seq++)
 	{
 		int			outcome;
@@ -234,27 +232,32 @@ log_producer_main(void *arg)
 	const char *epoch_params[] = {log_scope_broker, stream};
 	const char *end_params[] = {p};
 	long		half = log_per_partition / 2;
+	long		old_epoch;
 	long		epoch;
 	long		resume;
 
 	snprintf(stream, sizeof(stream), "p-%d", lp->partition);
 	snprintf(p, sizeof(p), "%d", lp->partition);
 	db_connect(&lp->conn);
-	epoch = log_number(&lp->conn, "new_epoch", 2, epoch_params);
-	log_produce(&lp->conn, lp->partition, 1, half, epoch, &rng, false);
+	old_epoch = log_number(&lp->conn, "new_epoch", 2, epoch_params);
+	log_produce(&lp->conn, lp->partition, 1, half, old_epoch, 0, &rng, false);
 
-	/* the restart: fence the old instance, then see where the log stands */
+	/*
+	 * The restart: the new instance fences the old one, then sees where the
+	 * log stands.  (A new_epoch whose outcome was lost and is asked again
+	 * only bumps the epoch once more: the old instance's stays older.)
+	 */
 	atomic_fetch_add(&sim_counters.log_restarts, 1);
 	epoch = log_number(&lp->conn, "new_epoch", 2, epoch_params);
 	resume = log_number(&lp->conn, "log_end", 1, end_params) + 1;
 	if (half + 1 <= log_per_partition)
 	{
-		/* the old instance, still alive, sends on with the old epoch */
+		/* the old instance, still alive, sends on: its epoch, its next seq */
 		db_connect(&lp->zombie_conn);
 		log_produce(&lp->zombie_conn, lp->partition, half + 1,
-					Min(half + LOG_ZOMBIE_SENDS, log_per_partition), epoch - 1, &rng, true);
+					Min(half + LOG_ZOMBIE_SENDS, log_per_partition), old_epoch, half, &rng, true);
 	}
-	log_produce(&lp->conn, lp->partition, resume, log_per_partition, epoch, &rng, false);
+	log_produce(&lp->conn, lp->partition, resume, log_per_partition, epoch, 0, &rng, false);
 	atomic_fetch_sub(&log_producers_left, 1);
 	atomic_fetch_add(&log_threads_done, 1);
 	return NULL;
@@ -380,6 +383,7 @@ log_consumer_main(void *arg)
 			{
 				db_unexpected(&lc->conn, "read", res);
 				PQclear(res);
+				all_consumed = false;
 				continue;
 			}
 			rows = PQntuples(res);

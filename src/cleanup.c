@@ -41,6 +41,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "utils/acl.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -82,8 +83,14 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 	CommandId	cid = GetCurrentCommandId(true);
 	int64		deleted = 0;
 
-	/* a database whose extension is still at 1.0 has no dedup.streams */
-	if (!OidIsValid(dedup_relation_lookup(table)))
+	/*
+	 * A database whose extension is still at 1.0 has no dedup.streams; a
+	 * cleanup role of 1.0's, granted DELETE on the other two tables only,
+	 * goes on cleaning them and leaves the streams alone.
+	 */
+	if (!OidIsValid(dedup_relation_lookup(table)) ||
+		(table == DEDUP_REL_STREAMS &&
+		 pg_class_aclcheck(dedup_relation_lookup(table), GetUserId(), ACL_DELETE) != ACLCHECK_OK))
 	{
 		*position = InvalidBlockNumber;
 		return 0;

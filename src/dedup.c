@@ -109,7 +109,7 @@ _PG_init(void)
 	DefineCustomStringVariable("dedup.cleanup_role",
 							   "Role the cleanup worker deletes as.",
 							   "Empty means the bootstrap superuser.  The role needs DELETE on "
-							   "dedup.claims, dedup.outbox_keys and dedup.streams, not LOGIN.",
+							   "dedup.claims and dedup.outbox_keys (and on dedup.streams, or idle streams are left), not LOGIN.",
 							   &dedup_cleanup_role,
 							   "",
 							   PGC_SIGHUP, 0,
@@ -475,8 +475,13 @@ PG_FUNCTION_INFO_V1(dedup_check_interval_sql);
 Datum
 dedup_check_interval_sql(PG_FUNCTION_ARGS)
 {
-	char	   *what = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *what;
 
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("what and allow_zero must not be null")));
+	what = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

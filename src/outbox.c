@@ -278,8 +278,8 @@ relay_plan(Oid fn, int nargs, Oid *argtypes)
 		nargs > RELAY_MAX_ARGS)
 		elog(ERROR, "dedup_outbox_relay() serves only the outbox relay's functions");
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT * FROM %s.outbox_%s($1",
-					 DEDUP_INTERNAL_SCHEMA, name + strlen(RELAY_PUBLIC_PREFIX));
+	appendStringInfo(&sql, "SELECT * FROM %s.%s($1", DEDUP_INTERNAL_SCHEMA,
+					 quote_identifier(psprintf("outbox_%s", name + strlen(RELAY_PUBLIC_PREFIX))));
 	types[0] = OIDOID;
 	for (int i = 0; i < nargs; i++)
 	{

@@ -79,10 +79,14 @@ typedef struct ScopeCacheEntry
 	bool		max_attempts_set;
 	int32		max_attempts;
 	bool		strict;			/* sequence_mode 'strict' */
-	/* privileges of one role on the scope, as far as they were looked up */
-	Oid			priv_role;
-	uint8		priv_known;		/* DEDUP_PRIV_* bits looked up for priv_role */
-	uint8		priv_allowed;	/* of those, the ones it has */
+	/*
+	 * privileges of two roles on the scope (a caller, and the owner the
+	 * relay's work runs as), as far as they were looked up
+	 */
+	Oid			priv_role[2];
+	uint8		priv_known[2];	/* DEDUP_PRIV_* bits looked up for priv_role */
+	uint8		priv_allowed[2];	/* of those, the ones it has */
+	int			priv_next;		/* the slot a third role takes */
 } ScopeCacheEntry;
 
 #define SCOPE_CACHE_MAX 10000
@@ -366,11 +370,14 @@ static bool
 scope_entry_allows(ScopeCacheEntry *entry, const text *scope, Oid roleid, int privileges)
 {
 	bool		keep = true;
+	int			slot = entry->priv_role[0] == roleid ? 0 : entry->priv_role[1] == roleid ? 1 : -1;
 
-	if (entry->priv_role != roleid)
+	if (slot < 0)
 	{
-		entry->priv_role = roleid;
-		entry->priv_known = entry->priv_allowed = 0;
+		slot = entry->priv_next;
+		entry->priv_next = 1 - slot;
+		entry->priv_role[slot] = roleid;
+		entry->priv_known[slot] = entry->priv_allowed[slot] = 0;
 	}
 	for (int p = DEDUP_PRIV_USAGE; p <= DEDUP_PRIV_RELAY; p <<= 1)
 	{
@@ -378,8 +385,8 @@ scope_entry_allows(ScopeCacheEntry *entry, const text *scope, Oid roleid, int pr
 
 		if (!(privileges & p))
 			continue;
-		if (keep && (entry->priv_known & p))
-			allowed = (entry->priv_allowed & p) != 0;
+		if (keep && (entry->priv_known[slot] & p))
+			allowed = (entry->priv_allowed[slot] & p) != 0;
 		else
 		{
 			uint64		generation = scope_cache_generation;
@@ -389,9 +396,9 @@ scope_entry_allows(ScopeCacheEntry *entry, const text *scope, Oid roleid, int pr
 				keep = false;
 			else if (keep)
 			{
-				entry->priv_known |= p;
+				entry->priv_known[slot] |= p;
 				if (allowed)
-					entry->priv_allowed |= p;
+					entry->priv_allowed[slot] |= p;
 			}
 		}
 		if (allowed)

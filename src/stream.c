@@ -191,6 +191,11 @@ dedup_advance(PG_FUNCTION_ARGS)
 	a.seq = stream_int8_arg(fcinfo, 2, "seq");
 	a.has_epoch = !PG_ARGISNULL(3);
 	a.epoch = a.has_epoch ? stream_int8_arg(fcinfo, 3, "epoch") : 0;
+	if (a.epoch == PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("epoch must be less than %lld", (long long) PG_INT64_MAX),
+				 errdetail("dedup_new_epoch() must be able to give a newer one.")));
 	nowait = stream_nowait_arg(fcinfo, 4);
 	dedup_stream_key(scope, a.stream, &a.fp);
 
@@ -305,11 +310,12 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 		adv[i].seq = DatumGetInt64(seqs[i]);
 		adv[i].has_epoch = epochs != NULL && !epoch_nulls[i];
 		adv[i].epoch = adv[i].has_epoch ? DatumGetInt64(epochs[i]) : 0;
-		if (adv[i].seq < 0 || (adv[i].has_epoch && adv[i].epoch < 0))
+		if (adv[i].seq < 0 || (adv[i].has_epoch && (adv[i].epoch < 0 || adv[i].epoch == PG_INT64_MAX)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("seqs and epochs must not be negative"),
-					 errdetail("Element %d is negative.", i + 1)));
+					 errmsg("seqs and epochs must not be negative, and epochs less than %lld",
+							(long long) PG_INT64_MAX),
+					 errdetail("Element %d is out of range.", i + 1)));
 		adv[i].pos = i;
 		dedup_stream_key(scope, adv[i].stream, &adv[i].fp);
 	}
@@ -363,10 +369,11 @@ dedup_new_epoch(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		KeyRow		row;
-		bool		live = key_store_find(&ks, &a.fp, KEY_BUSY_WAIT, &row) == KEY_LIVE;
+		bool		present = key_store_find(&ks, &a.fp, KEY_BUSY_WAIT, &row) != KEY_ABSENT;
 
+		/* count on from an expired row's epoch too: epochs never go back */
 		next.has_epoch = true;
-		next.epoch = (live && row.stream.has_epoch ? row.stream.epoch : 0) + 1;
+		next.epoch = (present && row.stream.has_epoch ? row.stream.epoch : 0) + 1;
 		next.has_mark = false;
 		next.mark = 0;
 		if (key_store_write(&ks, &a.fp, &row,

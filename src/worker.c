@@ -395,10 +395,7 @@ worker_check_database(Oid *roleoid)
 	else if (pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_CLAIMS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK ||
 			 pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_OUTBOX_KEYS), *roleoid,
-							   ACL_DELETE) != ACLCHECK_OK ||
-			 (OidIsValid(dedup_relation_lookup(DEDUP_REL_STREAMS)) &&
-			  pg_class_aclcheck(dedup_relation_lookup(DEDUP_REL_STREAMS), *roleoid,
-								ACL_DELETE) != ACLCHECK_OK))
+							   ACL_DELETE) != ACLCHECK_OK)
 		state = DEDUP_DB_NOT_PERMITTED;
 	else
 		state = DEDUP_DB_CLEANING;
@@ -427,9 +424,9 @@ worker_check_database(Oid *roleoid)
 				break;
 			case DEDUP_DB_NOT_PERMITTED:
 				ereport(LOG,
-						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" may not delete from dedup.claims, dedup.outbox_keys or dedup.streams",
+						(errmsg("dedup cleanup skips database \"%s\": role \"%s\" may not delete from dedup.claims and dedup.outbox_keys",
 								datname, GetUserNameFromId(*roleoid, false)),
-						 errhint("Set dedup.cleanup_role to the extension's owner, or grant the role DELETE on the three tables.")));
+						 errhint("Set dedup.cleanup_role to the extension's owner, or grant the role DELETE on both tables (and on dedup.streams).")));
 				break;
 			case DEDUP_DB_CLEANING:
 				ereport(LOG,

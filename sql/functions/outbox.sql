@@ -144,6 +144,10 @@ DECLARE
     done uuid[];
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_ack');
+    -- refused before anything is done, and again by the statement that acts
+    -- (an event of another topic may have been put since); there the check
+    -- names the joined row, so that it is made only for events named, and
+    -- raises only for a row that is joined
     PERFORM dedup.has_privilege(caller, t.topic, 'relay', true)
     FROM (SELECT o.topic FROM dedup.outbox AS o WHERE o.id = ANY (ids)
           UNION
@@ -153,10 +157,12 @@ BEGIN
     ), gone AS (
         DELETE FROM dedup.outbox AS o USING given AS g
         WHERE o.id = g.id AND o.attempts > 0 AND (g.attempt IS NULL OR o.attempts = g.attempt)
+          AND dedup.has_privilege(caller, o.topic, 'relay', g.id = o.id)
         RETURNING o.id
     ), gone_dead AS (
         DELETE FROM dedup.outbox_dead AS d USING given AS g
         WHERE d.id = g.id AND (g.attempt IS NULL OR d.attempts = g.attempt)
+          AND dedup.has_privilege(caller, d.topic, 'relay', g.id = d.id)
         RETURNING d.id
     )
     SELECT coalesce(array_agg(x.id), '{}') INTO done
@@ -182,6 +188,10 @@ DECLARE
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_nack');
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    -- refused before anything is done, and again by the statement that acts
+    -- (an event of another topic may have been put since); there the check
+    -- names the joined row, so that it is made only for events named, and
+    -- raises only for a row that is joined
     PERFORM dedup.has_privilege(caller, t.topic, 'relay', true)
     FROM (SELECT o.topic FROM dedup.outbox AS o WHERE o.id = ANY (ids)
           UNION
@@ -193,6 +203,7 @@ BEGIN
                o.attempts >= (SELECT s.max_attempts FROM @extschema@.dedup_scope(o.topic) AS s) AS dies
         FROM dedup.outbox AS o JOIN given AS g ON o.id = g.id
         WHERE o.status = 't' AND (g.attempt IS NULL OR o.attempts = g.attempt)
+          AND dedup.has_privilege(caller, o.topic, 'relay', g.id = o.id)
     ), dead AS (
         DELETE FROM dedup.outbox AS o USING targets AS t
         WHERE o.id = t.tid AND t.dies

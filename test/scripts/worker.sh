@@ -109,6 +109,7 @@ echo "ok: enabled again on reload: the expired rows went"
 reload "dedup.cleanup_role = 'cleaner'"
 wait_for "SELECT setting FROM pg_settings WHERE name = 'dedup.cleanup_role'" cleaner
 q -c "SELECT count(*) FROM dedup_claim_batch('short', ARRAY(SELECT 'role-' || i FROM generate_series(1, 100) i))" >/dev/null
+q -c "SELECT count(*) FROM generate_series(1, 4) i, LATERAL dedup_advance('idle', 'role-' || i, i) a" >/dev/null
 wait_for_log 'skips database "app": role "cleaner" does not exist'
 psql -X -q -c "CREATE ROLE cleaner NOLOGIN"
 # the message names the role the worker cleans as
@@ -117,8 +118,14 @@ sleep 2.5
 check "missing role logged once" "$(log_count 'role "cleaner" does not exist')" 1
 check "role without DELETE logged once" "$(log_count 'role "cleaner" may not delete from dedup.claims')" 1
 check "nothing deleted without the right" "$(q -c "SELECT count(*) FROM dedup.claims")" 3120
-q -c "GRANT DELETE ON dedup.claims, dedup.outbox_keys, dedup.streams TO cleaner"
+# 1.0's grant (the two tables) cleans them, and leaves the streams alone
+q -c "GRANT DELETE ON dedup.claims, dedup.outbox_keys TO cleaner"
 wait_for "SELECT count(*) FROM dedup.claims" 3020 10
+sleep 2.5
+check "a role without DELETE on dedup.streams leaves the streams" \
+	"$(q -c "SELECT count(*) FROM dedup.streams WHERE scope = 'idle'")" 4
+q -c "GRANT DELETE ON dedup.streams TO cleaner"
+wait_for "SELECT count(*) FROM dedup.streams WHERE scope = 'idle'" 0 10
 echo "ok: granted DELETE, a role without LOGIN cleans"
 reload "dedup.cleanup_role = ''"
 

@@ -80,6 +80,10 @@ SELECT dedup_advance('events', 'producer-7', 0, epoch => 2) AS e2_starts_afresh,
 -- a newer epoch given by the caller also takes the stream over
 SELECT dedup_advance('events', 'producer-7', 5, epoch => 9) AS e9;
 SELECT mark, epoch FROM dedup_position('events', 'producer-7');
+-- an expired stream's epoch still counts for the next one
+UPDATE dedup.streams SET expires_at = now() - interval '1 second' WHERE stream = 'producer-7';
+SELECT dedup_new_epoch('events', 'producer-7') AS after_expiry;
+SELECT dedup_advance('events', 'producer-7', 6, epoch => 10) AS e10_takes_over;
 -- a stream without an epoch takes the first one given
 SELECT dedup_advance('events', 'consumer-1', 1), dedup_advance('events', 'consumer-1', 2, epoch => 3);
 SELECT mark, epoch FROM dedup_position('events', 'consumer-1');
@@ -87,8 +91,8 @@ SELECT mark, epoch FROM dedup_position('events', 'consumer-1');
 -- batches: the streams that moved, in the order given
 SELECT * FROM dedup_advance_batch('orders', ARRAY['p-2', 'p-0', 'p-3'], ARRAY[1, 11, 1]::bigint[]);
 SELECT * FROM dedup_advance_batch('orders', ARRAY['p-3', 'p-2', 'p-0'], ARRAY[2, 1, 12]::bigint[]);
-SELECT * FROM dedup_advance_batch('events', ARRAY['producer-7', 'new-one'], ARRAY[6, 1]::bigint[],
-                                  epochs => ARRAY[9, NULL]::bigint[]);
+SELECT * FROM dedup_advance_batch('events', ARRAY['producer-7', 'new-one'], ARRAY[7, 1]::bigint[],
+                                  epochs => ARRAY[10, NULL]::bigint[]);
 SELECT * FROM dedup_advance_batch('orders', ARRAY[]::text[], ARRAY[]::bigint[]);
 
 -- a scope's streams, the others' not
@@ -122,6 +126,7 @@ INSERT INTO cases (stmt) VALUES
   ($$SELECT dedup_advance('orders', 'p-0', NULL)$$),
   ($$SELECT dedup_advance('orders', 'p-0', -1)$$),
   ($$SELECT dedup_advance('orders', 'p-0', 99, epoch => -1)$$),
+  ($$SELECT dedup_advance('orders', 'p-0', 99, epoch => 9223372036854775807)$$),
   ($$SELECT dedup_advance('orders', 'p-0', 99, nowait => NULL)$$),
   ($$SELECT * FROM dedup_advance_batch('orders', NULL, ARRAY[1]::bigint[])$$),
   ($$SELECT * FROM dedup_advance_batch('orders', ARRAY['a'], NULL)$$),
