@@ -55,6 +55,7 @@ SELECT outcome FROM dedup_begin('charges', 'c-1', lease => '1 hour');
 SELECT outcome FROM dedup_begin('charges', 'c-2');
 SELECT dedup_complete('charges', 'c-2', 201, '{"ok": true}');
 SELECT dedup_outbox_put('events', 'e-' || g, '{}') FROM generate_series(1, 2) AS g;
+SELECT dedup_advance('log', 'p-0', 41);
 SQL
 check "primary holds 3000 claims, 1000 of them live" \
 	"$(q -c "SELECT count(*) || ' ' || (SELECT count(*) FROM live) FROM dedup.claims")" "3000 1000"
@@ -125,6 +126,9 @@ for sql in "SELECT dedup_begin('charges', 'c-3')" \
 	"SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])" \
 	"SELECT dedup_outbox_nack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])" \
 	"SELECT dedup_outbox_redrive('events')" \
+	"SELECT dedup_advance('log', 'p-0', 99)" \
+	"SELECT count(*) FROM dedup_advance_batch('log', ARRAY['p-0'], ARRAY[99]::bigint[])" \
+	"SELECT dedup_new_epoch('log', 'p-0')" \
 	"CALL dedup_cleanup()"; do
 	fn=$(sed -E 's/^(SELECT (count\(\*\) FROM )?|CALL )([a-z_]+).*/\3/' <<<"$sql")
 	check "$fn fails with 25006 on the standby" "$(PGDATABASE=app2 sqlstate "$sql")" "ERROR:  25006"
@@ -132,6 +136,8 @@ for sql in "SELECT dedup_begin('charges', 'c-3')" \
 	check "$fn: the error names the standby" "$(PGDATABASE=app2 message "$sql")" \
 		"ERROR:  cannot execute $fn() during recovery"
 done
+check "dedup_position and dedup_streams work on the standby" \
+	"$(PGDATABASE=app2 q -c "SELECT (SELECT mark FROM dedup_position('log', 'p-0')) || ' ' || (SELECT count(*) FROM dedup_streams('log'))")" "41 1"
 check "dedup_scope works on the standby" \
 	"$(PGDATABASE=app2 q -c "SELECT ttl FROM dedup_scope('orders')")" "02:00:00"
 check "dedup_lookup of records works on the standby" \
