@@ -103,6 +103,19 @@ SELECT count(*) > 0 AS figures FROM dedup_cleanup_stats();
 SELECT count(*) > 0 AS figures_view FROM dedup_cleanup_stats;
 SELECT dedup_grant_usage('regress_sec_app');
 SELECT dedup_grant_relay('regress_sec_relay');
+SELECT dedup_grant_usage('regress_sec_app', ARRAY['sec', 'sec.*']);
+SELECT dedup_revoke_usage('regress_sec_app', ARRAY['sec.*']);
+SELECT dedup_grant_relay('regress_sec_relay', ARRAY['sec']);
+SELECT dedup_revoke_relay('regress_sec_relay', ARRAY['sec']);
+SELECT count(*) AS scope_grants FROM dedup_scope_privileges;
+SELECT sequence_mode FROM dedup_set_scope('sec', sequence_mode => 'strict');
+SELECT dedup_advance('sec', 'p-0', 1) AS first, dedup_advance('sec', 'p-0', 2) AS next,
+       dedup_advance('sec', 'p-0', 2) AS dup;
+SELECT count(*) AS moved FROM dedup_advance_batch('sec', ARRAY['p-1', 'p-0'], ARRAY[1, 3]::bigint[]);
+SELECT dedup_new_epoch('sec', 'producer') AS epoch;
+SELECT dedup_advance('sec', 'producer', 0, epoch => 1, nowait => true) AS producer;
+SELECT mark, epoch FROM dedup_position('sec', 'p-0');
+SELECT count(*) AS streams FROM dedup_streams('sec');
 SELECT dedup_reset_scope('sec');
 RESET search_path;
 
@@ -112,6 +125,7 @@ SELECT has_function_privilege('regress_sec_app', 'dedup_claim(text, text, interv
        has_function_privilege('regress_sec_relay', 'dedup_outbox_take(text, integer)', 'EXECUTE') AS relay_takes;
 
 -- clean up
+TRUNCATE dedup.streams;
 SET client_min_messages = warning;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM regress_sec_app, regress_sec_relay;
 DROP ROLE regress_sec_app;
