@@ -107,7 +107,7 @@ SELECT dedup_grant_usage('regress_sec_app', ARRAY['sec', 'sec.*']);
 SELECT dedup_revoke_usage('regress_sec_app', ARRAY['sec.*']);
 SELECT dedup_grant_relay('regress_sec_relay', ARRAY['sec']);
 SELECT dedup_revoke_relay('regress_sec_relay', ARRAY['sec']);
-SELECT count(*) AS scope_grants FROM dedup_scope_privileges;
+SELECT count(*) AS scope_grants FROM dedup_scope_privileges WHERE role::text LIKE 'regress_sec%';
 SELECT sequence_mode FROM dedup_set_scope('sec', sequence_mode => 'strict');
 SELECT dedup_advance('sec', 'p-0', 1) AS first, dedup_advance('sec', 'p-0', 2) AS next,
        dedup_advance('sec', 'p-0', 2) AS dup;
