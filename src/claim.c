@@ -33,16 +33,6 @@ claim_ttl(FunctionCallInfo fcinfo, int argno, DedupScopeSettings *settings)
 	return ttl ? ttl : &settings->value[DEDUP_SCOPE_TTL];
 }
 
-static bool
-claim_nowait_arg(FunctionCallInfo fcinfo, int argno)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("nowait must not be null")));
-	return PG_GETARG_BOOL(argno);
-}
-
 /*
  * dedup_claim(scope text, key <text|bytea|uuid|dedup_fingerprint>,
  *			   ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
@@ -59,10 +49,10 @@ claim_single(FunctionCallInfo fcinfo, int16 typlen)
 	bool		claimed;
 
 	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
-	nowait = claim_nowait_arg(fcinfo, 3);
+	nowait = dedup_bool_arg(fcinfo, 3, "nowait");
 	ttl = claim_ttl(fcinfo, 2, &settings);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_claim", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
 	claimed = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
 	key_store_close(&ks);
 	PG_RETURN_BOOL(claimed);
@@ -152,7 +142,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 				 errdetail("The batch has %d keys; the limit is %d.",
 						   nelems, DEDUP_MAX_BATCH_KEYS),
 				 errhint("Claim the keys in several batches.")));
-	nowait = claim_nowait_arg(fcinfo, 3);
+	nowait = dedup_bool_arg(fcinfo, 3, "nowait");
 	ttl = claim_ttl(fcinfo, 2, &settings);
 
 	/* check and fingerprint every key before writing anything */
@@ -172,7 +162,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	qsort(entries, nelems, sizeof(BatchEntry), claim_batch_entry_cmp);
 
 	claimed = palloc0(sizeof(bool) * Max(nelems, 1));
-	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_claim_batch", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
 	expires_at = dedup_timestamp_plus(ks.now, ttl);
 	for (int i = 0; i < nelems; i++)
 	{

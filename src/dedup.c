@@ -308,6 +308,17 @@ dedup_check_writable_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* A boolean argument that must not be NULL (nowait). */
+bool
+dedup_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	return PG_GETARG_BOOL(argno);
+}
+
 /*
  * The scope argument (or an outbox topic, which is a scope; "what" names it in
  * errors): not NULL, not empty, not absurdly long.

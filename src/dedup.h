@@ -76,6 +76,7 @@ extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);
 extern void dedup_check_writable(const char *funcname);
 extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *what);
+extern bool dedup_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,
 									const char *what);
 extern void dedup_check_interval(const Interval *value, const char *what,

@@ -65,8 +65,7 @@
 /* The channel relays LISTEN on. */
 #define OUTBOX_CHANNEL "dedup_outbox"
 
-/* Lock tag class of the producer locks (claims use 0x6464), and their number */
-#define OUTBOX_AGGREGATE_LOCKTAG_CLASS 0x6465
+/* The number of producer locks (their lock tag class is in store.h) */
 #define OUTBOX_LOCK_STRIPES 1024
 
 #define OUTBOX_INSERT_NARGS 7
@@ -100,7 +99,7 @@ outbox_lock_aggregate(const text *topic, text *aggregate_id)
 	dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &afp);
 	memcpy(&stripe, afp.bytes, sizeof(stripe));
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, stripe % OUTBOX_LOCK_STRIPES, 0,
-						 OUTBOX_AGGREGATE_LOCKTAG_CLASS);
+						 DEDUP_LOCKTAG_AGGREGATE);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
@@ -223,7 +222,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("headers must be a JSON object")));
 
-	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, "dedup_outbox_put", topic, true);
+	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, true);
 	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
 	is_new = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, retention), false);
 	key_store_close(&ks);
@@ -244,76 +243,94 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
  * ---------------------------------------------------------------------
  */
 
-/* Kept plans of the relay's calls, by the OID of the public function. */
-typedef struct RelayPlan
+/*
+ * What a relay call needs of its public function, looked up once per
+ * backend and function: its name, arguments, volatility, and the kept plan
+ * of "SELECT * FROM dedup.outbox_<op>($1, ...)" (the calling role's OID,
+ * then the function's own arguments), prepared at its first call.
+ */
+#define RELAY_MAX_FUNCTIONS 8
+#define RELAY_MAX_ARGS 8
+#define RELAY_PUBLIC_PREFIX "dedup_outbox_"
+
+typedef struct RelayFunction
 {
 	Oid			fn;
+	char		name[NAMEDATALEN];
+	int			nargs;
+	Oid			argtypes[RELAY_MAX_ARGS + 1];
+	bool		read_only;
 	SPIPlanPtr	plan;
-} RelayPlan;
+} RelayFunction;
 
-#define RELAY_MAX_PLANS 8
-#define RELAY_PUBLIC_PREFIX "dedup_outbox_"
-#define RELAY_MAX_ARGS 8
 
-static RelayPlan relay_plans[RELAY_MAX_PLANS];
+static RelayFunction relay_functions[RELAY_MAX_FUNCTIONS];
 
-/*
- * The plan of "SELECT * FROM dedup.outbox_<op>($1, ...)" for the public
- * function dedup_outbox_<op>: the calling role's OID, then its own
- * arguments.
- */
-static SPIPlanPtr
-relay_plan(Oid fn, int nargs, Oid *argtypes)
+static RelayFunction *
+relay_function(Oid fn)
 {
-	StringInfoData sql;
-	Oid			types[RELAY_MAX_ARGS + 1];
-	char	   *name = get_func_name(fn);
-	SPIPlanPtr	plan;
+	RelayFunction *rf;
+	char	   *name;
+	Oid		   *argtypes;
+	int			nargs;
 	int			slot;
 
-	for (slot = 0; slot < RELAY_MAX_PLANS && relay_plans[slot].fn != InvalidOid; slot++)
-		if (relay_plans[slot].fn == fn)
-			return relay_plans[slot].plan;
+	for (slot = 0; slot < RELAY_MAX_FUNCTIONS && relay_functions[slot].fn != InvalidOid; slot++)
+		if (relay_functions[slot].fn == fn)
+			return &relay_functions[slot];
+	name = get_func_name(fn);
+	get_func_signature(fn, &argtypes, &nargs);
 	if (name == NULL || strncmp(name, RELAY_PUBLIC_PREFIX, strlen(RELAY_PUBLIC_PREFIX)) != 0 ||
 		nargs > RELAY_MAX_ARGS)
 		elog(ERROR, "dedup_outbox_relay() serves only the outbox relay's functions");
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT * FROM %s.%s($1", DEDUP_INTERNAL_SCHEMA,
-					 quote_identifier(psprintf("outbox_%s", name + strlen(RELAY_PUBLIC_PREFIX))));
-	types[0] = OIDOID;
-	for (int i = 0; i < nargs; i++)
-	{
-		appendStringInfo(&sql, ", $%d", i + 2);
-		types[i + 1] = argtypes[i];
-	}
-	appendStringInfoChar(&sql, ')');
-	plan = SPI_prepare(sql.data, nargs + 1, types);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql.data, SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	if (slot == RELAY_MAX_PLANS)
+	if (slot == RELAY_MAX_FUNCTIONS)
 	{
 		/* the extension was created again several times: start over */
-		for (int i = 0; i < RELAY_MAX_PLANS; i++)
-			SPI_freeplan(relay_plans[i].plan);
-		memset(relay_plans, 0, sizeof(relay_plans));
+		for (int i = 0; i < RELAY_MAX_FUNCTIONS; i++)
+			if (relay_functions[i].plan)
+				SPI_freeplan(relay_functions[i].plan);
+		memset(relay_functions, 0, sizeof(relay_functions));
 		slot = 0;
 	}
-	relay_plans[slot].fn = fn;
-	relay_plans[slot].plan = plan;
-	return plan;
+	rf = &relay_functions[slot];
+	rf->fn = fn;
+	strlcpy(rf->name, name, NAMEDATALEN);
+	rf->nargs = nargs;
+	rf->argtypes[0] = OIDOID;
+	memcpy(rf->argtypes + 1, argtypes, nargs * sizeof(Oid));
+	rf->read_only = func_volatile(fn) != PROVOLATILE_VOLATILE;
+	rf->plan = NULL;
+	return rf;
+}
+
+/* Its plan, prepared inside SPI at the first call. */
+static SPIPlanPtr
+relay_plan(RelayFunction *rf)
+{
+	StringInfoData sql;
+
+	if (rf->plan)
+		return rf->plan;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT * FROM %s.%s($1", DEDUP_INTERNAL_SCHEMA,
+					 quote_identifier(psprintf("outbox_%s", rf->name + strlen(RELAY_PUBLIC_PREFIX))));
+	for (int i = 0; i < rf->nargs; i++)
+		appendStringInfo(&sql, ", $%d", i + 2);
+	appendStringInfoChar(&sql, ')');
+	rf->plan = SPI_prepare(sql.data, rf->nargs + 1, rf->argtypes);
+	if (rf->plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql.data, SPI_result_code_string(SPI_result));
+	SPI_keepplan(rf->plan);
+	return rf->plan;
 }
 
 PG_FUNCTION_INFO_V1(dedup_outbox_relay);
 Datum
 dedup_outbox_relay(PG_FUNCTION_ARGS)
 {
-	Oid			fn = fcinfo->flinfo->fn_oid;
+	RelayFunction *rf = relay_function(fcinfo->flinfo->fn_oid);
 	Oid			caller = GetUserId();
 	bool		retset = fcinfo->flinfo->fn_retset;
-	bool		read_only = func_volatile(fn) != PROVOLATILE_VOLATILE;
-	Oid		   *argtypes;
-	int			nargs;
 	Datum		values[RELAY_MAX_ARGS + 1];
 	char		nulls[RELAY_MAX_ARGS + 1];
 	Relation	outbox;
@@ -323,12 +340,11 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	Datum		result = (Datum) 0;
 	bool		isnull = true;
 
-	if (!read_only)
-		dedup_check_writable(get_func_name(fn));
-	get_func_signature(fn, &argtypes, &nargs);
+	if (!rf->read_only)
+		dedup_check_writable(rf->name);
 	values[0] = ObjectIdGetDatum(caller);
 	nulls[0] = ' ';
-	for (int i = 0; i < nargs && i < RELAY_MAX_ARGS; i++)
+	for (int i = 0; i < rf->nargs; i++)
 	{
 		values[i + 1] = PG_GETARG_DATUM(i);
 		nulls[i + 1] = PG_ARGISNULL(i) ? 'n' : ' ';
@@ -342,8 +358,8 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
-	if (SPI_execute_plan(relay_plan(fn, nargs, argtypes), values, nulls, read_only, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not run the outbox relay's %s()", get_func_name(fn));
+	if (SPI_execute_plan(relay_plan(rf), values, nulls, rf->read_only, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not run the outbox relay's %s()", rf->name);
 	if (retset)
 	{
 		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;

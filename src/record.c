@@ -110,7 +110,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_begin", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
 	ks.whole_records = true;
 	for (;;)
 	{
@@ -338,7 +338,7 @@ dedup_complete(PG_FUNCTION_ARGS)
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	attempt = record_attempt_arg(fcinfo, 4);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_complete", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
 	ks.whole_records = true;
 	do
 	{
@@ -371,7 +371,7 @@ dedup_release(PG_FUNCTION_ARGS)
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	attempt = record_attempt_arg(fcinfo, 2);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_release", scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
 	ks.whole_records = true;
 	do
 	{
@@ -406,7 +406,7 @@ dedup_lookup(PG_FUNCTION_ARGS)
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	InitMaterializedSRF(fcinfo, 0);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, "dedup_lookup", scope, false);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, false);
 	ks.whole_records = true;
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
 	{

@@ -85,20 +85,19 @@ store_eqproc(Relation index)
 }
 
 /*
- * Open a key table: dedup.claims (DEDUP_REL_CLAIMS) or dedup.outbox_keys
- * (DEDUP_REL_OUTBOX_KEYS), which has the same columns; its primary key
- * follows it in DedupRelation.
+ * Open a key table: dedup.claims (DEDUP_REL_CLAIMS), dedup.outbox_keys
+ * (DEDUP_REL_OUTBOX_KEYS), which has the same columns, or dedup.streams
+ * (DEDUP_REL_STREAMS); its primary key follows it in DedupRelation.  A
+ * writer has been refused already where it may not write
+ * (dedup_scope_of_call, the first thing every writer does).
  */
 void
-key_store_open(KeyStore *ks, DedupRelation table, const char *funcname,
-			   const text *scope, bool for_write)
+key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_write)
 {
 	LOCKMODE	mode = for_write ? RowExclusiveLock : AccessShareLock;
 
 	Assert(table == DEDUP_REL_CLAIMS || table == DEDUP_REL_OUTBOX_KEYS ||
 		   table == DEDUP_REL_STREAMS);
-	if (for_write)
-		dedup_check_writable(funcname);
 	ks->scope = scope;
 	ks->table = table;
 	ks->heap = dedup_relation_open(table, mode);
@@ -285,17 +284,17 @@ store_predicate_lock(KeyStore *ks, ScanKey skey)
 	ExecClearTuple(ks->slot);
 }
 
-/* The stream part of a row of dedup.streams in ks->slot. */
-static void
-store_stream_from_slot(KeyStore *ks, DedupStreamRow *stream)
+/* The stream part of a row of dedup.streams in a slot. */
+void
+key_store_stream_of(TupleTableSlot *slot, DedupStreamRow *stream)
 {
 	bool		isnull;
 	Datum		d;
 
-	d = slot_getattr(ks->slot, Anum_streams_epoch, &isnull);
+	d = slot_getattr(slot, Anum_streams_epoch, &isnull);
 	stream->has_epoch = !isnull;
 	stream->epoch = isnull ? 0 : DatumGetInt64(d);
-	d = slot_getattr(ks->slot, Anum_streams_mark, &isnull);
+	d = slot_getattr(slot, Anum_streams_mark, &isnull);
 	stream->has_mark = !isnull;
 	stream->mark = isnull ? 0 : DatumGetInt64(d);
 }
@@ -312,7 +311,7 @@ store_row_from_slot(KeyStore *ks, KeyRow *row)
 													   &isnull));
 	if (ks->table == DEDUP_REL_STREAMS)
 	{
-		store_stream_from_slot(ks, &row->stream);
+		key_store_stream_of(ks->slot, &row->stream);
 		return;
 	}
 	record = slot_getattr(ks->slot, Anum_claims_record, &isnull);

@@ -23,12 +23,15 @@
 #include "dedup.h"
 
 /*
- * The key lock: a short heavyweight lock on one fingerprint (store.c), on a
- * lock tag of the advisory class with a locktag_field4 of our own.  The
+ * The lock tag classes of dedup's own locks: advisory-class lock tags with
+ * a locktag_field4 of ours.  The key lock is a short heavyweight lock on one
+ * fingerprint (store.c).  The
  * advisory locks of SQL (pg_advisory_lock) use 1 and 2 there, so they never
  * meet ours.  test/modules/dedup_test holds one to pause a caller.
  */
 #define DEDUP_LOCKTAG_KEY		0x6464
+/* the outbox's producer locks, one per stripe of aggregates (outbox.c) */
+#define DEDUP_LOCKTAG_AGGREGATE	0x6465
 
 static inline void
 dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
@@ -139,8 +142,8 @@ typedef struct KeyStore
 	bool		wrote;			/* a row was written or deleted */
 } KeyStore;
 
-extern void key_store_open(KeyStore *ks, DedupRelation table, const char *funcname,
-						   const text *scope, bool for_write);
+extern void key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
+						   bool for_write);
 extern bool key_store_claim(KeyStore *ks, const DedupFingerprint *fp,
 							TimestampTz expires_at, bool nowait);
 extern void key_store_close(KeyStore *ks);
@@ -153,5 +156,6 @@ extern bool key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 extern bool key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 							HeapTuple tuple, KeyBusyPolicy busy);
 extern KeyState key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row);
+extern void key_store_stream_of(TupleTableSlot *slot, DedupStreamRow *stream);
 
 #endif							/* DEDUP_STORE_H */

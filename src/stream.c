@@ -30,8 +30,8 @@
  */
 #include "postgres.h"
 
-#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_type_d.h"
 #include "funcapi.h"
@@ -68,16 +68,6 @@ stream_int8_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be negative", what)));
 	return value;
-}
-
-static bool
-stream_nowait_arg(FunctionCallInfo fcinfo, int argno)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("nowait must not be null")));
-	return PG_GETARG_BOOL(argno);
 }
 
 /* A row of dedup.streams, to write with key_store_write(). */
@@ -196,10 +186,10 @@ dedup_advance(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("epoch must be less than %lld", (long long) PG_INT64_MAX),
 				 errdetail("dedup_new_epoch() must be able to give a newer one.")));
-	nowait = stream_nowait_arg(fcinfo, 4);
+	nowait = dedup_bool_arg(fcinfo, 4, "nowait");
 	dedup_stream_key(scope, a.stream, &a.fp);
 
-	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_advance", scope, true);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, true);
 	moved = stream_advance(&ks, &a, settings.strict,
 						   dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
 						   nowait);
@@ -274,7 +264,7 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 	stream_array_arg(fcinfo, 2, "seqs", INT8OID, &seqs, &seq_nulls, &nseqs);
 	if (!PG_ARGISNULL(3))
 		stream_array_arg(fcinfo, 3, "epochs", INT8OID, &epochs, &epoch_nulls, &nepochs);
-	nowait = stream_nowait_arg(fcinfo, 4);
+	nowait = dedup_bool_arg(fcinfo, 4, "nowait");
 	if (nseqs != n || (epochs && nepochs != n))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -328,7 +318,7 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 					 errhint("Advance each stream once a call, to its highest sequence.")));
 
 	moved = palloc0(sizeof(bool) * Max(n, 1));
-	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_advance_batch", scope, true);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, true);
 	expires_at = dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]);
 	for (int i = 0; i < n; i++)
 		moved[adv[i].pos] = stream_advance(&ks, &adv[i], settings.strict, expires_at, nowait);
@@ -365,7 +355,7 @@ dedup_new_epoch(PG_FUNCTION_ARGS)
 	memset(&a, 0, sizeof(a));
 	a.stream = dedup_scope_arg(fcinfo, 1, "stream");
 	dedup_stream_key(scope, a.stream, &a.fp);
-	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_new_epoch", scope, true);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, true);
 	for (;;)
 	{
 		KeyRow		row;
@@ -424,7 +414,7 @@ dedup_position(PG_FUNCTION_ARGS)
 
 	dedup_stream_key(scope, stream, &fp);
 	InitMaterializedSRF(fcinfo, 0);
-	key_store_open(&ks, DEDUP_REL_STREAMS, "dedup_position", scope, false);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, false);
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
 	{
 		stream_position_values(&row.stream, row.expires_at, values, nulls);
@@ -449,42 +439,37 @@ dedup_streams(PG_FUNCTION_ARGS)
 	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
 	Relation	rel;
 	TableScanDesc scan;
-	HeapTuple	tuple;
+	TupleTableSlot *slot;
 	TimestampTz now = GetCurrentTimestamp();
 
 	InitMaterializedSRF(fcinfo, 0);
 	rel = dedup_relation_open(DEDUP_REL_STREAMS, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
-		TupleDesc	desc = RelationGetDescr(rel);
 		bool		isnull;
 		text	   *row_scope;
 		DedupStreamRow s;
 		TimestampTz expires_at;
 		Datum		values[POSITION_NATTS + 1];
 		bool		nulls[POSITION_NATTS + 1];
-		Datum		d;
 
 		CHECK_FOR_INTERRUPTS();
-		row_scope = DatumGetTextPP(heap_getattr(tuple, Anum_streams_scope, desc, &isnull));
+		row_scope = DatumGetTextPP(slot_getattr(slot, Anum_streams_scope, &isnull));
 		if (VARSIZE_ANY_EXHDR(row_scope) != VARSIZE_ANY_EXHDR(scope) ||
 			memcmp(VARDATA_ANY(row_scope), VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope)) != 0)
 			continue;
-		expires_at = DatumGetTimestampTz(heap_getattr(tuple, Anum_key_expires_at, desc, &isnull));
+		expires_at = DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at, &isnull));
 		if (expires_at <= now)
 			continue;
-		d = heap_getattr(tuple, Anum_streams_epoch, desc, &isnull);
-		s.has_epoch = !isnull;
-		s.epoch = isnull ? 0 : DatumGetInt64(d);
-		d = heap_getattr(tuple, Anum_streams_mark, desc, &isnull);
-		s.has_mark = !isnull;
-		s.mark = isnull ? 0 : DatumGetInt64(d);
-		values[0] = heap_getattr(tuple, Anum_streams_stream, desc, &nulls[0]);
+		key_store_stream_of(slot, &s);
+		values[0] = slot_getattr(slot, Anum_streams_stream, &nulls[0]);
 		stream_position_values(&s, expires_at, values + 1, nulls + 1);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, AccessShareLock);
 	return (Datum) 0;
 }

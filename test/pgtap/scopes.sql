@@ -8,7 +8,7 @@
 -- follow each change).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(184);
+SELECT plan(187);
 
 CREATE ROLE tap_scope_app NOLOGIN;
 CREATE ROLE tap_scope_group NOLOGIN;
@@ -180,6 +180,14 @@ SELECT throws_ok($$SELECT dedup_grant_usage('tap_scope_app', ARRAY[repeat('s', 2
 SELECT throws_ok($$SELECT dedup_grant_usage(NULL, ARRAY['a'])$$, '22004', NULL, 'a NULL role is refused');
 SELECT is((SELECT count(*) FROM dedup.grants WHERE role = 'tap_scope_app'::regrole AND privilege = 'usage'),
           0::bigint, 'nothing was granted by them');
+
+-- the internal checks the relay's work calls: their own argument errors
+SELECT throws_ok($$SELECT dedup.has_privilege('tap_scope_app'::regrole, 'this', 'bogus', false)$$, '22023',
+                 'unknown dedup privilege "bogus"', 'an unknown privilege is refused');
+SELECT throws_ok($$SELECT dedup.has_privilege(NULL, 'this', 'usage', false)$$, '22004',
+                 'role must not be null', 'a NULL role is refused');
+SELECT throws_ok($$SELECT dedup.check_interval('1 day', NULL, true)$$, '22004',
+                 'what and allow_zero must not be null', 'check_interval refuses a NULL name');
 
 -- superusers and the owner need no grant
 SELECT lives_ok($$SELECT dedup_claim('anything', 'k')$$, 'the owner needs no scope grant');

@@ -138,6 +138,8 @@ INSERT INTO cases (stmt) VALUES
   ($$SELECT * FROM dedup_advance_batch('orders', ARRAY['a', 'b'], ARRAY[1, -2]::bigint[])$$),
   ($$SELECT * FROM dedup_advance_batch('orders', ARRAY['a', 'a'], ARRAY[1, 2]::bigint[])$$),
   ($$SELECT * FROM dedup_advance_batch('orders', ARRAY[['a'], ['b']], ARRAY[1, 2]::bigint[])$$),
+  ($$SELECT count(*) FROM dedup_advance_batch('orders', ARRAY(SELECT 's-' || g FROM generate_series(1, 100001) g),
+                                             ARRAY(SELECT g::bigint FROM generate_series(1, 100001) g))$$),
   ($$SELECT * FROM dedup_advance_batch('strict2', ARRAY['a', 'x'], ARRAY[1, 5]::bigint[])$$),
   ($$SELECT dedup_new_epoch(NULL, 's')$$),
   ($$SELECT dedup_new_epoch('orders', NULL)$$),
