@@ -19,6 +19,7 @@ OBJS = \
 	src/dedup.o \
 	src/fingerprint.o \
 	src/scope.o \
+	src/bucket.o \
 	src/store.o \
 	src/claim.o \
 	src/record.o \
@@ -34,6 +35,7 @@ SQL_PARTS = \
 	sql/functions/checks.sql \
 	sql/tables/scopes.sql \
 	sql/tables/claims.sql \
+	sql/tables/buckets.sql \
 	sql/tables/outbox.sql \
 	sql/tables/grants.sql \
 	sql/tables/streams.sql \

@@ -13,13 +13,22 @@
  * the keys of outbox events past their topic's retention, in
  * dedup.outbox_keys (an event itself leaves dedup.outbox when acked), and
  * the marks of streams idle for their scope's retention, in dedup.streams.
- * A pass cleans dedup.claims, then dedup.outbox_keys, then dedup.streams:
- * a position's high 32 bits say which (its stage), its low 32 bits the
- * block.
+ * A pass cleans dedup.claims, then dedup.outbox_keys, then dedup.streams,
+ * then works on the buckets of dedup.claims: a position's high 32 bits say
+ * which (its stage), its low 32 bits the block, or the bucket step.
  *
- * dedup.claims has no index on expires_at: every claim would pay for one.
- * Instead a cleanup pass reads the heap in block order with a TID range
- * scan, a few thousand blocks per batch, and deletes the rows it sees
+ * dedup.claims is kept in time buckets (bucket.c).  A closed bucket goes
+ * whole once every row in it has expired, one step of that work a batch:
+ * no row of it is deleted.  Rows of the current bucket that expire while
+ * it is still current (a ttl shorter than dedup.bucket_interval) are
+ * deleted as the other tables' rows are, so that they do not wait for
+ * their bucket to close; with buckets shorter than the ttls there are few.
+ * A database still at 1.0 has no buckets: its dedup.claims is the current
+ * one.
+ *
+ * The key tables have no index on expires_at: every write would pay for
+ * one.  Instead a cleanup pass reads the heap in block order with a TID
+ * range scan, a few thousand blocks per batch, and deletes the rows it sees
  * expired.  Deletes touch no index (vacuum removes the index entries), so
  * a batch is sequential heap work only.
  *
@@ -48,13 +57,14 @@
 #include "dedup.h"
 #include "cleanup.h"
 #include "store.h"
+#include "bucket.h"
 
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
 
 /* The tables a pass cleans, in order: its stages */
 static const DedupRelation cleanup_stages[] = {
-	DEDUP_REL_CLAIMS, DEDUP_REL_OUTBOX_KEYS, DEDUP_REL_STREAMS
+	DEDUP_REL_CLAIMS, DEDUP_REL_OUTBOX_KEYS, DEDUP_REL_STREAMS, DEDUP_REL_BUCKETS
 };
 
 #define CLEANUP_NSTAGES lengthof(cleanup_stages)
@@ -96,6 +106,14 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 		return 0;
 	}
 	rel = dedup_relation_open(table, RowExclusiveLock);
+	if (table == DEDUP_REL_CLAIMS)
+	{
+		/* the current bucket, where rows with a ttl shorter than it expire */
+		Relation	current = dedup_bucket_open_current(RowExclusiveLock);
+
+		table_close(rel, RowExclusiveLock);
+		rel = current;
+	}
 	nblocks = RelationGetNumberOfBlocks(rel);
 	if (start >= nblocks)
 	{
@@ -180,7 +198,15 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 	Assert(dedup_cleanup_position_valid(*position));
 	dedup_check_writable("dedup_cleanup_batch");
 	dedup_stats_begin_batch(pass_start);
-	deleted = cleanup_key_table(cleanup_stages[stage], &block, batch_size, deleted_by_kind);
+	if (cleanup_stages[stage] == DEDUP_REL_BUCKETS)
+	{
+		/* the buckets of dedup.claims: a step of their work a batch */
+		deleted = block < DEDUP_BUCKET_NSTEPS && dedup_bucket_storage() ?
+			dedup_bucket_step((int) block, deleted_by_kind) : 0;
+		block = block + 1 < DEDUP_BUCKET_NSTEPS ? block + 1 : InvalidBlockNumber;
+	}
+	else
+		deleted = cleanup_key_table(cleanup_stages[stage], &block, batch_size, deleted_by_kind);
 	if (block != InvalidBlockNumber)
 		*position = ((int64) stage << 32) | block;
 	else if (stage + 1 < CLEANUP_NSTAGES)

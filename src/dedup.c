@@ -49,6 +49,7 @@ char	   *dedup_cleanup_role = NULL;
 int			dedup_cleanup_interval = 60;
 bool		dedup_cleanup_enabled = true;
 int			dedup_outbox_max_attempts = 10;
+int			dedup_bucket_interval = 6 * 3600;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -121,6 +122,14 @@ _PG_init(void)
 							60, 1, 86400,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.bucket_interval",
+							"Time new claims go into one bucket of dedup.claims before the cleanup opens the next.",
+							"Shorter keeps the index new keys go into smaller; every bucket "
+							"that still holds a live row is read by each new claim.",
+							&dedup_bucket_interval,
+							6 * 3600, 1, 365 * 86400,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("dedup.cleanup_enabled",
 							 "Whether the cleanup worker runs.",
 							 "Off stops passes at the next batch boundary; on resumes them.",
@@ -188,6 +197,7 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_GRANTS] = "grants",
 	[DEDUP_REL_STREAMS] = "streams",
 	[DEDUP_REL_STREAMS_PKEY] = "streams_pkey",
+	[DEDUP_REL_BUCKETS] = "buckets",
 };
 static bool dedup_callback_registered = false;
 

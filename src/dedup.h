@@ -52,6 +52,7 @@ extern char *dedup_cleanup_role;
 extern int	dedup_cleanup_interval;	/* seconds */
 extern bool dedup_cleanup_enabled;
 extern int	dedup_outbox_max_attempts;
+extern int	dedup_bucket_interval;	/* seconds */
 
 /* The extension's own relations, in schema dedup */
 typedef enum DedupRelation
@@ -66,6 +67,7 @@ typedef enum DedupRelation
 	DEDUP_REL_GRANTS,
 	DEDUP_REL_STREAMS,			/* a key table: its primary key follows it */
 	DEDUP_REL_STREAMS_PKEY,
+	DEDUP_REL_BUCKETS,
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 

@@ -49,6 +49,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "store.h"
@@ -84,29 +85,108 @@ store_eqproc(Relation index)
 	return cached_proc;
 }
 
+/* The scan key of a look-up of fp in any part. */
+static void
+store_scankey(KeyStore *ks, ScanKey skey, const DedupFingerprint *fp)
+{
+	ScanKeyEntryInitialize(skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   ks->parts[0].index->rd_indcollation[0], ks->eqproc,
+						   PointerGetDatum(fp));
+}
+
 /*
- * Open a key table: dedup.claims (DEDUP_REL_CLAIMS), dedup.outbox_keys
- * (DEDUP_REL_OUTBOX_KEYS), which has the same columns, or dedup.streams
- * (DEDUP_REL_STREAMS); its primary key follows it in DedupRelation.  A
- * writer has been refused already where it may not write
+ * Open one relation of a key table and its primary key, locked; false when
+ * it was dropped before the lock was granted (a bucket the cleanup dropped
+ * after this call read the list of buckets).
+ */
+static bool
+store_part_open(KeyStore *ks, KeyStorePart *part, Oid heap, Oid index)
+{
+	LockRelationOid(heap, ks->lockmode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(heap)))
+	{
+		UnlockRelationOid(heap, ks->lockmode);
+		return false;
+	}
+	part->heap = table_open(heap, NoLock);
+	part->index = index_open(index, ks->lockmode);
+	part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
+	part->indexinfo = NULL;
+	return true;
+}
+
+static void
+store_part_close(KeyStore *ks, KeyStorePart *part)
+{
+	index_endscan(part->scan);
+	index_close(part->index, ks->lockmode);
+	table_close(part->heap, ks->lockmode);
+}
+
+/*
+ * Open the buckets of dedup.claims, newest first (bucket.c), once no change
+ * of the list arrived while they were being locked.
+ */
+static void
+store_open_buckets(KeyStore *ks)
+{
+	for (;;)
+	{
+		uint64		generation;
+		const DedupBucketList *list = dedup_bucket_list(&generation);
+		bool		opened = true;
+
+		ks->nparts = 0;
+		for (int i = 0; i < list->nbuckets && opened; i++)
+		{
+			opened = store_part_open(ks, &ks->parts[i], list->buckets[i].heap,
+									 list->buckets[i].index);
+			if (opened)
+			{
+				ks->nparts++;
+				if (list->buckets[i].current)
+					ks->current = i;
+			}
+		}
+		if (opened && !dedup_bucket_list_changed(generation))
+			return;
+		while (ks->nparts > 0)
+			store_part_close(ks, &ks->parts[--ks->nparts]);
+	}
+}
+
+/*
+ * Open a key table: dedup.claims (DEDUP_REL_CLAIMS), in its buckets,
+ * dedup.outbox_keys (DEDUP_REL_OUTBOX_KEYS), which has the same columns,
+ * or dedup.streams (DEDUP_REL_STREAMS); its primary key follows it in
+ * DedupRelation.  A writer has been refused already where it may not write
  * (dedup_scope_of_call, the first thing every writer does).
  */
 void
 key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_write)
 {
-	LOCKMODE	mode = for_write ? RowExclusiveLock : AccessShareLock;
-
 	Assert(table == DEDUP_REL_CLAIMS || table == DEDUP_REL_OUTBOX_KEYS ||
 		   table == DEDUP_REL_STREAMS);
 	ks->scope = scope;
 	ks->table = table;
-	ks->heap = dedup_relation_open(table, mode);
-	ks->index = dedup_relation_open(table + 1, mode);
-	ks->indexinfo = for_write ? BuildIndexInfo(ks->index) : NULL;
-	ks->eqproc = store_eqproc(ks->index);
-	ks->slot = table_slot_create(ks->heap, NULL);
+	ks->lockmode = for_write ? RowExclusiveLock : AccessShareLock;
 	InitDirtySnapshot(ks->dirty);
-	ks->scan = index_beginscan(ks->heap, ks->index, &ks->dirty, 1, 0);
+	ks->current = 0;
+	if (table == DEDUP_REL_CLAIMS)
+		store_open_buckets(ks);
+	else
+	{
+		KeyStorePart *part = &ks->parts[0];
+
+		part->heap = dedup_relation_open(table, ks->lockmode);
+		part->index = dedup_relation_open(table + 1, ks->lockmode);
+		part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
+		part->indexinfo = NULL;
+		ks->nparts = 1;
+	}
+	ks->heap = ks->parts[ks->current].heap;
+	ks->eqproc = store_eqproc(ks->parts[0].index);
+	ks->slot = table_slot_create(ks->heap, NULL);
 	ks->record_desc = NULL;
 	ks->whole_records = false;
 	ks->now = GetCurrentTimestamp();
@@ -116,14 +196,11 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_wr
 void
 key_store_close(KeyStore *ks)
 {
-	LOCKMODE	mode = ks->indexinfo ? RowExclusiveLock : AccessShareLock;
-
-	index_endscan(ks->scan);
 	ExecDropSingleTupleTableSlot(ks->slot);
 	if (ks->record_desc)
 		ReleaseTupleDesc(ks->record_desc);
-	index_close(ks->index, mode);
-	table_close(ks->heap, mode);
+	for (int i = 0; i < ks->nparts; i++)
+		store_part_close(ks, &ks->parts[i]);
 
 	/*
 	 * Make the writes visible to the rest of the statement, as SPI does after
@@ -275,13 +352,20 @@ store_report_serialization_failure(void)
 static void
 store_predicate_lock(KeyStore *ks, ScanKey skey)
 {
-	IndexScanDesc scan;
+	for (int i = 0; i < ks->nparts; i++)
+	{
+		IndexScanDesc scan;
+		bool		found;
 
-	scan = index_beginscan(ks->heap, ks->index, GetTransactionSnapshot(), 1, 0);
-	index_rescan(scan, skey, 1, NULL, 0);
-	(void) index_getnext_slot(scan, ForwardScanDirection, ks->slot);
-	index_endscan(scan);
-	ExecClearTuple(ks->slot);
+		scan = index_beginscan(ks->parts[i].heap, ks->parts[i].index,
+							   GetTransactionSnapshot(), 1, 0);
+		index_rescan(scan, skey, 1, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, ks->slot);
+		index_endscan(scan);
+		ExecClearTuple(ks->slot);
+		if (found)
+			break;
+	}
 }
 
 /* The stream part of a row of dedup.streams in a slot. */
@@ -347,9 +431,7 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 	ScanKeyData skey;
 
 	memset(row, 0, sizeof(KeyRow));
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   ks->index->rd_indcollation[0], ks->eqproc,
-						   PointerGetDatum(fp));
+	store_scankey(ks, &skey, fp);
 	dedup_key_locktag(&row->tag, fp);
 
 	if (IsolationIsSerializable())
@@ -373,9 +455,14 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 		(void) LockAcquire(&row->tag, ExclusiveLock, false, false);
 
 		row->state = KEY_ABSENT;
-		index_rescan(ks->scan, &skey, 1, NULL, 0);
-		if (index_getnext_slot(ks->scan, ForwardScanDirection, ks->slot))
+		for (row->part = 0; row->part < ks->nparts; row->part++)
 		{
+			KeyStorePart *part = &ks->parts[row->part];
+
+			index_rescan(part->scan, &skey, 1, NULL, 0);
+			if (!index_getnext_slot(part->scan, ForwardScanDirection, ks->slot))
+				continue;
+			/* the newest bucket that has a row holds the key's latest version */
 			store_row_from_slot(ks, row);
 			if (TransactionIdIsValid(ks->dirty.xmin) || TransactionIdIsValid(ks->dirty.xmax))
 			{
@@ -386,9 +473,10 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 			{
 				row->state = store_row_state(ks, row);
 				if (IsolationUsesXactSnapshot())
-					visible = table_tuple_satisfies_snapshot(ks->heap, ks->slot,
+					visible = table_tuple_satisfies_snapshot(part->heap, ks->slot,
 															 GetTransactionSnapshot());
 			}
+			break;
 		}
 		ExecClearTuple(ks->slot);
 
@@ -406,7 +494,7 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 			if (spec_token)
 				SpeculativeInsertionWait(xwait, spec_token);
 			else
-				XactLockTableWait(xwait, ks->heap, &row->tid, XLTW_InsertIndexUnique);
+				XactLockTableWait(xwait, ks->parts[row->part].heap, &row->tid, XLTW_InsertIndexUnique);
 			continue;
 		}
 		if (!visible)
@@ -425,16 +513,18 @@ key_store_unlock(KeyRow *row)
 	LockRelease(&row->tag, ExclusiveLock, false);
 }
 
-/* Add the index entry of a heap tuple we just wrote. */
+/* Add the index entry of a heap tuple we just wrote into a part. */
 static void
-store_index_insert(KeyStore *ks, HeapTuple tuple, const DedupFingerprint *fp,
-				   bool unchanged)
+store_index_insert(KeyStore *ks, KeyStorePart *part, HeapTuple tuple,
+				   const DedupFingerprint *fp, bool unchanged)
 {
 	Datum		value = PointerGetDatum(fp);
 	bool		isnull = false;
 
-	index_insert(ks->index, &value, &isnull, &tuple->t_self, ks->heap,
-				 UNIQUE_CHECK_YES, unchanged, ks->indexinfo);
+	if (part->indexinfo == NULL)
+		part->indexinfo = BuildIndexInfo(part->index);
+	index_insert(part->index, &value, &isnull, &tuple->t_self, part->heap,
+				 UNIQUE_CHECK_YES, unchanged, part->indexinfo);
 }
 
 /*
@@ -453,7 +543,8 @@ store_changed_under_us(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 	{
 		if (busy == KEY_BUSY_ERROR)
 			key_store_report_busy(ks, fp);
-		XactLockTableWait(tmfd->xmax, ks->heap, &row->tid, XLTW_InsertIndexUnique);
+		XactLockTableWait(tmfd->xmax, ks->parts[row->part].heap, &row->tid,
+						  XLTW_InsertIndexUnique);
 	}
 }
 
@@ -489,32 +580,52 @@ bool
 key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple tuple,
 				KeyBusyPolicy busy)
 {
+	CommandId	cid = GetCurrentCommandId(true);
+	TM_FailureData tmfd;
+	TM_Result	result = TM_Ok;
+	KeyStorePart *target;
+
 	Assert(row->state != KEY_BUSY);
-	if (row->state == KEY_ABSENT)
+
+	/*
+	 * The new version goes into the current bucket, or into the bucket of
+	 * the latest version when that one is newer (a call that has not yet
+	 * seen the switch to it, bucket.c): never behind the latest version.
+	 */
+	target = &ks->parts[row->state == KEY_ABSENT ? ks->current : Min(ks->current, row->part)];
+	if (row->state != KEY_ABSENT && target == &ks->parts[row->part])
 	{
-		heap_insert(ks->heap, tuple, GetCurrentCommandId(true), 0, NULL);
-		store_index_insert(ks, tuple, fp, false);
+		LockTupleMode lockmode;
+
+		result = heap_update(target->heap, &row->tid, tuple, cid,
+							 InvalidSnapshot, false, &tmfd, &lockmode);
+		if (result == TM_Ok && !HeapTupleIsHeapOnly(tuple))
+			store_index_insert(ks, target, tuple, fp, true);
 	}
 	else
 	{
-		TM_FailureData tmfd;
-		LockTupleMode lockmode;
-		TM_Result	result;
-
-		result = heap_update(ks->heap, &row->tid, tuple, GetCurrentCommandId(true),
-							 InvalidSnapshot, false, &tmfd, &lockmode);
-		if (result == TM_BeingModified || result == TM_Updated || result == TM_Deleted)
+		/*
+		 * A live row in an older bucket is deleted as its new version goes
+		 * into a newer one: that bucket must be free to go once its rows
+		 * have expired.  An expired row can stay: it never comes back.
+		 */
+		if (row->state != KEY_ABSENT && row->expires_at > ks->now)
+			result = heap_delete(ks->parts[row->part].heap, &row->tid, cid,
+								 InvalidSnapshot, false, &tmfd, false);
+		if (result == TM_Ok)
 		{
-			heap_freetuple(tuple);
-			store_changed_under_us(ks, fp, row, result, &tmfd, busy);
-			return false;
+			heap_insert(target->heap, tuple, cid, 0, NULL);
+			store_index_insert(ks, target, tuple, fp, false);
 		}
-		if (result != TM_Ok)
-			elog(ERROR, "unexpected heap_update status %u on a dedup key",
-				 (unsigned) result);
-		if (!HeapTupleIsHeapOnly(tuple))
-			store_index_insert(ks, tuple, fp, true);
 	}
+	if (result == TM_BeingModified || result == TM_Updated || result == TM_Deleted)
+	{
+		heap_freetuple(tuple);
+		store_changed_under_us(ks, fp, row, result, &tmfd, busy);
+		return false;
+	}
+	if (result != TM_Ok)
+		elog(ERROR, "unexpected status %u writing a dedup key", (unsigned) result);
 	heap_freetuple(tuple);
 	LockRelease(&row->tag, ExclusiveLock, false);
 	ks->wrote = true;
@@ -529,22 +640,29 @@ KeyState
 key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row)
 {
 	ScanKeyData skey;
-	IndexScanDesc scan;
 
 	memset(row, 0, sizeof(KeyRow));
 	row->state = KEY_ABSENT;
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   ks->index->rd_indcollation[0], ks->eqproc,
-						   PointerGetDatum(fp));
-	scan = index_beginscan(ks->heap, ks->index, GetActiveSnapshot(), 1, 0);
-	index_rescan(scan, &skey, 1, NULL, 0);
-	if (index_getnext_slot(scan, ForwardScanDirection, ks->slot))
+	store_scankey(ks, &skey, fp);
+	for (row->part = 0; row->part < ks->nparts; row->part++)
 	{
-		store_row_from_slot(ks, row);
-		row->state = store_row_state(ks, row);
+		IndexScanDesc scan;
+		bool		found;
+
+		scan = index_beginscan(ks->parts[row->part].heap, ks->parts[row->part].index,
+							   GetActiveSnapshot(), 1, 0);
+		index_rescan(scan, &skey, 1, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, ks->slot);
+		if (found)
+		{
+			store_row_from_slot(ks, row);
+			row->state = store_row_state(ks, row);
+		}
+		index_endscan(scan);
+		ExecClearTuple(ks->slot);
+		if (found)
+			break;
 	}
-	index_endscan(scan);
-	ExecClearTuple(ks->slot);
 	return row->state;
 }
 

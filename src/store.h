@@ -21,6 +21,7 @@
 #include "utils/snapshot.h"
 
 #include "dedup.h"
+#include "bucket.h"
 
 /*
  * The lock tag classes of dedup's own locks: advisory-class lock tags with
@@ -116,6 +117,7 @@ typedef struct KeyRow
 {
 	KeyState	state;
 	LOCKTAG		tag;
+	int			part;			/* the part of the store it was found in */
 	ItemPointerData tid;
 	TimestampTz expires_at;
 	bool		has_record;
@@ -123,18 +125,31 @@ typedef struct KeyRow
 	DedupStreamRow stream;		/* rows of dedup.streams */
 } KeyRow;
 
+/*
+ * One relation of a key table with its primary key: dedup.claims has one
+ * a time bucket (bucket.c), the other key tables one in all.
+ */
+typedef struct KeyStorePart
+{
+	Relation	heap;
+	Relation	index;
+	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
+	IndexInfo  *indexinfo;		/* built when a row is first inserted */
+} KeyStorePart;
+
 /* Everything one call needs to read and write keys of one scope. */
 typedef struct KeyStore
 {
 	const text *scope;			/* for messages */
 	DedupRelation table;		/* which key table */
-	Relation	heap;
-	Relation	index;
-	IndexInfo  *indexinfo;
+	LOCKMODE	lockmode;		/* on every part */
+	int			nparts;
+	KeyStorePart parts[DEDUP_MAX_BUCKETS];	/* newest first */
+	int			current;		/* the part new rows go into */
+	Relation	heap;			/* parts[current]: every part has its columns */
 	RegProcedure eqproc;		/* fingerprint equality, for the scan key */
 	TupleTableSlot *slot;
 	SnapshotData dirty;			/* sees rows of transactions in progress */
-	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
 	TupleDesc	record_desc;	/* of dedup.record_state */
 	int32		record_head_len;	/* bytes of a record read for its status */
 	bool		whole_records;	/* read records whole, response included */

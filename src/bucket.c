@@ -1,0 +1,674 @@
+/*-------------------------------------------------------------------------
+ *
+ * bucket.c
+ *	  Which relations hold the claims: the time buckets of dedup.claims.
+ *
+ * Claims and idempotency records are written into the current bucket, a
+ * table that inherits from dedup.claims and has its own primary key on the
+ * fingerprint, so that the index pages new keys go into are few and recent
+ * (after a checkpoint, each page written costs a full-page image).  Every
+ * dedup.bucket_interval the cleanup opens a new bucket and closes the old
+ * one, which is only read from then on; once every row of a closed bucket
+ * has expired, the whole bucket goes with DROP TABLE: no row is deleted,
+ * no dead tuple left, no vacuum owed.  dedup.buckets lists them (see
+ * sql/tables/buckets.sql); bucket 0 is dedup.claims itself, the only
+ * bucket of a new or updated database until the first switch.
+ *
+ * Reading and writing (store.c).  A call opens every bucket not retired,
+ * newest first, and looks a key up in each until it finds a row: the row
+ * in the newest bucket that has one is the key's latest version, since
+ * rows are only ever written into the current bucket or into the bucket
+ * their latest version is in, whichever is newer.  A live row found in an
+ * older bucket is deleted as its new version goes into the current one.
+ *
+ * Switching, without blocking a call.  A call reads the list of buckets
+ * once per change (the list is cached, and a change sends a relcache
+ * invalidation of dedup.buckets), and holds a lock on each bucket while it
+ * runs.  The switch is done in steps, each a transaction of its own:
+ *	1. open: create bucket n+1 as "next": every call reads it from now on,
+ *	   none writes it;
+ *	2. switch: wait until every call that began before step 1 committed
+ *	   (and so may not know bucket n+1) has ended: WaitForLockers() on the
+ *	   current bucket, which blocks nobody; then make n+1 current and n
+ *	   closed.  A call that still takes n for current also reads n+1, and
+ *	   writes a key into n+1 when its latest version is there;
+ *	3. seal: wait likewise for the calls that may still write into n, then
+ *	   read n once (with a dirty snapshot, so rows of transactions still in
+ *	   progress count) for the latest expiry of its rows;
+ *	4. retire: once that time has passed, no row in n is live: calls stop
+ *	   reading it;
+ *	5. drop: wait for the calls that still read it, then DROP TABLE (for
+ *	   bucket 0, TRUNCATE ONLY), taking the lock only if it is free.
+ * A step whose previous step was done in the same transaction waits for
+ * the next pass.  The steps run as the owner of dedup.buckets, since a
+ * cleanup role is not allowed DDL.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "dedup.h"
+#include "bucket.h"
+#include "store.h"
+
+/* dedup.buckets.state */
+#define BUCKET_NEXT		'n'
+#define BUCKET_CURRENT	'c'
+#define BUCKET_CLOSED	'x'
+#define BUCKET_SEALED	's'
+#define BUCKET_RETIRED	'r'
+
+/* Columns of dedup.buckets */
+#define Anum_buckets_bucket			1
+#define Anum_buckets_relid			2
+#define Anum_buckets_state			3
+#define Anum_buckets_opened_at		4
+#define Anum_buckets_closed_at		5
+#define Anum_buckets_max_expires_at	6
+#define Anum_buckets_claims			7
+#define Anum_buckets_records		8
+
+/* Rows of dedup.buckets a step reads: retired ones included. */
+#define BUCKET_MAX_ROWS		(2 * DEDUP_MAX_BUCKETS)
+
+/* A row of dedup.buckets. */
+typedef struct BucketRow
+{
+	int32		number;
+	Oid			relid;
+	char		state;
+	TimestampTz opened_at;
+	bool		has_max;
+	TimestampTz max_expires_at;
+	int64		claims;
+	int64		records;
+	bool		mine;			/* this version written by this transaction */
+} BucketRow;
+
+/* The cached list, and a count of the invalidations that may change it. */
+static DedupBucketList bucket_list;
+static bool bucket_list_valid = false;
+static uint64 bucket_list_generation = 0;
+static Oid	bucket_table_relid = InvalidOid;
+
+static void
+bucket_list_callback(Datum arg, Oid relid)
+{
+	bool		ours = !OidIsValid(relid) || relid == bucket_table_relid;
+
+	for (int i = 0; !ours && bucket_list_valid && i < bucket_list.nbuckets; i++)
+		ours = (bucket_list.buckets[i].heap == relid);
+	if (ours)
+	{
+		bucket_list_valid = false;
+		bucket_list_generation++;
+	}
+}
+
+static int
+bucket_row_compare(const void *a, const void *b)
+{
+	int32		na = ((const BucketRow *) a)->number;
+	int32		nb = ((const BucketRow *) b)->number;
+
+	return (na > nb) ? -1 : (na < nb) ? 1 : 0;
+}
+
+/*
+ * Read dedup.buckets, newest bucket first, with a snapshot taken after the
+ * table was locked (and so after every invalidation sent before).  An empty
+ * table stands for bucket 0, current: the state of a new database.
+ */
+static int
+bucket_read(BucketRow *rows)
+{
+	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(IsInParallelMode() ?
+											GetTransactionSnapshot() : GetLatestSnapshot());
+	SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+	TupleDesc	desc = RelationGetDescr(rel);
+	HeapTuple	tuple;
+	int			n = 0;
+
+	while ((tuple = systable_getnext(scan)) != NULL)
+	{
+		BucketRow  *row = &rows[n];
+		bool		isnull;
+		Datum		d;
+
+		if (n >= BUCKET_MAX_ROWS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("dedup.buckets lists more than %d buckets", BUCKET_MAX_ROWS),
+					 errhint("Let the cleanup drop the retired buckets.")));
+		row->number = DatumGetInt32(heap_getattr(tuple, Anum_buckets_bucket, desc, &isnull));
+		row->relid = DatumGetObjectId(heap_getattr(tuple, Anum_buckets_relid, desc, &isnull));
+		row->state = DatumGetChar(heap_getattr(tuple, Anum_buckets_state, desc, &isnull));
+		row->opened_at = DatumGetTimestampTz(heap_getattr(tuple, Anum_buckets_opened_at,
+														  desc, &isnull));
+		d = heap_getattr(tuple, Anum_buckets_max_expires_at, desc, &isnull);
+		row->has_max = !isnull;
+		row->max_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
+		d = heap_getattr(tuple, Anum_buckets_claims, desc, &isnull);
+		row->claims = isnull ? 0 : DatumGetInt64(d);
+		d = heap_getattr(tuple, Anum_buckets_records, desc, &isnull);
+		row->records = isnull ? 0 : DatumGetInt64(d);
+		row->mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+		n++;
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+
+	if (n == 0)
+	{
+		memset(&rows[0], 0, sizeof(BucketRow));
+		rows[0].number = 0;
+		rows[0].relid = dedup_relation_oid(DEDUP_REL_CLAIMS);
+		rows[0].state = BUCKET_CURRENT;
+		rows[0].opened_at = DT_NOBEGIN;
+		return 1;
+	}
+	qsort(rows, n, sizeof(BucketRow), bucket_row_compare);
+	return n;
+}
+
+static char *
+bucket_table_name(int32 number)
+{
+	return number == 0 ? pstrdup("claims") : psprintf("claims_%d", number);
+}
+
+/* The primary key of a bucket: claims_pkey, or claims_N_pkey. */
+static Oid
+bucket_index(const BucketRow *row)
+{
+	Oid			nsp = get_rel_namespace(row->relid);
+	Oid			index = InvalidOid;
+
+	if (OidIsValid(nsp))
+		index = get_relname_relid(psprintf("%s_pkey", bucket_table_name(row->number)), nsp);
+	if (!OidIsValid(index))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("bucket %d of dedup.claims is missing its table or primary key",
+						row->number),
+				 errdetail("dedup.buckets lists relation %u for it.", row->relid),
+				 errhint("A bucket's table is dropped by the cleanup only; restore it, or remove its row from dedup.buckets.")));
+	return index;
+}
+
+static void
+bucket_list_load(DedupBucketList *list)
+{
+	BucketRow	rows[BUCKET_MAX_ROWS];
+	int			n;
+
+	list->nbuckets = 0;
+	if (!OidIsValid(bucket_table_relid))
+	{
+		Oid			claims = dedup_relation_oid(DEDUP_REL_CLAIMS);
+
+		/* a database still at 1.0 (not one whose list of buckets is lost) */
+		if (has_subclass(claims))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation \"%s.buckets\" does not exist", DEDUP_INTERNAL_SCHEMA),
+					 errdetail("dedup.claims has buckets, and the list of them is gone."),
+					 errhint("Restore dedup.buckets, or run ALTER EXTENSION dedup UPDATE.")));
+		/* dedup.claims alone */
+		list->nbuckets = 1;
+		list->buckets[0].number = 0;
+		list->buckets[0].heap = dedup_relation_oid(DEDUP_REL_CLAIMS);
+		list->buckets[0].index = dedup_relation_oid(DEDUP_REL_CLAIMS_PKEY);
+		list->buckets[0].current = true;
+		return;
+	}
+	n = bucket_read(rows);
+	for (int i = 0; i < n; i++)
+	{
+		DedupBucket *b;
+
+		if (rows[i].state == BUCKET_RETIRED)
+			continue;
+		if (list->nbuckets >= DEDUP_MAX_BUCKETS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("dedup.claims has more than %d buckets to read", DEDUP_MAX_BUCKETS)));
+		b = &list->buckets[list->nbuckets++];
+		b->number = rows[i].number;
+		b->heap = rows[i].relid;
+		b->index = bucket_index(&rows[i]);
+		b->current = (rows[i].state == BUCKET_CURRENT);
+	}
+}
+
+/*
+ * The buckets a call reads, newest first.  *generation identifies the list:
+ * after locking the buckets, a caller checks with dedup_bucket_list_changed()
+ * that no change arrived meanwhile, and reads the list again if one did.
+ */
+const DedupBucketList *
+dedup_bucket_list(uint64 *generation)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(bucket_list_callback, (Datum) 0);
+		registered = true;
+	}
+	bucket_table_relid = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+	*generation = bucket_list_generation;
+	if (!bucket_list_valid)
+	{
+		bucket_list_load(&bucket_list);
+		/* valid unless an invalidation arrived while it was read */
+		bucket_list_valid = (*generation == bucket_list_generation);
+	}
+	return &bucket_list;
+}
+
+bool
+dedup_bucket_list_changed(uint64 generation)
+{
+	AcceptInvalidationMessages();
+	return generation != bucket_list_generation;
+}
+
+/*
+ * Open the bucket new claims go into (dedup.claims in a database at 1.0),
+ * locked, once no change of the list arrived while it was being locked.
+ */
+Relation
+dedup_bucket_open_current(LOCKMODE lockmode)
+{
+	for (;;)
+	{
+		uint64		generation;
+		const DedupBucketList *list = dedup_bucket_list(&generation);
+		Oid			relid = InvalidOid;
+
+		for (int i = 0; i < list->nbuckets; i++)
+		{
+			if (list->buckets[i].current)
+				relid = list->buckets[i].heap;
+		}
+		if (!OidIsValid(relid))
+			elog(ERROR, "dedup.buckets lists no current bucket");
+		LockRelationOid(relid, lockmode);
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+			!dedup_bucket_list_changed(generation))
+			return table_open(relid, NoLock);
+		UnlockRelationOid(relid, lockmode);
+	}
+}
+
+/* Whether this database keeps claims in buckets (not at 1.0). */
+bool
+dedup_bucket_storage(void)
+{
+	return OidIsValid(dedup_relation_lookup(DEDUP_REL_BUCKETS));
+}
+
+/* ---------------------------------------------------------------------
+ * The cleanup's steps
+ * ---------------------------------------------------------------------
+ */
+
+/* Run one statement through SPI (connected), with up to three arguments. */
+static void
+bucket_sql(const char *sql, int nargs, const Oid *types, const Datum *values)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, (Oid *) types, (Datum *) values,
+										   NULL, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_with_args failed (%d): %s", rc, sql);
+}
+
+static void
+bucket_set_state(int32 number, char state)
+{
+	Oid			types[2] = {INT4OID, CHAROID};
+	Datum		values[2] = {Int32GetDatum(number), CharGetDatum(state)};
+
+	bucket_sql("UPDATE dedup.buckets SET state = $2 WHERE bucket = $1", 2, types, values);
+}
+
+/* Tell every backend that the list of buckets changed, at commit. */
+static void
+bucket_list_invalidate(void)
+{
+	CacheInvalidateRelcacheByRelid(dedup_relation_oid(DEDUP_REL_BUCKETS));
+}
+
+/* Wait for the transactions that hold a lock on relid conflicting with mode. */
+static void
+bucket_wait_for_lockers(Oid relid, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	WaitForLockers(tag, mode, false);
+}
+
+/*
+ * A bucket's table depends on the extension (automatically: DROP EXTENSION
+ * drops it), which pg_dump does not restore; record it where it is missing.
+ */
+static void
+bucket_depend_on_extension(Oid relid)
+{
+	ObjectAddress table;
+	ObjectAddress extension;
+
+	ObjectAddressSet(extension, ExtensionRelationId, get_extension_oid("dedup", false));
+	ObjectAddressSet(table, RelationRelationId, relid);
+	if (getExtensionOfObject(RelationRelationId, relid) != InvalidOid)
+		return;					/* a member: bucket 0 */
+	{
+		Relation	depend = table_open(DependRelationId, AccessShareLock);
+		ScanKeyData key[2];
+		SysScanDesc scan;
+		HeapTuple	tuple;
+		bool		found = false;
+
+		ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(RelationRelationId));
+		ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(relid));
+		scan = systable_beginscan(depend, DependDependerIndexId, true, NULL, 2, key);
+		while (!found && (tuple = systable_getnext(scan)) != NULL)
+		{
+			Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tuple);
+
+			found = (dep->refclassid == ExtensionRelationId &&
+					 dep->refobjid == extension.objectId && dep->deptype == DEPENDENCY_AUTO);
+		}
+		systable_endscan(scan);
+		table_close(depend, AccessShareLock);
+		if (found)
+			return;
+	}
+	recordDependencyOn(&table, &extension, DEPENDENCY_AUTO);
+}
+
+/* Step 1: open the next bucket when the current one is old enough. */
+static void
+bucket_open_next(BucketRow *rows, int n)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	const BucketRow *current = NULL;
+	int			live = 0;
+	int32		next;
+	char	   *name;
+	Oid			relid;
+	Oid			types[2] = {INT4OID, OIDOID};
+	Datum		values[2];
+
+	if (rows[0].opened_at == DT_NOBEGIN)
+	{
+		/* a new database: list bucket 0, so that its age is known */
+		bucket_sql("INSERT INTO dedup.buckets (bucket, relid, state, opened_at) "
+				   "VALUES (0, 'dedup.claims'::pg_catalog.regclass, 'c', pg_catalog.now())",
+				   0, NULL, NULL);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].number != 0)
+			bucket_depend_on_extension(rows[i].relid);
+		if (rows[i].state == BUCKET_NEXT)
+			return;				/* opened already, not yet switched to */
+		if (rows[i].state == BUCKET_CURRENT)
+			current = &rows[i];
+		if (rows[i].state != BUCKET_RETIRED)
+			live++;
+	}
+	if (current == NULL ||
+		now < current->opened_at + (int64) dedup_bucket_interval * USECS_PER_SEC)
+		return;
+	if (live >= DEDUP_MAX_BUCKETS)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dedup.claims keeps its current bucket: %d buckets hold rows that have not expired",
+						live),
+				 errhint("Raise dedup.bucket_interval: a bucket should span a good part of the longest ttl.")));
+		return;
+	}
+
+	next = rows[0].number + 1;
+	name = bucket_table_name(next);
+	bucket_sql(psprintf("CREATE TABLE dedup.%s (CONSTRAINT %s PRIMARY KEY (key)) "
+						"INHERITS (dedup.claims) WITH (autovacuum_vacuum_scale_factor = 0.02)",
+						quote_identifier(name),
+						quote_identifier(psprintf("%s_pkey", name))),
+			   0, NULL, NULL);
+	relid = get_relname_relid(name, get_namespace_oid(DEDUP_INTERNAL_SCHEMA, false));
+	bucket_depend_on_extension(relid);
+	values[0] = Int32GetDatum(next);
+	values[1] = ObjectIdGetDatum(relid);
+	bucket_sql("INSERT INTO dedup.buckets (bucket, relid, state, opened_at) "
+			   "VALUES ($1, $2, 'n', pg_catalog.now())", 2, types, values);
+	bucket_list_invalidate();
+}
+
+/* Step 2: make the next bucket current, once every call reads it. */
+static void
+bucket_switch(BucketRow *rows, int n)
+{
+	const BucketRow *next = NULL;
+	const BucketRow *current = NULL;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1];
+
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].state == BUCKET_NEXT)
+			next = &rows[i];
+		else if (rows[i].state == BUCKET_CURRENT)
+			current = &rows[i];
+	}
+	if (next == NULL || next->mine || current == NULL)
+		return;
+
+	/* the calls that began before the next bucket was listed have ended */
+	bucket_wait_for_lockers(current->relid, ShareLock);
+	values[0] = Int32GetDatum(current->number);
+	bucket_sql("UPDATE dedup.buckets SET state = 'x', closed_at = pg_catalog.now() "
+			   "WHERE bucket = $1", 1, types, values);
+	values[0] = Int32GetDatum(next->number);
+	bucket_sql("UPDATE dedup.buckets SET state = 'c', opened_at = pg_catalog.now() "
+			   "WHERE bucket = $1", 1, types, values);
+	bucket_list_invalidate();
+}
+
+/* Step 3: the latest expiry of each closed bucket's rows, and their counts. */
+static void
+bucket_seal(BucketRow *rows, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		Relation	rel;
+		SnapshotData dirty;
+		TableScanDesc scan;
+		TupleTableSlot *slot;
+		bool		has_max = false;
+		TimestampTz max = 0;
+		int64		claims = 0;
+		int64		records = 0;
+		Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID};
+		Datum		values[4];
+		char		nulls[4] = {' ', ' ', ' ', ' '};
+
+		if (rows[i].state != BUCKET_CLOSED || rows[i].mine)
+			continue;
+		/* the calls that may still write into it, not knowing it closed */
+		bucket_wait_for_lockers(rows[i].relid, ShareLock);
+
+		rel = table_open(rows[i].relid, AccessShareLock);
+		InitDirtySnapshot(dirty);
+		scan = table_beginscan(rel, &dirty, 0, NULL);
+		slot = table_slot_create(rel, NULL);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		{
+			bool		isnull;
+			TimestampTz expires_at = DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at,
+																	  &isnull));
+
+			CHECK_FOR_INTERRUPTS();
+			if (!has_max || expires_at > max)
+				max = expires_at;
+			has_max = true;
+			if (slot_attisnull(slot, Anum_claims_record))
+				claims++;
+			else
+				records++;
+		}
+		ExecDropSingleTupleTableSlot(slot);
+		table_endscan(scan);
+		table_close(rel, AccessShareLock);
+
+		values[0] = Int32GetDatum(rows[i].number);
+		values[1] = TimestampTzGetDatum(max);
+		nulls[1] = has_max ? ' ' : 'n';
+		values[2] = Int64GetDatum(claims);
+		values[3] = Int64GetDatum(records);
+		if (SPI_execute_with_args("UPDATE dedup.buckets SET state = 's', max_expires_at = $2, "
+								  "claims = $3, records = $4 WHERE bucket = $1",
+								  4, types, values, nulls, false, 0) < 0)
+			elog(ERROR, "could not seal bucket %d", rows[i].number);
+	}
+}
+
+/* Step 4: retire the sealed buckets whose every row has expired. */
+static void
+bucket_retire(BucketRow *rows, int n)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	bool		retired = false;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].state != BUCKET_SEALED || (rows[i].has_max && rows[i].max_expires_at > now))
+			continue;
+		bucket_set_state(rows[i].number, BUCKET_RETIRED);
+		retired = true;
+	}
+	if (retired)
+		bucket_list_invalidate();
+}
+
+/*
+ * Step 5: drop the retired buckets no call reads any more; bucket 0,
+ * dedup.claims itself, is emptied instead.  Counts the rows they held.
+ */
+static int64
+bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
+{
+	int64		total = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(rows[i].number)};
+
+		if (rows[i].state != BUCKET_RETIRED || rows[i].mine)
+			continue;
+		bucket_wait_for_lockers(rows[i].relid, AccessExclusiveLock);
+		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
+			continue;			/* a call that read an old list: next pass */
+		if (rows[i].number == 0)
+			bucket_sql("TRUNCATE ONLY dedup.claims", 0, NULL, NULL);
+		else
+			bucket_sql(psprintf("DROP TABLE dedup.%s",
+								quote_identifier(bucket_table_name(rows[i].number))),
+					   0, NULL, NULL);
+		bucket_sql("DELETE FROM dedup.buckets WHERE bucket = $1", 1, types, values);
+		removed[DEDUP_KIND_CLAIM] += rows[i].claims;
+		removed[DEDUP_KIND_RECORD] += rows[i].records;
+		total += rows[i].claims + rows[i].records;
+	}
+	return total;
+}
+
+/*
+ * One step of the cleanup's work on buckets (0 to DEDUP_BUCKET_NSTEPS - 1),
+ * in the current transaction, as the owner of dedup.buckets.  Returns the
+ * rows removed with dropped buckets, counted by kind in removed[].  Only one
+ * transaction works on buckets at a time: another finds the table locked
+ * and leaves the step to it.
+ */
+int64
+dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
+{
+	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
+	Oid			relid = RelationGetRelid(rel);
+	Oid			owner = rel->rd_rel->relowner;
+	Oid			save_userid;
+	int			save_sec_context;
+	BucketRow	rows[BUCKET_MAX_ROWS];
+	int			n;
+	int64		total = 0;
+
+	table_close(rel, AccessShareLock);
+	if (!ConditionalLockRelationOid(relid, ShareUpdateExclusiveLock))
+		return 0;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	n = bucket_read(rows);
+	switch (step)
+	{
+		case 0:
+			bucket_open_next(rows, n);
+			break;
+		case 1:
+			bucket_switch(rows, n);
+			break;
+		case 2:
+			bucket_seal(rows, n);
+			break;
+		case 3:
+			bucket_retire(rows, n);
+			break;
+		case 4:
+			total = bucket_drop(rows, n, removed);
+			break;
+		default:
+			elog(ERROR, "unknown bucket step %d", step);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return total;
+}

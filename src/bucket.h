@@ -1,0 +1,45 @@
+/*-------------------------------------------------------------------------
+ *
+ * bucket.h
+ *	  Which relations hold the claims: the time buckets of dedup.claims
+ *	  (bucket.c), as store.c reads and writes them and the cleanup opens,
+ *	  closes and drops them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DEDUP_BUCKET_H
+#define DEDUP_BUCKET_H
+
+#include "cleanup.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
+
+/* Most buckets a database keeps at once; the cleanup opens no more. */
+#define DEDUP_MAX_BUCKETS	32
+
+/* A bucket a call reads, and writes if it is the current one. */
+typedef struct DedupBucket
+{
+	int32		number;
+	Oid			heap;
+	Oid			index;			/* its primary key, on the fingerprint */
+	bool		current;		/* the bucket new rows go into */
+} DedupBucket;
+
+/* The buckets a call reads, newest first; one of them is current. */
+typedef struct DedupBucketList
+{
+	int			nbuckets;
+	DedupBucket buckets[DEDUP_MAX_BUCKETS];
+} DedupBucketList;
+
+extern const DedupBucketList *dedup_bucket_list(uint64 *generation);
+extern bool dedup_bucket_list_changed(uint64 generation);
+
+/* The cleanup's work on buckets: steps of its first stage (cleanup.c). */
+#define DEDUP_BUCKET_NSTEPS	5
+extern bool dedup_bucket_storage(void);
+extern Relation dedup_bucket_open_current(LOCKMODE lockmode);
+extern int64 dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS]);
+
+#endif							/* DEDUP_BUCKET_H */
