@@ -511,20 +511,55 @@ bucket_switch(BucketRow *rows, int n)
 	bucket_list_invalidate();
 }
 
+/*
+ * Read a bucket whole: the latest expiry of its rows and their numbers, by
+ * kind.  With a dirty snapshot, rows of transactions still in progress
+ * count, deleted ones do not.  False when it has no row.
+ */
+static bool
+bucket_scan(Oid relid, TimestampTz *max, int64 *claims, int64 *records)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	SnapshotData dirty;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	bool		has_max = false;
+
+	*max = 0;
+	*claims = *records = 0;
+	InitDirtySnapshot(dirty);
+	scan = table_beginscan(rel, &dirty, 0, NULL);
+	slot = table_slot_create(rel, NULL);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		TimestampTz expires_at = DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at,
+																  &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+		if (!has_max || expires_at > *max)
+			*max = expires_at;
+		has_max = true;
+		if (slot_attisnull(slot, Anum_claims_record))
+			(*claims)++;
+		else
+			(*records)++;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return has_max;
+}
+
 /* Step 3: the latest expiry of each closed bucket's rows, and their counts. */
 static void
 bucket_seal(BucketRow *rows, int n)
 {
 	for (int i = 0; i < n; i++)
 	{
-		Relation	rel;
-		SnapshotData dirty;
-		TableScanDesc scan;
-		TupleTableSlot *slot;
-		bool		has_max = false;
-		TimestampTz max = 0;
-		int64		claims = 0;
-		int64		records = 0;
+		TimestampTz max;
+		int64		claims;
+		int64		records;
 		Oid			types[4] = {INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID};
 		Datum		values[4];
 		char		nulls[4] = {' ', ' ', ' ', ' '};
@@ -533,33 +568,10 @@ bucket_seal(BucketRow *rows, int n)
 			continue;
 		/* the calls that may still write into it, not knowing it closed */
 		bucket_wait_for_lockers(rows[i].relid, ShareLock);
-
-		rel = table_open(rows[i].relid, AccessShareLock);
-		InitDirtySnapshot(dirty);
-		scan = table_beginscan(rel, &dirty, 0, NULL);
-		slot = table_slot_create(rel, NULL);
-		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-		{
-			bool		isnull;
-			TimestampTz expires_at = DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at,
-																	  &isnull));
-
-			CHECK_FOR_INTERRUPTS();
-			if (!has_max || expires_at > max)
-				max = expires_at;
-			has_max = true;
-			if (slot_attisnull(slot, Anum_claims_record))
-				claims++;
-			else
-				records++;
-		}
-		ExecDropSingleTupleTableSlot(slot);
-		table_endscan(scan);
-		table_close(rel, AccessShareLock);
-
+		if (!bucket_scan(rows[i].relid, &max, &claims, &records))
+			nulls[1] = 'n';
 		values[0] = Int32GetDatum(rows[i].number);
 		values[1] = TimestampTzGetDatum(max);
-		nulls[1] = has_max ? ' ' : 'n';
 		values[2] = Int64GetDatum(claims);
 		values[3] = Int64GetDatum(records);
 		if (SPI_execute_with_args("UPDATE dedup.buckets SET state = 's', max_expires_at = $2, "
@@ -600,12 +612,17 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 	{
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(rows[i].number)};
+		TimestampTz max;
+		int64		claims;
+		int64		records;
 
 		if (rows[i].state != BUCKET_RETIRED || rows[i].mine)
 			continue;
 		bucket_wait_for_lockers(rows[i].relid, AccessExclusiveLock);
 		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
 			continue;			/* a call that read an old list: next pass */
+		/* what it holds now: records moved out of it since it was sealed */
+		(void) bucket_scan(rows[i].relid, &max, &claims, &records);
 		if (rows[i].number == 0)
 			bucket_sql("TRUNCATE ONLY dedup.claims", 0, NULL, NULL);
 		else
@@ -613,9 +630,9 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 								quote_identifier(bucket_table_name(rows[i].number))),
 					   0, NULL, NULL);
 		bucket_sql("DELETE FROM dedup.buckets WHERE bucket = $1", 1, types, values);
-		removed[DEDUP_KIND_CLAIM] += rows[i].claims;
-		removed[DEDUP_KIND_RECORD] += rows[i].records;
-		total += rows[i].claims + rows[i].records;
+		removed[DEDUP_KIND_CLAIM] += claims;
+		removed[DEDUP_KIND_RECORD] += records;
+		total += claims + records;
 	}
 	return total;
 }

@@ -1,0 +1,132 @@
+-- The time buckets of dedup.claims: the cleanup opens the next bucket every
+-- dedup.bucket_interval, switches to it, seals the old one, and drops it
+-- whole once every row in it has expired.  Calls read every bucket, newest
+-- first, and write the current one.  Time is moved by hand here: a bucket
+-- is aged by its opened_at, and a sealed bucket's rows expired by setting
+-- their expiry and its max_expires_at in the past, as the clock would.
+SET dedup.cleanup_pause = 0;
+-- start from a database with no buckets (earlier tests ran the cleanup)
+DO $$
+DECLARE b record;
+BEGIN
+  FOR b IN SELECT relid FROM dedup.buckets WHERE bucket > 0 LOOP
+    EXECUTE pg_catalog.format('DROP TABLE %s', b.relid);
+  END LOOP;
+  DELETE FROM dedup.buckets;
+  TRUNCATE dedup.claims;
+END $$;
+-- the stored fingerprint of a key within a scope (fingerprint.c's encoding)
+CREATE FUNCTION pg_temp.key_fp(scope text, key text) RETURNS dedup_fingerprint
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT encode(substring(sha256('dedup/v1/claim'::bytea || '\x00'::bytea
+                || int4send(octet_length(convert_to(scope, 'UTF8')))
+                || convert_to(scope, 'UTF8') || convert_to(key, 'UTF8')) FROM 1 FOR 16), 'hex')::dedup_fingerprint
+$$;
+CREATE TEMP VIEW buckets AS
+  SELECT bucket, relid, state, claims, records FROM dedup.buckets ORDER BY bucket;
+CREATE TEMP VIEW rows_by_bucket AS
+  SELECT tableoid::regclass AS bucket, count(*) AS rows,
+         count(*) FILTER (WHERE expires_at > clock_timestamp()) AS live
+  FROM dedup.claims GROUP BY 1 ORDER BY 1;
+
+-- a new database: dedup.claims is bucket 0, current; the first pass lists it
+SELECT count(*) AS listed FROM dedup.buckets;
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+-- bucket 0 is younger than dedup.bucket_interval (6 hours): a pass keeps it
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+
+-- three claims, a record in progress, and a claim that has expired
+SELECT count(*) FROM dedup_claim_batch('b', ARRAY['a', 'b', 'c']);
+SELECT outcome FROM dedup_begin('b-api', 'r1', lease => '1 hour');
+SELECT dedup_claim('b', 'old');
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute'
+WHERE key = pg_temp.key_fp('b', 'old');
+
+-- a switch whose steps run in one transaction waits for the next pass: a
+-- call that began before the next bucket was listed might not read it
+BEGIN;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours';
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT deleted, next_position FROM dedup_cleanup_batch((3::bigint << 32) + 1);
+SELECT * FROM buckets;
+COMMIT;
+-- the next pass switches to bucket 1 and seals bucket 0: its latest expiry
+-- is that of its rows (the record's lease plus its ttl); nothing is deleted
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT max_expires_at = (SELECT max(expires_at) FROM ONLY dedup.claims) AS sealed_at_latest_expiry
+FROM dedup.buckets WHERE bucket = 0;
+SELECT pg_catalog.pg_describe_object(classid, objid, 0) AS bucket, deptype
+FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
+  AND objid = 'dedup.claims_1'::regclass;
+
+-- keys of bucket 0 are still duplicates; new keys go into bucket 1; the
+-- expired key is new again, its new row in bucket 1
+SELECT dedup_claim('b', 'a') AS a, dedup_claim('b', 'd') AS d, dedup_claim('b', 'old') AS old;
+SELECT dedup_claim_batch('b', ARRAY['b', 'e', 'd']) AS batch;
+SELECT * FROM rows_by_bucket;
+-- the record completes: its new version goes into bucket 1, and the one in
+-- bucket 0 is deleted, so that bucket 0 can go once its rows have expired
+SELECT dedup_complete('b-api', 'r1', 200, '{"ok": true}', attempt => 1);
+SELECT tableoid::regclass AS bucket, (record).status FROM dedup.claims
+WHERE key = pg_temp.key_fp('b-api', 'r1');
+SELECT outcome, response FROM dedup_begin('b-api', 'r1');
+SELECT * FROM rows_by_bucket;
+
+-- bucket 0's rows expire: the next pass retires it and empties it (it is
+-- dedup.claims itself: TRUNCATE ONLY), counting the rows it held then
+-- (the record moved out of it) as deleted
+CREATE TEMP TABLE figures_before AS
+  SELECT kind, rows_deleted FROM dedup_cleanup_stats();
+UPDATE ONLY dedup.claims SET expires_at = clock_timestamp() - interval '1 second';
+UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '1 second' WHERE bucket = 0;
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT s.kind, s.rows_deleted - b.rows_deleted AS deleted
+FROM dedup_cleanup_stats() s JOIN figures_before b USING (kind) ORDER BY kind;
+SELECT * FROM rows_by_bucket;
+-- what was in bucket 0 is gone (a and c new again); bucket 1's keys stay
+SELECT dedup_claim_batch('b', ARRAY['a', 'c', 'd', 'old']) AS batch;
+
+-- a second switch: bucket 2 current, bucket 1 sealed and read
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT dedup_claim('b', 'e') AS e, dedup_claim('b', 'f') AS f;
+SELECT * FROM rows_by_bucket;
+-- bucket 1 expires and is dropped whole
+UPDATE dedup.claims_1 SET expires_at = clock_timestamp() - interval '1 second';
+UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '1 second' WHERE bucket = 1;
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT to_regclass('dedup.claims_1') AS bucket_1;
+SELECT dedup_claim('b', 'e') AS e, dedup_claim('b', 'f') AS f;
+
+-- a batch that rolls back drops nothing
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+UPDATE dedup.claims_2 SET expires_at = clock_timestamp() - interval '1 second';
+UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '1 second' WHERE bucket = 2;
+BEGIN;
+SELECT deleted FROM dedup_cleanup_batch((3::bigint << 32) + 3);
+SELECT deleted FROM dedup_cleanup_batch((3::bigint << 32) + 4);
+SELECT * FROM buckets;
+ROLLBACK;
+SELECT * FROM buckets;
+SELECT to_regclass('dedup.claims_2') AS bucket_2;
+-- a step past the last ends the pass and does nothing
+SELECT deleted, next_position FROM dedup_cleanup_batch((3::bigint << 32) + 9);
+SELECT * FROM buckets;
+
+-- the list of buckets gone while buckets exist: calls refuse (42P01)
+-- rather than miss the buckets
+BEGIN;
+ALTER TABLE dedup.buckets RENAME TO buckets_moved;
+SELECT regress_try($$SELECT dedup_claim('b', 'x')$$);
+ROLLBACK;
+-- dedup.bucket_interval: at least a second, set by superusers
+SELECT regress_try($$SET dedup.bucket_interval = 0$$);
+SHOW dedup.bucket_interval;
+RESET dedup.cleanup_pause;
