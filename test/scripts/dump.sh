@@ -41,6 +41,15 @@ marks_of() {	# the marks, and how they decide, in database $1
 	{ q -d "$1" -c "SELECT dedup_advance('log', 'producer', 8, epoch => 0)" 2>&1 || true; } | grep -o 'is fenced'
 	{ q -d "$1" -c "SELECT dedup_advance('log', 'p-0', 45)" 2>&1 || true; } | grep -o 'leaves a gap'
 }
+# the claims in two time buckets: the fixture's in bucket 0, sealed, and one
+# in bucket 1, a table of its own that inherits from dedup.claims
+q -d src -c "CALL dedup_cleanup()" \
+	-c "UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours'" \
+	-c "CALL dedup_cleanup()" -c "SELECT dedup_claim('dump', 'in-bucket-1')" >/dev/null
+buckets_of() {	# the buckets of database $1, and a claim of bucket 1's key
+	q -d "$1" -c "SELECT string_agg(bucket || ':' || state::text || ':' || relid::text, ',' ORDER BY bucket) FROM dedup.buckets" \
+		-c "SELECT dedup_claim('dump', 'in-bucket-1')"
+}
 marks_before=$(marks_of src)
 echo "$marks_before"
 grants_before=$(grants_of src)
@@ -61,5 +70,12 @@ for db in restored replayed; do
 	check "$db: the scope grants, and what they allow and refuse" "$(grants_of $db)" "$grants_before"
 	check "$db: the sequence marks, epochs and strict mode, and how they decide" "$(marks_of $db)" "$marks_before"
 	fixture_check $db
+	check "$db: the buckets, and the claim in bucket 1 a duplicate" "$(buckets_of $db)" "0:s:dedup.claims,1:c:dedup.claims_1
+f"
+	# pg_dump does not restore a bucket's dependency on the extension; the
+	# cleanup records it again, so that DROP EXTENSION takes the bucket along
+	q -d $db -c "CALL dedup_cleanup()" -c "DROP EXTENSION dedup" >/dev/null
+	check "$db: DROP EXTENSION after the cleanup leaves nothing behind" \
+		"$(q -d $db -c "SELECT count(*) FROM pg_class WHERE relname LIKE 'claims%'")" 0
 done
 echo "dump: custom-format restore and plain SQL replay keep every dedup row and its behaviour"

@@ -165,6 +165,17 @@ for v in $versions; do
 			-c "SET ROLE upgrade_relay" -c "SELECT count(*) FROM dedup_outbox_stats()")" "f
 1"
 	fixture_check "$db"
+	# 1.0's table is bucket 0: after a switch to bucket 1 its claims still
+	# count, and DROP EXTENSION takes the new bucket with it
+	q -d "$db" -c "CALL dedup_cleanup()" >/dev/null
+	q -d "$db" -c "UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours'"
+	q -d "$db" -c "CALL dedup_cleanup()" >/dev/null
+	check "$db: a switch to bucket 1 keeps the rows of bucket 0" \
+		"$(q -d "$db" -c "SELECT string_agg(bucket || ':' || state::text || ':' || coalesce(claims + records, 0), ',' ORDER BY bucket) FROM dedup.buckets")" \
+		"0:s:$(q -d "$db" -c "SELECT count(*) FROM ONLY dedup.claims"),1:c:0"
+	check "$db: a claim of 1.0 is a duplicate across buckets, a new one goes into bucket 1" \
+		"$(q -d "$db" -c "SELECT dedup_claim('orders', 'o-1'), dedup_claim('orders', 'o-new')" -c "SELECT count(*) FROM dedup.claims_1")" "f|t
+1"
 	q -d "$db" -c "DROP EXTENSION dedup"
 	check "$db: DROP EXTENSION leaves nothing behind" \
 		"$(q -d "$db" -c "SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE '%dedup%')
