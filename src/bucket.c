@@ -66,6 +66,7 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -359,7 +360,7 @@ bucket_set_state(int32 number, char state)
 	Oid			types[2] = {INT4OID, CHAROID};
 	Datum		values[2] = {Int32GetDatum(number), CharGetDatum(state)};
 
-	bucket_sql("UPDATE dedup.buckets SET state = $2 WHERE bucket = $1", 2, types, values);
+	bucket_sql("UPDATE dedup.buckets SET state = $2 WHERE bucket OPERATOR(pg_catalog.=) $1", 2, types, values);
 }
 
 /* Tell every backend that the list of buckets changed, at commit. */
@@ -504,10 +505,10 @@ bucket_switch(BucketRow *rows, int n)
 	bucket_wait_for_lockers(current->relid, ShareLock);
 	values[0] = Int32GetDatum(current->number);
 	bucket_sql("UPDATE dedup.buckets SET state = 'x', closed_at = pg_catalog.now() "
-			   "WHERE bucket = $1", 1, types, values);
+			   "WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
 	values[0] = Int32GetDatum(next->number);
 	bucket_sql("UPDATE dedup.buckets SET state = 'c', opened_at = pg_catalog.now() "
-			   "WHERE bucket = $1", 1, types, values);
+			   "WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
 	bucket_list_invalidate();
 }
 
@@ -575,7 +576,7 @@ bucket_seal(BucketRow *rows, int n)
 		values[2] = Int64GetDatum(claims);
 		values[3] = Int64GetDatum(records);
 		if (SPI_execute_with_args("UPDATE dedup.buckets SET state = 's', max_expires_at = $2, "
-								  "claims = $3, records = $4 WHERE bucket = $1",
+								  "claims = $3, records = $4 WHERE bucket OPERATOR(pg_catalog.=) $1",
 								  4, types, values, nulls, false, 0) < 0)
 			elog(ERROR, "could not seal bucket %d", rows[i].number);
 	}
@@ -629,7 +630,7 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 			bucket_sql(psprintf("DROP TABLE dedup.%s",
 								quote_identifier(bucket_table_name(rows[i].number))),
 					   0, NULL, NULL);
-		bucket_sql("DELETE FROM dedup.buckets WHERE bucket = $1", 1, types, values);
+		bucket_sql("DELETE FROM dedup.buckets WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
 		removed[DEDUP_KIND_CLAIM] += claims;
 		removed[DEDUP_KIND_RECORD] += records;
 		total += claims + records;
@@ -652,6 +653,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 	Oid			owner = rel->rd_rel->relowner;
 	Oid			save_userid;
 	int			save_sec_context;
+	int			save_nestlevel;
 	BucketRow	rows[BUCKET_MAX_ROWS];
 	int			n;
 	int64		total = 0;
@@ -660,8 +662,17 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 	if (!ConditionalLockRelationOid(relid, ShareUpdateExclusiveLock))
 		return 0;
 
+	/*
+	 * As the owner, with a search_path of pg_catalog only, as a SECURITY
+	 * DEFINER function with SET search_path would run: the statements name
+	 * the extension's relations with their schema, and nothing the caller
+	 * put on its search_path (an operator, a function) can be picked.
+	 */
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	n = bucket_read(rows);
@@ -686,6 +697,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 			elog(ERROR, "unknown bucket step %d", step);
 	}
 	SPI_finish();
+	AtEOXact_GUC(true, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	return total;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Scripted test: the exactly-once simulation (sim/dedup-sim) at a small size
 # with every fault on and the postmaster killed with SIGKILL twice, while the
-# cleanup worker deletes what expires (ttl 8 s) every second.  Fails on any
+# cleanup worker deletes what expires (ttl 8 s) every second and switches
+# the time buckets of dedup.claims every two seconds (after the simulation
+# it must have dropped one whose rows had all expired).  Fails on any
 # broken invariant (the simulator exits 1 and says which), and checks that
 # the server really went through crash recovery twice and that the
 # simulation ran long enough for the cleanup to delete expired rows.
@@ -14,7 +16,7 @@ set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
 test_server sim 60 "dedup.cleanup_databases = 'dedup_sim'" "dedup.cleanup_interval = '1s'" \
-	"restart_after_crash = off"
+	"dedup.bucket_interval = '2s'" "restart_after_crash = off"
 q -c "CREATE DATABASE dedup_sim"
 
 crash_command=$(server_crash_command "$dir")
@@ -37,6 +39,11 @@ echo "ok: $lost statements or commits met a lost connection, and were redelivere
 deleted=$(q -d dedup_sim -c "SELECT sum(rows_deleted) FROM dedup_cleanup_stats()")
 [ "${deleted:-0}" -gt 0 ] || { echo "FAIL: the cleanup worker deleted nothing"; exit 1; }
 echo "ok: the cleanup worker deleted $deleted expired rows since the last restart"
+# a bucket goes once its rows have expired: a ttl and an interval after it opened
+PGDATABASE=dedup_sim wait_for "SELECT max(bucket) - count(*) FILTER (WHERE bucket > 0) > 0 FROM dedup.buckets" t 30 ||
+	{ echo "FAIL: no bucket of dedup.claims was dropped"; exit 1; }
+dropped=$(q -d dedup_sim -c "SELECT max(bucket) - count(*) FILTER (WHERE bucket > 0) FROM dedup.buckets")
+echo "ok: $dropped buckets of dedup.claims were dropped whole, $(q -d dedup_sim -c "SELECT count(*) FROM dedup.buckets") listed at the end"
 
 # The checks can fail: with a dedup window (ttl 1 s) shorter than the time
 # over which copies arrive (anywhere in a feed of about 3 s), late copies

@@ -130,3 +130,13 @@ ROLLBACK;
 SELECT regress_try($$SET dedup.bucket_interval = 0$$);
 SHOW dedup.bucket_interval;
 RESET dedup.cleanup_pause;
+-- the tests after this one start from one empty bucket
+DO $$
+DECLARE b record;
+BEGIN
+  FOR b IN SELECT relid FROM dedup.buckets WHERE bucket > 0 LOOP
+    EXECUTE pg_catalog.format('DROP TABLE %s', b.relid);
+  END LOOP;
+  DELETE FROM dedup.buckets;
+  TRUNCATE dedup.claims;
+END $$;
