@@ -20,6 +20,7 @@ OBJS = \
 	src/fingerprint.o \
 	src/scope.o \
 	src/bucket.o \
+	src/filter.o \
 	src/store.o \
 	src/claim.o \
 	src/record.o \

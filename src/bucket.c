@@ -249,6 +249,7 @@ bucket_list_load(DedupBucketList *list)
 		list->buckets[0].heap = dedup_relation_oid(DEDUP_REL_CLAIMS);
 		list->buckets[0].index = dedup_relation_oid(DEDUP_REL_CLAIMS_PKEY);
 		list->buckets[0].current = true;
+		list->buckets[0].sealed = false;
 		return;
 	}
 	n = bucket_read(rows);
@@ -267,6 +268,7 @@ bucket_list_load(DedupBucketList *list)
 		b->heap = rows[i].relid;
 		b->index = bucket_index(&rows[i]);
 		b->current = (rows[i].state == BUCKET_CURRENT);
+		b->sealed = (rows[i].state == BUCKET_SEALED);
 	}
 }
 
@@ -552,10 +554,16 @@ bucket_scan(Oid relid, TimestampTz *max, int64 *claims, int64 *records)
 	return has_max;
 }
 
-/* Step 3: the latest expiry of each closed bucket's rows, and their counts. */
+/*
+ * Step 3: the latest expiry of each closed bucket's rows, and their counts;
+ * then its filter (filter.c).  Calls read a sealed bucket only when its
+ * filter may hold their key, so the list changes.
+ */
 static void
 bucket_seal(BucketRow *rows, int n)
 {
+	bool		sealed = false;
+
 	for (int i = 0; i < n; i++)
 	{
 		TimestampTz max;
@@ -579,6 +587,16 @@ bucket_seal(BucketRow *rows, int n)
 								  "claims = $3, records = $4 WHERE bucket OPERATOR(pg_catalog.=) $1",
 								  4, types, values, nulls, false, 0) < 0)
 			elog(ERROR, "could not seal bucket %d", rows[i].number);
+		(void) dedup_filter_build(rows[i].relid, claims + records);
+		sealed = true;
+	}
+	if (sealed)
+		bucket_list_invalidate();
+	/* filters lost with shared memory (a restart) are built again */
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].state == BUCKET_SEALED && !dedup_filter_exists(rows[i].relid))
+			(void) dedup_filter_build(rows[i].relid, rows[i].claims + rows[i].records);
 	}
 }
 
@@ -594,6 +612,7 @@ bucket_retire(BucketRow *rows, int n)
 		if (rows[i].state != BUCKET_SEALED || (rows[i].has_max && rows[i].max_expires_at > now))
 			continue;
 		bucket_set_state(rows[i].number, BUCKET_RETIRED);
+		dedup_filter_free(rows[i].relid);
 		retired = true;
 	}
 	if (retired)
@@ -631,6 +650,7 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 								quote_identifier(bucket_table_name(rows[i].number))),
 					   0, NULL, NULL);
 		bucket_sql("DELETE FROM dedup.buckets WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
+		dedup_filter_free(rows[i].relid);
 		removed[DEDUP_KIND_CLAIM] += claims;
 		removed[DEDUP_KIND_RECORD] += records;
 		total += claims + records;

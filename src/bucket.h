@@ -11,11 +11,12 @@
 #define DEDUP_BUCKET_H
 
 #include "cleanup.h"
+#include "dedup.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
 
 /* Most buckets a database keeps at once; the cleanup opens no more. */
-#define DEDUP_MAX_BUCKETS	32
+#define DEDUP_MAX_BUCKETS	64
 
 /* A bucket a call reads, and writes if it is the current one. */
 typedef struct DedupBucket
@@ -24,6 +25,7 @@ typedef struct DedupBucket
 	Oid			heap;
 	Oid			index;			/* its primary key, on the fingerprint */
 	bool		current;		/* the bucket new rows go into */
+	bool		sealed;			/* gets no new row: its filter may be used */
 } DedupBucket;
 
 /* The buckets a call reads, newest first; one of them is current. */
@@ -41,5 +43,14 @@ extern bool dedup_bucket_list_changed(uint64 generation);
 extern bool dedup_bucket_storage(void);
 extern Relation dedup_bucket_open_current(LOCKMODE lockmode);
 extern int64 dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS]);
+
+/* filter.c: filters of the sealed buckets, in shared memory */
+extern int	dedup_bucket_filter_memory;	/* MB */
+extern void dedup_filter_shmem_request(void);
+extern void dedup_filter_shmem_startup(void);
+extern bool dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp);
+extern bool dedup_filter_exists(Oid relid);
+extern bool dedup_filter_build(Oid relid, int64 nkeys);
+extern void dedup_filter_free(Oid relid);
 
 #endif							/* DEDUP_BUCKET_H */

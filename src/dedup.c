@@ -30,6 +30,8 @@
 
 #include "dedup.h"
 #include "cleanup.h"
+#include "bucket.h"
+#include "bucket.h"
 
 PG_MODULE_MAGIC;
 
@@ -130,6 +132,13 @@ _PG_init(void)
 							6 * 3600, 1, 365 * 86400,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.bucket_filter_memory",
+							"Shared memory for the filters of the sealed buckets of dedup.claims.",
+							"A filter takes 12 bits a key; a bucket without one is read by every new claim.  0 disables them.",
+							&dedup_bucket_filter_memory,
+							64, 0, 1024,
+							PGC_POSTMASTER, GUC_UNIT_MB,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("dedup.cleanup_enabled",
 							 "Whether the cleanup worker runs.",
 							 "Off stops passes at the next batch boundary; on resumes them.",
@@ -155,6 +164,7 @@ dedup_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	dedup_stats_shmem_request();
+	dedup_filter_shmem_request();
 }
 
 static void
@@ -163,6 +173,7 @@ dedup_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	dedup_stats_shmem_startup();
+	dedup_filter_shmem_startup();
 }
 
 /* dedup.cleanup_databases must be a list of names */

@@ -90,7 +90,7 @@ static void
 store_scankey(KeyStore *ks, ScanKey skey, const DedupFingerprint *fp)
 {
 	ScanKeyEntryInitialize(skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   ks->parts[0].index->rd_indcollation[0], ks->eqproc,
+						   ks->parts[ks->current].index->rd_indcollation[0], ks->eqproc,
 						   PointerGetDatum(fp));
 }
 
@@ -100,32 +100,38 @@ store_scankey(KeyStore *ks, ScanKey skey, const DedupFingerprint *fp)
  * after this call read the list of buckets).
  */
 static bool
-store_part_open(KeyStore *ks, KeyStorePart *part, Oid heap, Oid index)
+store_part_open(KeyStore *ks, KeyStorePart *part)
 {
-	LockRelationOid(heap, ks->lockmode);
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(heap)))
+	LockRelationOid(part->heap_oid, ks->lockmode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(part->heap_oid)))
 	{
-		UnlockRelationOid(heap, ks->lockmode);
+		UnlockRelationOid(part->heap_oid, ks->lockmode);
 		return false;
 	}
-	part->heap = table_open(heap, NoLock);
-	part->index = index_open(index, ks->lockmode);
+	part->heap = table_open(part->heap_oid, NoLock);
+	part->index = index_open(part->index_oid, ks->lockmode);
 	part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
 	part->indexinfo = NULL;
+	part->opened = true;
 	return true;
 }
 
 static void
 store_part_close(KeyStore *ks, KeyStorePart *part)
 {
+	if (!part->opened)
+		return;
 	index_endscan(part->scan);
 	index_close(part->index, ks->lockmode);
 	table_close(part->heap, ks->lockmode);
+	part->opened = false;
 }
 
 /*
  * Open the buckets of dedup.claims, newest first (bucket.c), once no change
- * of the list arrived while they were being locked.
+ * of the list arrived while they were being locked.  A sealed bucket is
+ * left to store_parts_for_key(): it gets no new row, so a switch does not
+ * wait for the calls that read it, and its filter may spare opening it.
  */
 static void
 store_open_buckets(KeyStore *ks)
@@ -136,22 +142,44 @@ store_open_buckets(KeyStore *ks)
 		const DedupBucketList *list = dedup_bucket_list(&generation);
 		bool		opened = true;
 
-		ks->nparts = 0;
-		for (int i = 0; i < list->nbuckets && opened; i++)
+		ks->nparts = list->nbuckets;
+		for (int i = 0; i < list->nbuckets; i++)
 		{
-			opened = store_part_open(ks, &ks->parts[i], list->buckets[i].heap,
-									 list->buckets[i].index);
-			if (opened)
-			{
-				ks->nparts++;
-				if (list->buckets[i].current)
-					ks->current = i;
-			}
+			KeyStorePart *part = &ks->parts[i];
+
+			part->heap_oid = list->buckets[i].heap;
+			part->index_oid = list->buckets[i].index;
+			part->sealed = list->buckets[i].sealed;
+			part->opened = false;
+			if (list->buckets[i].current)
+				ks->current = i;
+			if (!part->sealed && opened)
+				opened = store_part_open(ks, part);
 		}
 		if (opened && !dedup_bucket_list_changed(generation))
 			return;
-		while (ks->nparts > 0)
-			store_part_close(ks, &ks->parts[--ks->nparts]);
+		for (int i = 0; i < ks->nparts; i++)
+			store_part_close(ks, &ks->parts[i]);
+	}
+}
+
+/*
+ * Which parts may hold a row of the key, in probe[]: every part but the
+ * sealed buckets whose filter says the key is absent.  Those that may are
+ * opened here, before the key lock is taken (nothing waits under it).  A
+ * sealed bucket dropped meanwhile was retired first: every row in it had
+ * expired, so it is left out.
+ */
+static void
+store_parts_for_key(KeyStore *ks, const DedupFingerprint *fp, bool *probe)
+{
+	for (int i = 0; i < ks->nparts; i++)
+	{
+		KeyStorePart *part = &ks->parts[i];
+
+		probe[i] = !part->sealed || dedup_filter_may_contain(part->heap_oid, fp);
+		if (probe[i] && !part->opened)
+			probe[i] = store_part_open(ks, part);
 	}
 }
 
@@ -180,12 +208,16 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_wr
 
 		part->heap = dedup_relation_open(table, ks->lockmode);
 		part->index = dedup_relation_open(table + 1, ks->lockmode);
+		part->heap_oid = RelationGetRelid(part->heap);
+		part->index_oid = RelationGetRelid(part->index);
 		part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
 		part->indexinfo = NULL;
+		part->opened = true;
+		part->sealed = false;
 		ks->nparts = 1;
 	}
 	ks->heap = ks->parts[ks->current].heap;
-	ks->eqproc = store_eqproc(ks->parts[0].index);
+	ks->eqproc = store_eqproc(ks->parts[ks->current].index);
 	ks->slot = table_slot_create(ks->heap, NULL);
 	ks->record_desc = NULL;
 	ks->whole_records = false;
@@ -350,13 +382,15 @@ store_report_serialization_failure(void)
  * SELECT of the key would.
  */
 static void
-store_predicate_lock(KeyStore *ks, ScanKey skey)
+store_predicate_lock(KeyStore *ks, ScanKey skey, const bool *probe)
 {
 	for (int i = 0; i < ks->nparts; i++)
 	{
 		IndexScanDesc scan;
 		bool		found;
 
+		if (!probe[i])
+			continue;
 		scan = index_beginscan(ks->parts[i].heap, ks->parts[i].index,
 							   GetTransactionSnapshot(), 1, 0);
 		index_rescan(scan, skey, 1, NULL, 0);
@@ -429,13 +463,15 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 			   KeyRow *row)
 {
 	ScanKeyData skey;
+	bool		probe[DEDUP_MAX_BUCKETS];
 
 	memset(row, 0, sizeof(KeyRow));
 	store_scankey(ks, &skey, fp);
 	dedup_key_locktag(&row->tag, fp);
+	store_parts_for_key(ks, fp, probe);
 
 	if (IsolationIsSerializable())
-		store_predicate_lock(ks, &skey);
+		store_predicate_lock(ks, &skey, probe);
 
 	for (;;)
 	{
@@ -459,6 +495,8 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 		{
 			KeyStorePart *part = &ks->parts[row->part];
 
+			if (!probe[row->part])
+				continue;
 			index_rescan(part->scan, &skey, 1, NULL, 0);
 			if (!index_getnext_slot(part->scan, ForwardScanDirection, ks->slot))
 				continue;
@@ -640,15 +678,19 @@ KeyState
 key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row)
 {
 	ScanKeyData skey;
+	bool		probe[DEDUP_MAX_BUCKETS];
 
 	memset(row, 0, sizeof(KeyRow));
 	row->state = KEY_ABSENT;
 	store_scankey(ks, &skey, fp);
+	store_parts_for_key(ks, fp, probe);
 	for (row->part = 0; row->part < ks->nparts; row->part++)
 	{
 		IndexScanDesc scan;
 		bool		found;
 
+		if (!probe[row->part])
+			continue;
 		scan = index_beginscan(ks->parts[row->part].heap, ks->parts[row->part].index,
 							   GetActiveSnapshot(), 1, 0);
 		index_rescan(scan, &skey, 1, NULL, 0);

@@ -131,6 +131,10 @@ typedef struct KeyRow
  */
 typedef struct KeyStorePart
 {
+	Oid			heap_oid;
+	Oid			index_oid;
+	bool		opened;			/* a sealed bucket is opened when first needed */
+	bool		sealed;			/* a sealed bucket: its filter may be asked */
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;			/* look-ups with the dirty snapshot */

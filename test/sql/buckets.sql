@@ -96,6 +96,25 @@ CALL dedup_cleanup();
 SELECT * FROM buckets;
 SELECT dedup_claim('b', 'e') AS e, dedup_claim('b', 'f') AS f;
 SELECT * FROM rows_by_bucket;
+-- a sealed bucket has a filter of its keys in shared memory (dedup is
+-- preloaded here): a new key the filter rules out does not read the bucket,
+-- a key it holds does.  2,000 more keys in bucket 2, then sealed as bucket 3
+-- opens; 1,000 new keys read bucket 2's index a handful of times at most
+-- (the filter's false positives), its own keys every time.
+SELECT count(*) FROM dedup_claim_batch('f', ARRAY(SELECT 'in-2-' || g FROM generate_series(1, 2000) g));
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+-- (the backend's counts of index scans include its earlier transactions'
+-- until they are reported: differences are counted)
+BEGIN;
+SELECT pg_stat_get_xact_numscans('dedup.claims_2_pkey'::regclass) AS scans \gset
+SELECT count(*) AS new FROM dedup_claim_batch('f', ARRAY(SELECT 'new-' || g FROM generate_series(1, 1000) g));
+SELECT pg_stat_get_xact_numscans('dedup.claims_2_pkey'::regclass) - :scans < 10 AS few_reads_of_bucket_2;
+SELECT pg_stat_get_xact_numscans('dedup.claims_2_pkey'::regclass) AS scans \gset
+SELECT count(*) AS new FROM dedup_claim_batch('f', ARRAY(SELECT 'in-2-' || g FROM generate_series(1, 1000) g));
+SELECT pg_stat_get_xact_numscans('dedup.claims_2_pkey'::regclass) - :scans >= 1000 AS bucket_2_read_for_its_keys;
+ROLLBACK;
 -- bucket 1 expires and is dropped whole
 UPDATE dedup.claims_1 SET expires_at = clock_timestamp() - interval '1 second';
 UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '1 second' WHERE bucket = 1;
