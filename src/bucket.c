@@ -587,7 +587,13 @@ bucket_seal(BucketRow *rows, int n)
 								  "claims = $3, records = $4 WHERE bucket OPERATOR(pg_catalog.=) $1",
 								  4, types, values, nulls, false, 0) < 0)
 			elog(ERROR, "could not seal bucket %d", rows[i].number);
-		(void) dedup_filter_build(rows[i].relid, claims + records);
+		if (!dedup_filter_build(rows[i].relid, claims + records) && dedup_filter_enabled())
+			ereport(LOG,
+					(errmsg("dedup keeps no filter of bucket %d of dedup.claims: dedup.bucket_filter_memory is full",
+							rows[i].number),
+					 errdetail("The bucket holds %lld rows; every new claim reads it.",
+							   (long long) (claims + records)),
+					 errhint("Raise dedup.bucket_filter_memory (12 bits a key), or dedup.bucket_interval.")));
 		sealed = true;
 	}
 	if (sealed)

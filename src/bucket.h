@@ -49,6 +49,7 @@ extern int	dedup_bucket_filter_memory;	/* MB */
 extern void dedup_filter_shmem_request(void);
 extern void dedup_filter_shmem_startup(void);
 extern bool dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp);
+extern bool dedup_filter_enabled(void);
 extern bool dedup_filter_exists(Oid relid);
 extern bool dedup_filter_build(Oid relid, int64 nkeys);
 extern void dedup_filter_free(Oid relid);

@@ -44,6 +44,7 @@
 #include "storage/shmem.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "dedup.h"
 #include "bucket.h"
@@ -223,6 +224,13 @@ dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp)
 	return true;
 }
 
+/* Whether this server keeps filters (dedup preloaded, memory for them). */
+bool
+dedup_filter_enabled(void)
+{
+	return filter_shared != NULL;
+}
+
 /* Whether a bucket has a ready filter. */
 bool
 dedup_filter_exists(Oid relid)
@@ -251,6 +259,43 @@ dedup_filter_free(Oid relid)
 		}
 	}
 	LWLockRelease(filter_shared->lock);
+}
+
+/*
+ * Free the filters whose bucket is gone without the cleanup (DROP EXTENSION,
+ * DROP DATABASE): of this database, those whose table no longer exists; of
+ * another, those whose database no longer exists.
+ */
+static void
+filter_free_orphans(void)
+{
+	for (int i = 0; i < FILTER_MAX_SLOTS; i++)
+	{
+		FilterSlot *slot = &filter_shared->slots[i];
+		Oid			dboid = slot->dboid;
+		Oid			relid = slot->relid;
+		bool		gone;
+
+		if (pg_atomic_read_u32(&slot->state) != FILTER_READY)
+			continue;
+		/* catalog look-ups without the lock; the slot is checked again under it */
+		if (dboid == MyDatabaseId)
+			gone = !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid));
+		else
+			gone = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboid));
+		if (!gone)
+			continue;
+		LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
+		if (slot->dboid == dboid && slot->relid == relid &&
+			pg_atomic_read_u32(&slot->state) == FILTER_READY)
+		{
+			for (uint32 p = 0; p < slot->npages; p++)
+				filter_shared->page_used[slot->first_page + p] = false;
+			slot->relid = InvalidOid;
+			pg_atomic_write_u32(&slot->state, FILTER_FREE);
+		}
+		LWLockRelease(filter_shared->lock);
+	}
 }
 
 /*
@@ -321,6 +366,11 @@ dedup_filter_build(Oid relid, int64 nkeys)
 	/* a slot left building by a process that exited before it was done */
 	dedup_filter_free(relid);
 	slot = filter_allocate(relid, nkeys);
+	if (slot == NULL)
+	{
+		filter_free_orphans();
+		slot = filter_allocate(relid, nkeys);
+	}
 	if (slot == NULL)
 		return false;
 
