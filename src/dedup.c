@@ -132,13 +132,6 @@ _PG_init(void)
 							6 * 3600, 1, 365 * 86400,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
-	DefineCustomIntVariable("dedup.bucket_filter_memory",
-							"Shared memory for the filters of the sealed buckets of dedup.claims.",
-							"A filter takes 12 bits a key; a bucket without one is read by every new claim.  0 disables them.",
-							&dedup_bucket_filter_memory,
-							64, 0, 1024,
-							PGC_POSTMASTER, GUC_UNIT_MB,
-							NULL, NULL, NULL);
 	DefineCustomBoolVariable("dedup.cleanup_enabled",
 							 "Whether the cleanup worker runs.",
 							 "Off stops passes at the next batch boundary; on resumes them.",
@@ -146,6 +139,15 @@ _PG_init(void)
 							 true,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+	/* shared memory is sized once, by a library loaded at server start */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("dedup.bucket_filter_memory",
+								"Shared memory for the filters of the sealed buckets of dedup.claims.",
+								"A filter takes 16 bits a key; a bucket without one is read by every new claim.  0 disables them.",
+								&dedup_bucket_filter_memory,
+								64, 0, 1024,
+								PGC_POSTMASTER, GUC_UNIT_MB,
+								NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dedup");
 
 	if (process_shared_preload_libraries_in_progress)

@@ -19,7 +19,7 @@
  * (database and relation), its size and the pages that hold it.  A filter
  * is an array of 64-byte blocks (one cache line), FILTER_BITS_PER_KEY
  * bits a key; a key sets FILTER_K bits in the one block its fingerprint's
- * first four bytes choose, at positions taken from its next eight bytes
+ * first four bytes choose, at positions taken from its other twelve bytes
  * (the fingerprint is a cryptographic hash, so its bytes are uniform).  A
  * look-up reads one cache line.  The benchmark measures the rate of false
  * positives (scripts/bench --only buckets).
@@ -53,8 +53,8 @@
 #define FILTER_PAGE_BYTES	(64 * 1024)
 #define FILTER_BLOCK_BYTES	64
 #define FILTER_BLOCKS_PER_PAGE	(FILTER_PAGE_BYTES / FILTER_BLOCK_BYTES)
-#define FILTER_BITS_PER_KEY	12
-#define FILTER_K			7
+#define FILTER_BITS_PER_KEY	16
+#define FILTER_K			10
 #define FILTER_MAX_SLOTS	256
 #define FILTER_MAX_PAGES	16384	/* 1 GB of filters */
 
@@ -144,13 +144,25 @@ filter_block(const FilterSlot *slot, const DedupFingerprint *fp)
 		(Size) (block % FILTER_BLOCKS_PER_PAGE) * FILTER_BLOCK_BYTES;
 }
 
-static inline uint64
-filter_positions(const DedupFingerprint *fp)
+/*
+ * The FILTER_K bit positions of a key in its block, 9 bits each, from the
+ * fingerprint's bytes 4 to 15: seven from the first eight, three from the
+ * last four.
+ */
+static inline void
+filter_positions(const DedupFingerprint *fp, uint32 *pos)
 {
 	uint64		h;
+	uint32		l;
 
-	memcpy(&h, fp->bytes + sizeof(uint32), sizeof(h));
-	return h;
+	StaticAssertStmt(DEDUP_FINGERPRINT_LEN >= 16 && FILTER_K == 10,
+					 "a filter takes ten 9-bit positions from bytes 4 to 15");
+	memcpy(&h, fp->bytes + 4, sizeof(h));
+	memcpy(&l, fp->bytes + 12, sizeof(l));
+	for (int j = 0; j < 7; j++, h >>= 9)
+		pos[j] = h & 511;
+	for (int j = 7; j < FILTER_K; j++, l >>= 9)
+		pos[j] = l & 511;
 }
 
 /*
@@ -208,17 +220,15 @@ dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp)
 {
 	FilterSlot *slot = filter_slot_of(relid);
 	const uint8 *block;
-	uint64		h;
+	uint32		pos[FILTER_K];
 
 	if (slot == NULL)
 		return true;
 	block = filter_block(slot, fp);
-	h = filter_positions(fp);
-	for (int j = 0; j < FILTER_K; j++, h >>= 9)
+	filter_positions(fp, pos);
+	for (int j = 0; j < FILTER_K; j++)
 	{
-		uint32		bit = h & 511;
-
-		if ((block[bit >> 3] & (1 << (bit & 7))) == 0)
+		if ((block[pos[j] >> 3] & (1 << (pos[j] & 7))) == 0)
 			return false;
 	}
 	return true;
@@ -384,19 +394,15 @@ dedup_filter_build(Oid relid, int64 nkeys)
 			bool		isnull;
 			const DedupFingerprint *fp;
 			uint8	   *block;
-			uint64		h;
+			uint32		pos[FILTER_K];
 
 			CHECK_FOR_INTERRUPTS();
 			fp = (const DedupFingerprint *)
 				DatumGetPointer(slot_getattr(tslot, Anum_key_key, &isnull));
 			block = filter_block(slot, fp);
-			h = filter_positions(fp);
-			for (int j = 0; j < FILTER_K; j++, h >>= 9)
-			{
-				uint32		bit = h & 511;
-
-				block[bit >> 3] |= (1 << (bit & 7));
-			}
+			filter_positions(fp, pos);
+			for (int j = 0; j < FILTER_K; j++)
+				block[pos[j] >> 3] |= (1 << (pos[j] & 7));
 			added++;
 		}
 		ExecDropSingleTupleTableSlot(tslot);
