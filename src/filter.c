@@ -19,8 +19,8 @@
  * (database and relation), its size and the pages that hold it.  A filter
  * is an array of 64-byte blocks (one cache line), FILTER_BITS_PER_KEY
  * bits a key; a key sets FILTER_K bits in the one block its fingerprint's
- * first four bytes choose, at positions its next eight bytes give (the
- * fingerprint is a cryptographic hash, so its bytes are uniform).  A
+ * first four bytes choose, at positions taken from its other twelve bytes
+ * (the fingerprint is a cryptographic hash, so its bytes are uniform).  A
  * look-up reads one cache line.  The benchmark measures the rate of false
  * positives (scripts/bench --only buckets).
  *
@@ -53,8 +53,8 @@
 #define FILTER_PAGE_BYTES	(64 * 1024)
 #define FILTER_BLOCK_BYTES	64
 #define FILTER_BLOCKS_PER_PAGE	(FILTER_PAGE_BYTES / FILTER_BLOCK_BYTES)
-#define FILTER_BITS_PER_KEY	20
-#define FILTER_K			14
+#define FILTER_BITS_PER_KEY	16
+#define FILTER_K			10
 #define FILTER_MAX_SLOTS	256
 #define FILTER_MAX_PAGES	16384	/* 1 GB of filters */
 
@@ -145,23 +145,24 @@ filter_block(const FilterSlot *slot, const DedupFingerprint *fp)
 }
 
 /*
- * The FILTER_K bit positions of a key in its block, by double hashing
- * (Kirsch and Mitzenmacher): h1 + i * h2 modulo the block's 512 bits, h1 and
- * h2 from the fingerprint's bytes 4 to 11 (h2 odd, so that the positions
- * run through the whole block).
+ * The FILTER_K bit positions of a key in its block, 9 bits each, from the
+ * fingerprint's bytes 4 to 15: seven from the first eight, three from the
+ * last four.
  */
 static inline void
 filter_positions(const DedupFingerprint *fp, uint32 *pos)
 {
-	uint32		h1;
-	uint32		h2;
+	uint64		h;
+	uint32		l;
 
-	StaticAssertStmt(DEDUP_FINGERPRINT_LEN >= 12, "a filter reads bytes 0 to 11");
-	memcpy(&h1, fp->bytes + 4, sizeof(h1));
-	memcpy(&h2, fp->bytes + 8, sizeof(h2));
-	h2 |= 1;
-	for (int j = 0; j < FILTER_K; j++)
-		pos[j] = (h1 + (uint32) j * h2) & 511;
+	StaticAssertStmt(DEDUP_FINGERPRINT_LEN >= 16 && FILTER_K == 10,
+					 "a filter takes ten 9-bit positions from bytes 4 to 15");
+	memcpy(&h, fp->bytes + 4, sizeof(h));
+	memcpy(&l, fp->bytes + 12, sizeof(l));
+	for (int j = 0; j < 7; j++, h >>= 9)
+		pos[j] = h & 511;
+	for (int j = 7; j < FILTER_K; j++, l >>= 9)
+		pos[j] = l & 511;
 }
 
 /*
