@@ -306,6 +306,20 @@ dedup_bucket_list_changed(uint64 generation)
 }
 
 /*
+ * Lock a bucket's table; false, holding no lock, when it was dropped before
+ * the lock was granted (by a cleanup, after this call read the list).
+ */
+bool
+dedup_bucket_lock(Oid relid, LOCKMODE lockmode)
+{
+	LockRelationOid(relid, lockmode);
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return true;
+	UnlockRelationOid(relid, lockmode);
+	return false;
+}
+
+/*
  * Open the bucket new claims go into (dedup.claims in a database at 1.0),
  * locked, once no change of the list arrived while it was being locked.
  */
@@ -325,11 +339,12 @@ dedup_bucket_open_current(LOCKMODE lockmode)
 		}
 		if (!OidIsValid(relid))
 			elog(ERROR, "dedup.buckets lists no current bucket");
-		LockRelationOid(relid, lockmode);
-		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-			!dedup_bucket_list_changed(generation))
-			return table_open(relid, NoLock);
-		UnlockRelationOid(relid, lockmode);
+		if (dedup_bucket_lock(relid, lockmode))
+		{
+			if (!dedup_bucket_list_changed(generation))
+				return table_open(relid, NoLock);
+			UnlockRelationOid(relid, lockmode);
+		}
 	}
 }
 

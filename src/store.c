@@ -8,7 +8,10 @@
  * the fingerprint; record is NULL for a plain claim.  The heap and index
  * are used directly, not through SPI: a look-up is one index probe that
  * writes nothing; a new row is one heap insert and one index insert, no
- * speculative-insertion record.
+ * speculative-insertion record.  dedup.claims is kept in time buckets
+ * (bucket.c), each a heap and index of its own: a call looks a key up in
+ * them newest first (skipping a sealed bucket whose filter rules the key
+ * out, filter.c) and writes into the current one.
  *
  * Concurrency.  Every writer of a key first takes a short heavyweight lock
  * on the key (an advisory-class lock tag of our own, store.h), waiting for
@@ -49,7 +52,6 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "store.h"
@@ -102,12 +104,8 @@ store_scankey(KeyStore *ks, ScanKey skey, const DedupFingerprint *fp)
 static bool
 store_part_open(KeyStore *ks, KeyStorePart *part)
 {
-	LockRelationOid(part->heap_oid, ks->lockmode);
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(part->heap_oid)))
-	{
-		UnlockRelationOid(part->heap_oid, ks->lockmode);
+	if (!dedup_bucket_lock(part->heap_oid, ks->lockmode))
 		return false;
-	}
 	part->heap = table_open(part->heap_oid, NoLock);
 	part->index = index_open(part->index_oid, ks->lockmode);
 	part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
