@@ -608,7 +608,7 @@ bucket_seal(BucketRow *rows, int n)
 							rows[i].number),
 					 errdetail("The bucket holds %lld rows; every new claim reads it.",
 							   (long long) (claims + records)),
-					 errhint("Raise dedup.bucket_filter_memory (16 bits a key), or dedup.bucket_interval.")));
+					 errhint("Raise dedup.bucket_filter_memory (24 bits a key), or dedup.bucket_interval.")));
 		sealed = true;
 	}
 	if (sealed)

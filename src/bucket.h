@@ -49,6 +49,7 @@ extern int64 dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS]);
 extern int	dedup_bucket_filter_memory;	/* MB */
 extern void dedup_filter_shmem_request(void);
 extern void dedup_filter_shmem_startup(void);
+extern void dedup_filter_prefetch(Oid relid, const DedupFingerprint *fp);
 extern bool dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp);
 extern bool dedup_filter_enabled(void);
 extern bool dedup_filter_exists(Oid relid);

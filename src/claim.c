@@ -116,6 +116,9 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	bool	   *elemnulls;
 	int			nelems;
 	BatchEntry *entries;
+	DedupFingerprint *fps;
+	int			nkeys;
+	bool	   *claimed_key;
 	bool	   *claimed;
 	bool		nowait;
 	Interval   *ttl;
@@ -161,16 +164,27 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	}
 	qsort(entries, nelems, sizeof(BatchEntry), claim_batch_entry_cmp);
 
-	claimed = palloc0(sizeof(bool) * Max(nelems, 1));
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
-	expires_at = dedup_timestamp_plus(ks.now, ttl);
+	/* each key once, in fingerprint order: a key given twice is new at most once */
+	fps = palloc(sizeof(DedupFingerprint) * Max(nelems, 1));
+	nkeys = 0;
 	for (int i = 0; i < nelems; i++)
 	{
 		if (i > 0 && dedup_fingerprint_compare(&entries[i].fp, &entries[i - 1].fp) == 0)
-			continue;			/* the same key earlier in this batch */
-		claimed[entries[i].pos] = key_store_claim(&ks, &entries[i].fp, expires_at, nowait);
+			continue;
+		fps[nkeys++] = entries[i].fp;
 	}
+	claimed_key = palloc(sizeof(bool) * Max(nkeys, 1));
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	expires_at = dedup_timestamp_plus(ks.now, ttl);
+	key_store_claim_batch(&ks, fps, nkeys, expires_at, nowait, claimed_key);
 	key_store_close(&ks);
+
+	claimed = palloc0(sizeof(bool) * Max(nelems, 1));
+	for (int i = 0, k = -1; i < nelems; i++)
+	{
+		if (i == 0 || dedup_fingerprint_compare(&entries[i].fp, &entries[i - 1].fp) != 0)
+			claimed[entries[i].pos] = claimed_key[++k];
+	}
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (int i = 0; i < nelems; i++)

@@ -143,7 +143,7 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("dedup.bucket_filter_memory",
 								"Shared memory for the filters of the sealed buckets of dedup.claims.",
-								"A filter takes 16 bits a key; a bucket without one is read by every new claim.  0 disables them.",
+								"A filter takes 24 bits a key; a bucket without one is read by every new claim.  0 disables them.",
 								&dedup_bucket_filter_memory,
 								64, 0, 1024,
 								PGC_POSTMASTER, GUC_UNIT_MB,

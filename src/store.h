@@ -165,6 +165,8 @@ extern void key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 						   bool for_write);
 extern bool key_store_claim(KeyStore *ks, const DedupFingerprint *fp,
 							TimestampTz expires_at, bool nowait);
+extern void key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
+								  TimestampTz expires_at, bool nowait, bool *claimed);
 extern void key_store_close(KeyStore *ks);
 extern KeyState key_store_find(KeyStore *ks, const DedupFingerprint *fp,
 							   KeyBusyPolicy busy, KeyRow *row);
