@@ -28,6 +28,7 @@ OBJS = \
 	src/outbox.o \
 	src/stream.o \
 	src/stats.o \
+	src/scopestats.o \
 	src/worker.o
 
 SQL_PARTS = \
@@ -53,7 +54,7 @@ DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSI
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
 # pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record intervals outbox streams cleanup buckets errors security privileges
+REGRESS = test_setup fingerprint claim scope record intervals outbox streams cleanup buckets scopestats errors security privileges
 REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
@@ -77,7 +78,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
-	cat $(SQL_PARTS) > $@
+	cat $(filter %.sql,$^) > $@
 
 .PHONY: sim
 sim: sim/dedup-sim

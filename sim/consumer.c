@@ -8,6 +8,8 @@
  * A delivery whose transaction failed is put back, as a broker redelivers
  * an unacked message; a duplicate or a rejected (poison) message is acked.
  * Faults injected here: rollbacks, failed external calls, hung calls.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

@@ -3,6 +3,8 @@
  * reconnect after a kill or a server crash (retrying for two minutes), with
  * their statements prepared again, and tell a broken connection (the
  * transaction's fate unknown) from an SQL error (the transaction failed).
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

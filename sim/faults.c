@@ -5,6 +5,8 @@
  * evenly spaced points of the feed, runs --crash-command, which kills the
  * postmaster with SIGKILL and starts the server again; every connection
  * then breaks and reconnects.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

@@ -6,6 +6,8 @@
  * The feed also remembers when each message's effect committed, to measure
  * how long after it a copy still arrived (which the dedup window must
  * cover).
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

@@ -26,6 +26,8 @@
  * at contiguous offsets; every log entry has exactly one effect; the
  * consumers' positions are the ends of the partitions; fencing happened;
  * one stream row per partition and scope.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

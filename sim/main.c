@@ -2,6 +2,8 @@
  * main.c: dedup-sim's entry point — the options, the messages of the feed,
  * the set-up of the business tables and the scopes, the threads
  * (consumers, relay, fault injector), the progress line, and the report.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

@@ -8,6 +8,8 @@
  * relay that dies after publishing and before acking (the events come back
  * when their lease passes and are published again), and a broker that
  * delivers a batch twice.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

@@ -3,6 +3,8 @@
  * the cleanup worker's figures, and the invariants, each checked in the
  * database against the feed's messages (sim.messages).  Returns the exit
  * status: 0 when every invariant holds, 1 otherwise.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #include "sim.h"
 

@@ -10,6 +10,8 @@
  * the events and publishes them to a downstream consumer that dedups them
  * with its own scope; faults are injected all along.  At the end the
  * database is checked against what the feed sent.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
 #ifndef DEDUP_SIM_H
 #define DEDUP_SIM_H

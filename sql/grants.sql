@@ -39,6 +39,10 @@ REVOKE ALL ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) FROM PUBLIC;
 REVOKE ALL ON @extschema@.dedup_cleanup_stats FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) TO pg_monitor;
 GRANT SELECT ON @extschema@.dedup_cleanup_stats TO pg_monitor;
+REVOKE ALL ON FUNCTION @extschema@.dedup_scope_stats(boolean) FROM PUBLIC;
+REVOKE ALL ON @extschema@.dedup_scope_stats FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.dedup_scope_stats(boolean) TO pg_monitor;
+GRANT SELECT ON @extschema@.dedup_scope_stats TO pg_monitor;
 
 -- The functions a role of each privilege is granted EXECUTE on: the one
 -- list the grant and revoke helpers read.

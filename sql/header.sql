@@ -1,4 +1,5 @@
-/* dedup install script, built by the Makefile from the parts in sql/ (see SQL_PARTS) */
+/* dedup install script, built by the Makefile from the parts in sql/ (see SQL_PARTS)
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE. */
 
 \echo Use "CREATE EXTENSION dedup" to load this file. \quit
 

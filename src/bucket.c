@@ -43,6 +43,7 @@
  * the next pass.  The steps run as the owner of dedup.buckets, since a
  * cleanup role is not allowed DDL.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -5,6 +5,7 @@
  *	  (bucket.c), as store.c reads and writes them and the cleanup opens,
  *	  closes and drops them.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #ifndef DEDUP_BUCKET_H

@@ -7,6 +7,7 @@
  *	  the concurrency protocol are store.c's; this file holds the claim's
  *	  semantics and its SQL functions.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -55,6 +56,7 @@ claim_single(FunctionCallInfo fcinfo, int16 typlen)
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
 	claimed = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
 	key_store_close(&ks);
+	dedup_scope_count(settings.counters, claimed ? DEDUP_COUNT_CLAIMS : DEDUP_COUNT_DUPLICATES, 1);
 	PG_RETURN_BOOL(claimed);
 }
 
@@ -178,6 +180,14 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	expires_at = dedup_timestamp_plus(ks.now, ttl);
 	key_store_claim_batch(&ks, fps, nkeys, expires_at, nowait, claimed_key);
 	key_store_close(&ks);
+	{
+		int64		nnew = 0;
+
+		for (int k = 0; k < nkeys; k++)
+			nnew += claimed_key[k];
+		dedup_scope_count(settings.counters, DEDUP_COUNT_CLAIMS, nnew);
+		dedup_scope_count(settings.counters, DEDUP_COUNT_DUPLICATES, nkeys - nnew);
+	}
 
 	claimed = palloc0(sizeof(bool) * Max(nelems, 1));
 	for (int i = 0, k = -1; i < nelems; i++)

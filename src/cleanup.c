@@ -38,6 +38,7 @@
  * and the batch leaves it alone.  A batch never waits for another
  * transaction.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -5,6 +5,7 @@
  *	  worker that runs it (worker.c) share: the kinds of rows that expire,
  *	  one batch of a cleanup pass, and the shared-memory figures.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #ifndef DEDUP_CLEANUP_H

@@ -10,6 +10,7 @@
  * through shared_preload_libraries; only the cleanup worker and its
  * figures (stats.c) need the latter.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -166,6 +167,7 @@ dedup_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	dedup_stats_shmem_request();
+	dedup_scopestats_shmem_request();
 	dedup_filter_shmem_request();
 }
 
@@ -175,6 +177,7 @@ dedup_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	dedup_stats_shmem_startup();
+	dedup_scopestats_shmem_startup();
 	dedup_filter_shmem_startup();
 }
 

@@ -5,6 +5,7 @@
  *	  type, the settings (GUCs), the extension's catalog lookups and the
  *	  argument checks every public function applies.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #ifndef DEDUP_H
@@ -125,12 +126,36 @@ typedef enum DedupScopeSetting
 	DEDUP_SCOPE_NSETTINGS
 } DedupScopeSetting;
 
+/* scopestats.c: per-scope call counters in shared memory, by kind */
+typedef enum DedupCounter
+{
+	DEDUP_COUNT_CLAIMS,			/* claims answered true (new) */
+	DEDUP_COUNT_DUPLICATES,		/* claims answered false */
+	DEDUP_COUNT_RECORDS_STARTED,	/* dedup_begin: started */
+	DEDUP_COUNT_RECORDS_REPLAYED,	/* dedup_begin: replay */
+	DEDUP_COUNT_RECORDS_COMPLETED,
+	DEDUP_COUNT_RECORDS_RELEASED,
+	DEDUP_COUNT_EVENTS_PUT,		/* new outbox events */
+	DEDUP_COUNT_EVENTS_TAKEN,	/* events handed out to relays */
+	DEDUP_COUNT_EVENTS_ACKED,
+	DEDUP_COUNT_EVENTS_NACKED,
+	DEDUP_NUM_COUNTERS
+} DedupCounter;
+
+typedef struct DedupScopeCounters DedupScopeCounters;
+
+extern void dedup_scopestats_shmem_request(void);
+extern void dedup_scopestats_shmem_startup(void);
+extern DedupScopeCounters *dedup_scope_counters(const char *scope);
+extern void dedup_scope_count(DedupScopeCounters *counters, DedupCounter which, int64 n);
+
 typedef struct DedupScopeSettings
 {
 	Interval	value[DEDUP_SCOPE_NSETTINGS];	/* by DedupScopeSetting */
 	int32		max_attempts;
 	bool		strict;			/* sequence_mode: strict, not monotonic */
 	bool		configured;		/* dedup.scopes has a row for the scope */
+	DedupScopeCounters *counters;	/* the scope's call counters, or NULL */
 } DedupScopeSettings;
 
 /* scope.c: privileges on a scope (dedup.grants), as bits */

@@ -38,6 +38,7 @@
  * or dropped, whose rows have all expired, so a reader that still reads it
  * (a stale list of buckets) can get any answer without harm.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -12,6 +12,7 @@
  * two keys one party chose both of (2^64 work) only ever hides that party's
  * own second message.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

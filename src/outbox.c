@@ -40,6 +40,7 @@
  * PostgreSQL folds a transaction's identical notifications into one, so
  * relays are woken once per committing transaction and topic.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -232,7 +233,10 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 								aggregate_id ? aggregate_id : key,
 								type ? type : topic,
 								payload, headers))
+	{
 		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
+		dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_PUT, 1);
+	}
 	id = palloc(sizeof(pg_uuid_t));
 	memcpy(id->data, fp.bytes, UUID_LEN);
 	PG_RETURN_UUID_P(id);

@@ -27,6 +27,7 @@
  * once the cleanup has deleted the row (lease + ttl after the last begin)
  * does the count start over.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -172,6 +173,10 @@ dedup_begin(PG_FUNCTION_ARGS)
 		}
 	}
 	key_store_close(&ks);
+	if (strcmp(outcome, "started") == 0)
+		dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_STARTED, 1);
+	else if (strcmp(outcome, "replay") == 0)
+		dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_REPLAYED, 1);
 
 	memset(nulls, true, sizeof(nulls));
 	values[0] = CStringGetTextDatum(outcome);
@@ -352,6 +357,7 @@ dedup_complete(PG_FUNCTION_ARGS)
 	} while (!key_store_put(&ks, &fp, &row, dedup_timestamp_plus(ks.now, ttl),
 							&row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
+	dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_COMPLETED, 1);
 	PG_RETURN_VOID();
 }
 
@@ -362,7 +368,8 @@ PG_FUNCTION_INFO_V1(dedup_release);
 Datum
 dedup_release(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, NULL);
+	DedupScopeSettings settings;
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, &settings);
 	DedupFingerprint fp;
 	int32		attempt;
 	KeyStore	ks;
@@ -380,6 +387,7 @@ dedup_release(PG_FUNCTION_ARGS)
 		row.record.status = RECORD_RELEASED;
 	} while (!key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
+	dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_RELEASED, 1);
 	PG_RETURN_VOID();
 }
 

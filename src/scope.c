@@ -25,6 +25,7 @@
  * cache.  Holds the SQL functions dedup_scope(), dedup_set_scope(),
  * dedup_reset_scope() and the privilege checks the relay functions call.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -87,6 +88,8 @@ typedef struct ScopeCacheEntry
 	uint8		priv_known[2];	/* DEDUP_PRIV_* bits looked up for priv_role */
 	uint8		priv_allowed[2];	/* of those, the ones it has */
 	int			priv_next;		/* the slot a third role takes */
+	bool		counters_known; /* counters looked up (scopestats.c) */
+	DedupScopeCounters *counters;
 } ScopeCacheEntry;
 
 #define SCOPE_CACHE_MAX 10000
@@ -442,6 +445,16 @@ dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
 		scope_settings_of(entry, settings);
 	if (!scope_entry_allows(entry, scope, roleid, privileges))
 		scope_report_denied(scope, roleid, privileges);
+	/* counted only once allowed: a refused role adds no scope to the counters */
+	if (settings)
+	{
+		if (!entry->counters_known)
+		{
+			entry->counters = dedup_scope_counters(entry->scope);
+			entry->counters_known = true;
+		}
+		settings->counters = entry->counters;
+	}
 }
 
 /*

@@ -24,6 +24,7 @@
  * then; it stays below the worker's interval plus one pass while the
  * cleanup keeps up, and grows without bound when it does not.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -34,6 +34,7 @@
  * CONFLICT does, because the caller could not see that transaction's other
  * writes.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

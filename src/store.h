@@ -5,6 +5,7 @@
  *	  (record.c), outbox keys (outbox.c) and stream marks (stream.c) read
  *	  and write them: one expiry rule, one concurrency protocol (store.c).
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #ifndef DEDUP_STORE_H

@@ -26,6 +26,7 @@
  * last advance, and the cleanup then deletes it: a late sequence after
  * that starts the stream afresh.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -28,6 +28,7 @@
  * logged when first met, then skipped quietly until that changes.  One
  * pass at a time runs in a database.
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

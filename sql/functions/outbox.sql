@@ -24,6 +24,7 @@ AS $$
 DECLARE
     lease interval;
     max_attempts integer;
+    n bigint;
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_take');
     IF topic IS NULL OR batch_size IS NULL THEN
@@ -73,6 +74,8 @@ BEGIN
     SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers,
            t.attempts, t.created_at, t.visible_at
     FROM taken AS t ORDER BY t.seq;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM dedup.scope_count(topic, 'events_taken', n);
 END
 $$;
 
@@ -142,6 +145,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     done uuid[];
+    done_topics text[];
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_ack');
     -- refused before anything is done, and again by the statement that acts
@@ -158,15 +162,18 @@ BEGIN
         DELETE FROM dedup.outbox AS o USING given AS g
         WHERE o.id = g.id AND o.attempts > 0 AND (g.attempt IS NULL OR o.attempts = g.attempt)
           AND dedup.has_privilege(caller, o.topic, 'relay', g.id = o.id)
-        RETURNING o.id
+        RETURNING o.id, o.topic
     ), gone_dead AS (
         DELETE FROM dedup.outbox_dead AS d USING given AS g
         WHERE d.id = g.id AND (g.attempt IS NULL OR d.attempts = g.attempt)
           AND dedup.has_privilege(caller, d.topic, 'relay', g.id = d.id)
-        RETURNING d.id
+        RETURNING d.id, d.topic
     )
-    SELECT coalesce(array_agg(x.id), '{}') INTO done
-    FROM (SELECT gone.id FROM gone UNION ALL SELECT gone_dead.id FROM gone_dead) AS x;
+    SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
+    FROM (SELECT gone.id, gone.topic FROM gone
+          UNION ALL SELECT gone_dead.id, gone_dead.topic FROM gone_dead) AS x;
+    PERFORM dedup.scope_count(t.topic, 'events_acked', count(*))
+    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;
@@ -185,6 +192,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     done uuid[];
+    done_topics text[];
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_nack');
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
@@ -221,10 +229,12 @@ BEGIN
             last_error = coalesce(error, o.last_error)
         FROM targets AS t
         WHERE o.id = t.tid AND NOT t.dies
-        RETURNING o.id
+        RETURNING o.id, o.topic
     )
-    SELECT coalesce(array_agg(x.id), '{}') INTO done
-    FROM (SELECT dead.id FROM dead UNION ALL SELECT back.id FROM back) AS x;
+    SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
+    FROM (SELECT dead.id, dead.topic FROM dead UNION ALL SELECT back.id, back.topic FROM back) AS x;
+    PERFORM dedup.scope_count(t.topic, 'events_nacked', count(*))
+    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;

@@ -26,3 +26,33 @@ CREATE FUNCTION @extschema@.dedup_scope(
 AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_scope(text) IS
     'the effective settings of a scope: its own where set, the GUC defaults otherwise';
+
+-- Per-scope call counters, kept in shared memory when dedup is preloaded
+-- (scopestats.c), for monitoring: one row per scope counted, of the current
+-- database or of all.  dedup.scope_count is how the relay's PL/pgSQL
+-- functions count the events they hand out, ack and nack.
+CREATE FUNCTION @extschema@.dedup_scope_stats(all_databases boolean DEFAULT false,
+    OUT datname name, OUT scope text, OUT claims bigint, OUT duplicates bigint,
+    OUT records_started bigint, OUT records_replayed bigint,
+    OUT records_completed bigint, OUT records_released bigint,
+    OUT events_put bigint, OUT events_taken bigint, OUT events_acked bigint,
+    OUT events_nacked bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION @extschema@.dedup_scope_stats(boolean) IS
+    'calls per scope since the server started, as answered (new claims, duplicates, records started/replayed/completed/released, events put/taken/acked/nacked): of this database, or of every database with all_databases';
+
+CREATE VIEW @extschema@.dedup_scope_stats AS
+    SELECT s.datname, s.scope, s.claims, s.duplicates, s.records_started,
+           s.records_replayed, s.records_completed, s.records_released,
+           s.events_put, s.events_taken, s.events_acked, s.events_nacked
+    FROM @extschema@.dedup_scope_stats(true) AS s;
+COMMENT ON VIEW @extschema@.dedup_scope_stats IS
+    'calls per database and scope since the server started (needs dedup in shared_preload_libraries)';
+
+CREATE FUNCTION dedup.scope_count(scope text, counter text, n bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_scope_count_sql' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION dedup.scope_count(text, text, bigint) IS
+    'add n to a counter of a scope (a column of dedup_scope_stats); for the relay''s functions';
+REVOKE ALL ON FUNCTION dedup.scope_count(text, text, bigint) FROM PUBLIC;

@@ -1,4 +1,5 @@
-/* dedup--1.0--1.1.sql: update of dedup from 1.0 to 1.1 */
+/* dedup--1.0--1.1.sql: update of dedup from 1.0 to 1.1
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE. */
 
 \echo Use "ALTER EXTENSION dedup UPDATE TO '1.1'" to load this file. \quit
 
@@ -205,6 +206,7 @@ AS $$
 DECLARE
     lease interval;
     max_attempts integer;
+    n bigint;
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_take');
     IF topic IS NULL OR batch_size IS NULL THEN
@@ -254,6 +256,8 @@ BEGIN
     SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers,
            t.attempts, t.created_at, t.visible_at
     FROM taken AS t ORDER BY t.seq;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM dedup.scope_count(topic, 'events_taken', n);
 END
 $$;
 
@@ -264,6 +268,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     done uuid[];
+    done_topics text[];
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_ack');
     -- refused before anything is done, and again by the statement that acts
@@ -280,15 +285,18 @@ BEGIN
         DELETE FROM dedup.outbox AS o USING given AS g
         WHERE o.id = g.id AND o.attempts > 0 AND (g.attempt IS NULL OR o.attempts = g.attempt)
           AND dedup.has_privilege(caller, o.topic, 'relay', g.id = o.id)
-        RETURNING o.id
+        RETURNING o.id, o.topic
     ), gone_dead AS (
         DELETE FROM dedup.outbox_dead AS d USING given AS g
         WHERE d.id = g.id AND (g.attempt IS NULL OR d.attempts = g.attempt)
           AND dedup.has_privilege(caller, d.topic, 'relay', g.id = d.id)
-        RETURNING d.id
+        RETURNING d.id, d.topic
     )
-    SELECT coalesce(array_agg(x.id), '{}') INTO done
-    FROM (SELECT gone.id FROM gone UNION ALL SELECT gone_dead.id FROM gone_dead) AS x;
+    SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
+    FROM (SELECT gone.id, gone.topic FROM gone
+          UNION ALL SELECT gone_dead.id, gone_dead.topic FROM gone_dead) AS x;
+    PERFORM dedup.scope_count(t.topic, 'events_acked', count(*))
+    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;
@@ -304,6 +312,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     done uuid[];
+    done_topics text[];
 BEGIN
     PERFORM dedup.check_writable('dedup_outbox_nack');
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
@@ -340,10 +349,12 @@ BEGIN
             last_error = coalesce(error, o.last_error)
         FROM targets AS t
         WHERE o.id = t.tid AND NOT t.dies
-        RETURNING o.id
+        RETURNING o.id, o.topic
     )
-    SELECT coalesce(array_agg(x.id), '{}') INTO done
-    FROM (SELECT dead.id FROM dead UNION ALL SELECT back.id FROM back) AS x;
+    SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
+    FROM (SELECT dead.id, dead.topic FROM dead UNION ALL SELECT back.id, back.topic FROM back) AS x;
+    PERFORM dedup.scope_count(t.topic, 'events_nacked', count(*))
+    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;
@@ -653,3 +664,42 @@ CREATE TABLE dedup.buckets (
 COMMENT ON TABLE dedup.buckets IS 'the time buckets of dedup.claims: the table of each, its state, and once closed the latest expiry of its rows';
 CREATE UNIQUE INDEX buckets_one_current ON dedup.buckets ((true)) WHERE state = 'c';
 SELECT pg_catalog.pg_extension_config_dump('dedup.buckets', '');
+
+-------------------------------------------------------------------------
+-- Monitoring (issue 22): per-scope call counters, for postgres_exporter
+-- (monitoring/postgres_exporter.yaml); the relay's functions above count
+-- the events they hand out, ack and nack through dedup.scope_count
+-------------------------------------------------------------------------
+-- Per-scope call counters, kept in shared memory when dedup is preloaded
+-- (scopestats.c), for monitoring: one row per scope counted, of the current
+-- database or of all.  dedup.scope_count is how the relay's PL/pgSQL
+-- functions count the events they hand out, ack and nack.
+CREATE FUNCTION @extschema@.dedup_scope_stats(all_databases boolean DEFAULT false,
+    OUT datname name, OUT scope text, OUT claims bigint, OUT duplicates bigint,
+    OUT records_started bigint, OUT records_replayed bigint,
+    OUT records_completed bigint, OUT records_released bigint,
+    OUT events_put bigint, OUT events_taken bigint, OUT events_acked bigint,
+    OUT events_nacked bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION @extschema@.dedup_scope_stats(boolean) IS
+    'calls per scope since the server started, as answered (new claims, duplicates, records started/replayed/completed/released, events put/taken/acked/nacked): of this database, or of every database with all_databases';
+
+CREATE VIEW @extschema@.dedup_scope_stats AS
+    SELECT s.datname, s.scope, s.claims, s.duplicates, s.records_started,
+           s.records_replayed, s.records_completed, s.records_released,
+           s.events_put, s.events_taken, s.events_acked, s.events_nacked
+    FROM @extschema@.dedup_scope_stats(true) AS s;
+COMMENT ON VIEW @extschema@.dedup_scope_stats IS
+    'calls per database and scope since the server started (needs dedup in shared_preload_libraries)';
+
+CREATE FUNCTION dedup.scope_count(scope text, counter text, n bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_scope_count_sql' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION dedup.scope_count(text, text, bigint) IS
+    'add n to a counter of a scope (a column of dedup_scope_stats); for the relay''s functions';
+REVOKE ALL ON FUNCTION dedup.scope_count(text, text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.dedup_scope_stats(boolean) FROM PUBLIC;
+REVOKE ALL ON @extschema@.dedup_scope_stats FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.dedup_scope_stats(boolean) TO pg_monitor;
+GRANT SELECT ON @extschema@.dedup_scope_stats TO pg_monitor;

@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(80);
+SELECT plan(87);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -108,6 +108,23 @@ SELECT table_privs_are('public', 'dedup_cleanup_stats', 'regress_dedup_tap_app',
                        'an application role cannot read the figures view');
 SELECT function_privs_are('public', 'dedup_cleanup_stats', ARRAY['boolean'],
                           'regress_dedup_tap_app', ARRAY[]::text[], 'dedup_grant_usage does not grant the figures');
+
+-- the per-scope call counters: a function and a view, for monitoring roles only
+SELECT has_function('public', 'dedup_scope_stats', ARRAY['boolean']);
+SELECT has_view('public', 'dedup_scope_stats', 'view dedup_scope_stats exists');
+SELECT columns_are('public', 'dedup_scope_stats',
+    ARRAY['datname', 'scope', 'claims', 'duplicates', 'records_started', 'records_replayed',
+          'records_completed', 'records_released', 'events_put', 'events_taken',
+          'events_acked', 'events_nacked'],
+    'the counters view has the documented columns');
+SELECT function_privs_are('public', 'dedup_scope_stats', ARRAY['boolean'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot read the counters');
+SELECT function_privs_are('public', 'dedup_scope_stats', ARRAY['boolean'],
+                          'pg_monitor', ARRAY['EXECUTE'], 'pg_monitor can read the counters');
+SELECT table_privs_are('public', 'dedup_scope_stats', 'pg_monitor', ARRAY['SELECT'],
+                       'pg_monitor can read the counters view');
+SELECT function_privs_are('dedup', 'scope_count', ARRAY['text', 'text', 'bigint'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot count');
 
 -- the outbox: put for producers, take/ack/nack/stats for relays, redrive for
 -- the owner; the relay functions run as the owner with a pinned search_path

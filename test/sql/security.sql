@@ -101,6 +101,8 @@ SELECT deleted FROM dedup_cleanup_batch();
 CALL dedup_cleanup();
 SELECT count(*) > 0 AS figures FROM dedup_cleanup_stats();
 SELECT count(*) > 0 AS figures_view FROM dedup_cleanup_stats;
+SELECT count(*) > 0 AS scope_figures FROM dedup_scope_stats();
+SELECT count(*) > 0 AS scope_figures_view FROM dedup_scope_stats;
 SELECT dedup_grant_usage('regress_sec_app');
 SELECT dedup_grant_relay('regress_sec_relay');
 SELECT dedup_grant_usage('regress_sec_app', ARRAY['sec', 'sec.*']);

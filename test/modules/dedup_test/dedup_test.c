@@ -9,6 +9,7 @@
  *	  CREATE FUNCTION dedup_test_hold_key_lock(fingerprint bytea) RETURNS void
  *	  AS 'dedup_test' LANGUAGE C STRICT;
  *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

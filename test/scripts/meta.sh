@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Scripted test: META.json (PGXN's meta spec 1.0.0) parses, carries the
+# fields PGXN requires, and names the version dedup.control installs
+# (default_version, as PGXN's semantic version: 1.1 is 1.1.0), whose install
+# script the Makefile builds, and the licence of LICENSE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+control=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" dedup.control)
+perl -MJSON::PP -e '
+	use strict;
+	my ($control) = @ARGV;
+	local $/;
+	open(my $fh, "<", "META.json") or die "META.json: $!\n";
+	my $m = JSON::PP->new->decode(<$fh>);
+	my @fail;
+	for my $k (qw(name abstract version maintainer license provides meta-spec)) {
+		push @fail, "missing $k" unless defined $m->{$k};
+	}
+	my $semver = $control =~ /^\d+\.\d+$/ ? "$control.0" : $control;
+	push @fail, "meta-spec is not 1.0.0" unless ($m->{"meta-spec"}{version} // "") eq "1.0.0";
+	push @fail, "name is not dedup" unless $m->{name} eq "dedup";
+	push @fail, "version $m->{version} is not $semver (dedup.control: $control)"
+		unless $m->{version} eq $semver;
+	my $p = $m->{provides}{dedup} or push @fail, "provides has no dedup";
+	if ($p) {
+		push @fail, "provides.dedup.version $p->{version} is not $semver" unless $p->{version} eq $semver;
+		push @fail, "provides.dedup.file $p->{file} is not dedup--$control.sql"
+			unless $p->{file} eq "dedup--$control.sql";
+		push @fail, "provides.dedup.docfile $p->{docfile} does not exist" unless -f $p->{docfile};
+	}
+	push @fail, "license is not postgresql" unless $m->{license} eq "postgresql";
+	push @fail, "prereqs do not require PostgreSQL 15"
+		unless ($m->{prereqs}{runtime}{requires}{PostgreSQL} // "") =~ /^15\./;
+	if (@fail) { print "META.json: $_\n" for @fail; exit 1 }
+' "$control"
+
+# the install script META.json names is the one the Makefile builds
+make -s -n "dedup--$control.sql" >/dev/null 2>&1 || make -s -q "dedup--$control.sql" 2>/dev/null ||
+	{ echo "the Makefile does not build dedup--$control.sql"; exit 1; }
+grep -q '^PostgreSQL License$' LICENSE || { echo "LICENSE is not the PostgreSQL License"; exit 1; }
+echo "meta: META.json names dedup $control (PGXN version $(perl -MJSON::PP -0ne 'print JSON::PP->new->decode($_)->{version}' META.json)), licence postgresql"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Scripted test: the Debian package.  Builds postgresql-15-dedup with
+# dpkg-buildpackage from a copy of the source (debian/, PGDG's form), installs
+# it with dpkg -i over what make install put there, and checks with dpkg -V
+# that every file on disk is the package's; then a throwaway server with
+# shared_preload_libraries = 'dedup' runs CREATE EXTENSION dedup and a claim.
+# Removes the package and installs the build again for the tests after it.
+set -euo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+
+ensure_packages debhelper postgresql-server-dev-all dpkg-dev
+version=$(dpkg-parsechangelog -l "$DEDUP_ROOT/debian/changelog" -S Version)
+work=$(mktemp -d /tmp/dedup-package.XXXXXX)
+restore() {
+	as_root dpkg -r postgresql-15-dedup >/dev/null 2>&1 || true
+	as_root make -C "$DEDUP_ROOT" -s install >/dev/null
+	rm -rf "$work"
+}
+trap restore EXIT
+
+# the tracked and new files, as a clean clone has them
+mkdir "$work/dedup"
+(cd "$DEDUP_ROOT" && git ls-files -co --exclude-standard) |
+	(cd "$DEDUP_ROOT" && tar -cf - -T -) | tar -xf - -C "$work/dedup"
+(cd "$work/dedup" && dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1 ||
+	{ tail -n 40 "$work/build.log"; exit 1; }
+deb="$work/postgresql-15-dedup_${version}_$(dpkg --print-architecture).deb"
+[ -f "$deb" ] || { echo "no $deb"; ls "$work"; exit 1; }
+
+as_root dpkg -i "$deb" >/dev/null
+# every file of the package is on disk as the package has it
+if ! out=$(dpkg -V postgresql-15-dedup 2>&1) || [ -n "$out" ]; then
+	echo "dpkg -V postgresql-15-dedup: $out"
+	exit 1
+fi
+libdir=$(pg_config --pkglibdir)
+sharedir=$(pg_config --sharedir)
+for f in "$libdir/dedup.so" "$sharedir/extension/dedup.control" \
+	"$sharedir/extension/dedup--1.0.sql" "$sharedir/extension/dedup--1.1.sql" \
+	"$sharedir/extension/dedup--1.0--1.1.sql" \
+	/usr/share/dedup/monitoring/postgres_exporter.yaml /usr/share/dedup/monitoring/dedup-alerts.yml \
+	/usr/share/doc/postgresql-15-dedup/copyright; do
+	dpkg -S "$f" 2>/dev/null | grep -q '^postgresql-15-dedup: ' ||
+		{ echo "$f is not in postgresql-15-dedup"; dpkg -L postgresql-15-dedup; exit 1; }
+done
+
+test_server package 13 "shared_preload_libraries = 'dedup'"
+# test_server's trap stops the server; the package goes after it
+trap 'server_stop "$dir"; rm -rf "$dir"; restore' EXIT
+check() { [ "$2" = "$3" ] || { echo "$1: got [$2], want [$3]"; exit 1; }; }
+check "claims from the package" "$(psql -X -q -At -v ON_ERROR_STOP=1 \
+	-c "CREATE EXTENSION dedup" \
+	-c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'" \
+	-c "SELECT dedup_claim('orders', 'm-1'), dedup_claim('orders', 'm-1')" \
+	-c "SHOW dedup.bucket_filter_memory")" "1.1
+t|f
+64MB"
+echo "package: $(basename "$deb") builds, installs (dpkg -V clean), and claims"
