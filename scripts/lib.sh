@@ -2,6 +2,8 @@
 # Debian's packages that are missing, building and installing the extension,
 # and starting and stopping throwaway PostgreSQL servers.  Source it; it
 # defines functions and sets no options of the caller's.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 
 DEDUP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 

@@ -15,6 +15,8 @@
 #                        at attempt 2, new events are numbered after the
 #                        old ones, the dead event can be redriven (changes
 #                        the database)
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 
 fixture_fill() {
 	q -d "$1" <<'SQL'

@@ -5,6 +5,8 @@
 # per event that committed (none for a rolled-back put, none for a repeated
 # key), with Debezium's Outbox Event Router columns id (uuid),
 # aggregatetype, aggregateid, type and payload (jsonb) carrying what was put.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

@@ -6,6 +6,8 @@
 # directly); the third time while the time buckets of dedup.claims switch.  Then: exactly one business row per claimed key, no business row
 # without its claim, no claim without its business row, and the claims'
 # index of every bucket agrees with its table (amcheck, heapallindexed).
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

@@ -8,6 +8,8 @@
 # replayed into another; CREATE EXTENSION comes from the dump.  Every
 # dedup table must compare equal row for row, and the restored copies must
 # behave as the original (test/fixture.sh's fixture_check).
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

@@ -10,6 +10,8 @@
 #     the answer is right (every field ignored: the empty object's);
 #   - a payload that takes longer than the statement_timeout to hash (2
 #     million strings) is cancelled (57014) within the timeout + 0.5 s.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

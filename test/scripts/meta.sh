@@ -3,6 +3,8 @@
 # fields PGXN requires, and names the version dedup.control installs
 # (default_version, as PGXN's semantic version: 1.1 is 1.1.0), whose install
 # script the Makefile builds, and the licence of LICENSE.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

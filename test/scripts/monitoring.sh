@@ -5,6 +5,8 @@
 # monitoring/postgres_exporter.yaml, connected as a role with pg_monitor and
 # relay of one topic, is scraped with curl: every dedup_* value must be what
 # the workload did.  The alert rules pass promtool check rules.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

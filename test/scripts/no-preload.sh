@@ -2,6 +2,8 @@
 # Scripted test: without shared_preload_libraries, CREATE EXTENSION dedup and
 # every claim, record and cleanup function work (managed PostgreSQL cannot
 # preload), and the GUCs exist once the library is loaded by the first call.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

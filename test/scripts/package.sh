@@ -5,6 +5,8 @@
 # that every file on disk is the package's; then a throwaway server with
 # shared_preload_libraries = 'dedup' runs CREATE EXTENSION dedup and a claim.
 # Removes the package and installs the build again for the tests after it.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

@@ -5,6 +5,8 @@
 # there every minute (pg_cron 1.4 has no shorter schedule, so this test
 # waits for the next minute).  The job must succeed and delete exactly the
 # expired rows; the shared-memory figures are absent without preload (55000).
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

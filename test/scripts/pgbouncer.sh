@@ -8,6 +8,8 @@
 #   the same server connection (the hazard the README warns of);
 # - claims, records and the relay's take/ack work through the pooler, and a
 #   relay listening on a direct connection hears one NOTIFY per put's commit.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

@@ -19,6 +19,8 @@
 # A test of the documentation must be able to fail: it is run once more on
 # a copy of the reference with a signature, a default and a SQLSTATE changed,
 # and must find each.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

@@ -12,6 +12,8 @@
 # old instances still sending, consumers crashing and resuming from their
 # stored positions, connections killed and the postmaster killed once.
 # Each mode is run once more without the dedup it tests, and must fail.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

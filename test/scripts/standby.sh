@@ -10,6 +10,8 @@
 #   - after the primary is stopped and the standby promoted, the postmaster
 #     starts the launcher; its worker deletes exactly the expired claims, the
 #     figures say 2000, and dedup_claim() writes again.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 

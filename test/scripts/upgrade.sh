@@ -29,6 +29,8 @@
 # The comparison is shown to fail: four copies of the fresh install, each
 # with one difference an update script could leave (a privilege, a comment,
 # a missing index, an object not made a member), must each compare unequal.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$DEDUP_ROOT/test/fixture.sh"

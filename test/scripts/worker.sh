@@ -11,6 +11,8 @@
 #   - SIGTERM stops a worker in the middle of a pass within a second, and
 #     the launcher within a second; the postmaster restarts the launcher,
 #     and after a crash (kill -9) too.
+#
+# Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
