@@ -16,8 +16,12 @@
  * filled as scopes are first counted and never emptied before a restart:
  * a backend keeps a pointer to the entry of each scope it uses (in its scope
  * cache, scope.c), and a call counts with one atomic add, without a lock.
- * Once the table is full, a further scope counts in its database's entry
- * for other scopes (an empty scope name, shown as NULL).
+ * Once all but the last 64 entries are taken, a further scope counts in its
+ * database's entry for other scopes (an empty scope name, shown as NULL);
+ * those 64 are for such entries, and a database that finds none left is
+ * not counted (a server would need over 4,000 scopes in more than 64
+ * databases).  Entries of a dropped database stay until a restart; a scope
+ * used only for sequence marks has an entry of zeros.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------

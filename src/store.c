@@ -25,9 +25,14 @@
  * The key lock is released as soon as the caller's row is in the index:
  * from then on the index entry itself makes later writers wait for the
  * caller's transaction.  The lock only closes the window between look-up
- * and write, so no writer ever fails on a unique violation and none holds
- * more than one key lock, however many keys it handles.  Nothing waits
- * while holding the key lock.
+ * and write, so no writer ever fails on a unique violation.  Nothing waits
+ * for a transaction while holding a key lock.  A single call holds one key
+ * lock at a time; a batch claim (key_store_claim_batch) holds those of up
+ * to STORE_BATCH_ROWS keys whose new rows it writes together, taken in
+ * fingerprint order, and may wait meanwhile for the next key's lock (held
+ * by another call between its look-up and its write) or for a bucket being
+ * dropped (an instant), never for a transaction: before anything that may
+ * wait for one, it writes what it holds back and releases those locks.
  *
  * Under REPEATABLE READ and SERIALIZABLE, a committed row the transaction's
  * snapshot cannot see raises serialization_failure, as INSERT ... ON
@@ -489,8 +494,9 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 
 		/*
 		 * Always wait for the key lock, whatever the policy: its holder
-		 * only looks the key up and writes it, never waiting for anything
-		 * while holding it, so the wait is short; "busy" means a
+		 * only looks the key up and writes it (a batch: up to
+		 * STORE_BATCH_ROWS keys), never waiting for a transaction while
+		 * holding it, so the wait is short; "busy" means a
 		 * transaction in progress has written the key, never that another
 		 * call is between its look-up and its write at this instant.
 		 */
@@ -744,7 +750,9 @@ key_store_claim(KeyStore *ks, const DedupFingerprint *fp, TimestampTz expires_at
  * Claim many keys, given sorted by fingerprint and each once: claimed[i]
  * says whether keys[i] was absent or expired and is now claimed until
  * expires_at.  The same protocol as key_store_claim(), key by key, except
- * that the new rows of up to STORE_BATCH_ROWS keys are written together:
+ * that the new rows of up to STORE_BATCH_ROWS keys are written together
+ * (32: few enough key locks held at once to stay within a backend's share
+ * of the lock table, max_locks_per_transaction, 64 by default):
  * each such key's lock is held from its look-up until its row is written
  * (heap_multi_insert, then the index entries in key order).  Keys come in
  * fingerprint order, as every caller that holds several key locks takes
@@ -754,7 +762,7 @@ key_store_claim(KeyStore *ks, const DedupFingerprint *fp, TimestampTz expires_at
  * released, so that a key lock is still never held while its holder waits
  * for a transaction.
  */
-#define STORE_BATCH_ROWS	64
+#define STORE_BATCH_ROWS	32
 
 typedef struct StoreBatch
 {

@@ -295,11 +295,12 @@ BEGIN
     SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
     FROM (SELECT gone.id, gone.topic FROM gone
           UNION ALL SELECT gone_dead.id, gone_dead.topic FROM gone_dead) AS x;
-    PERFORM dedup.scope_count(t.topic, 'events_acked', count(*))
-    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;
+    -- counted once the call can no longer fail
+    PERFORM dedup.scope_count(t.topic, 'events_acked', count(*))
+    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     RETURN cardinality(done);
 END
 $$;
@@ -353,11 +354,12 @@ BEGIN
     )
     SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
     FROM (SELECT dead.id, dead.topic FROM dead UNION ALL SELECT back.id, back.topic FROM back) AS x;
-    PERFORM dedup.scope_count(t.topic, 'events_nacked', count(*))
-    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(ids, done);
     END IF;
+    -- counted once the call can no longer fail
+    PERFORM dedup.scope_count(t.topic, 'events_nacked', count(*))
+    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
     RETURN cardinality(done);
 END
 $$;

@@ -10,9 +10,10 @@
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-ensure_packages debhelper postgresql-server-dev-all dpkg-dev
+ensure_packages debhelper postgresql-all postgresql-server-dev-all dpkg-dev
 version=$(dpkg-parsechangelog -l "$DEDUP_ROOT/debian/changelog" -S Version)
 work=$(mktemp -d /tmp/dedup-package.XXXXXX)
+chmod 755 "$work"	# the build's test server (user postgres) reads the files built there
 restore() {
 	as_root dpkg -r postgresql-15-dedup >/dev/null 2>&1 || true
 	as_root make -C "$DEDUP_ROOT" -s install >/dev/null
