@@ -97,4 +97,4 @@ if [ "$fail" -ne 0 ]; then
 	exit 1
 fi
 echo "monitoring: the exporter's scrape has every dedup_* value of the workload; the alert rules pass promtool"
-grep '^dedup_' "$dir/metrics" | sed 's/,server="[^"]*"//'
+grep '^dedup_' "$dir/metrics" | sed -e 's/,server="[^"]*"//' -e 's/{server="[^"]*"}//'
