@@ -4,7 +4,8 @@
 # database postgres, dedup in database app; the job runs CALL dedup_cleanup()
 # there every minute (pg_cron 1.4 has no shorter schedule, so this test
 # waits for the next minute).  The job must succeed and delete exactly the
-# expired rows; the shared-memory figures are absent without preload (55000).
+# expired rows; the shared-memory figures and scope counters are absent
+# without preload (55000).
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -39,6 +40,10 @@ PGDATABASE=postgres q -c "SELECT cron.unschedule('dedup-cleanup')" >/dev/null
 # without preload there are no shared-memory figures: a clear error
 check "figures need preload" \
 	"$(q -v VERBOSITY=sqlstate -c "SELECT * FROM dedup_cleanup_stats()" 2>&1 || true)" "ERROR:  55000"
+check "scope counters need preload" \
+	"$(q -v VERBOSITY=sqlstate -c "SELECT * FROM dedup_scope_stats()" 2>&1 || true)" "ERROR:  55000"
+check "claims count nothing without preload, and work" \
+	"$(q -c "SELECT dedup_claim('no-counters', 'k')")" t
 check "no cleanup worker without preload" \
 	"$(q -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'dedup%'")" 0
 echo "pg-cron: all checks passed"

@@ -1,7 +1,6 @@
 -- Per-scope call counters (dedup_scope_stats; the test server preloads
 -- dedup): each call counts as it was answered, in its scope, committed or
 -- not; a call that fails counts nothing.
-CREATE TEMP TABLE counters_before AS SELECT * FROM dedup_scope_stats() WHERE false;
 CREATE FUNCTION pg_temp.counted(s text) RETURNS TABLE (claims bigint, duplicates bigint,
     records_started bigint, records_replayed bigint, records_completed bigint,
     records_released bigint, events_put bigint, events_taken bigint, events_acked bigint,
