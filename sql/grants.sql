@@ -29,6 +29,9 @@ REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION
     @extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text),
     @extschema@.dedup_outbox_take(text, integer),
+    @extschema@.dedup_outbox_take_batch(text, integer),
+    @extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text),
+    @extschema@.dedup_outbox_nack_batch(bigint, interval, text),
     @extschema@.dedup_outbox_ack(uuid[], integer[]),
     @extschema@.dedup_outbox_nack(uuid[], interval, text, integer[]),
     @extschema@.dedup_outbox_redrive(text, uuid[]),
@@ -75,6 +78,9 @@ AS $$
     ]::regprocedure[]
     WHEN 'relay' THEN ARRAY[
         '@extschema@.dedup_outbox_take(text, integer)',
+        '@extschema@.dedup_outbox_take_batch(text, integer)',
+        '@extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text)',
+        '@extschema@.dedup_outbox_nack_batch(bigint, interval, text)',
         '@extschema@.dedup_outbox_ack(uuid[], integer[])',
         '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
         '@extschema@.dedup_outbox_stats(text)'

@@ -11,10 +11,11 @@
  * processing record expires when its lease has passed by the scope's ttl,
  * store.c sets expires_at so, so abandoned records go the same way), and
  * the keys of outbox events past their topic's retention, in
- * dedup.outbox_keys (an event itself leaves dedup.outbox when acked), and
- * the marks of streams idle for their scope's retention, in dedup.streams.
- * A pass cleans dedup.claims, then dedup.outbox_keys, then dedup.streams,
- * then works on the buckets of dedup.claims: a position's high 32 bits say
+ * dedup.outbox_keys, and published events, in the outbox's log
+ * dedup.outbox (both of kind outbox), and the marks of streams idle for
+ * their scope's retention, in dedup.streams.  A pass cleans dedup.claims,
+ * then dedup.outbox_keys, then dedup.streams, then works on the buckets of
+ * dedup.claims, then trims the outbox's log: a position's high 32 bits say
  * which (its stage), its low 32 bits the block, or the bucket step.
  *
  * dedup.claims is kept in time buckets (bucket.c).  A closed bucket goes
@@ -47,9 +48,12 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_type_d.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "storage/bufmgr.h"
 #include "utils/acl.h"
 #include "utils/rel.h"
@@ -65,7 +69,7 @@
 
 /* The tables a pass cleans, in order: its stages */
 static const DedupRelation cleanup_stages[] = {
-	DEDUP_REL_CLAIMS, DEDUP_REL_OUTBOX_KEYS, DEDUP_REL_STREAMS, DEDUP_REL_BUCKETS
+	DEDUP_REL_CLAIMS, DEDUP_REL_OUTBOX_KEYS, DEDUP_REL_STREAMS, DEDUP_REL_BUCKETS, DEDUP_REL_OUTBOX
 };
 
 #define CLEANUP_NSTAGES lengthof(cleanup_stages)
@@ -172,6 +176,46 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 	return deleted;
 }
 
+/*
+ * Published events out of the outbox's log: up to batch_size of them, by
+ * dedup.outbox_trim() (sql/functions/outbox.sql), run as the owner of the
+ * outbox, as the relay's functions are (a cleanup role need not be allowed
+ * to delete from it).  Sets *done when fewer went, or when the database's
+ * extension is still at 1.0, whose acks deleted their events.
+ */
+static int64
+cleanup_outbox_log(int batch_size, bool *done)
+{
+	Relation	outbox;
+	Oid			owner;
+	Oid			save_userid;
+	int			save_sec_context;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(batch_size)};
+	bool		isnull;
+	int64		deleted;
+
+	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS)))
+	{
+		*done = true;
+		return 0;
+	}
+	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
+	owner = outbox->rd_rel->relowner;
+	table_close(outbox, NoLock);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT dedup.outbox_trim($1)", 1, argtypes, args, NULL,
+							  false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not trim the outbox's log");
+	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	*done = deleted < batch_size;
+	return deleted;
+}
+
 /* Whether a position is one a pass can be at. */
 bool
 dedup_cleanup_position_valid(int64 position)
@@ -205,6 +249,14 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 		deleted = block < DEDUP_BUCKET_NSTEPS && dedup_bucket_storage() ?
 			dedup_bucket_step((int) block, deleted_by_kind) : 0;
 		block = block + 1 < DEDUP_BUCKET_NSTEPS ? block + 1 : InvalidBlockNumber;
+	}
+	else if (cleanup_stages[stage] == DEDUP_REL_OUTBOX)
+	{
+		bool		done;
+
+		deleted = cleanup_outbox_log(batch_size, &done);
+		deleted_by_kind[DEDUP_KIND_OUTBOX] += deleted;
+		block = done ? InvalidBlockNumber : 0;
 	}
 	else
 		deleted = cleanup_key_table(cleanup_stages[stage], &block, batch_size, deleted_by_kind);

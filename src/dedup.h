@@ -69,6 +69,7 @@ typedef enum DedupRelation
 	DEDUP_REL_STREAMS,			/* a key table: its primary key follows it */
 	DEDUP_REL_STREAMS_PKEY,
 	DEDUP_REL_BUCKETS,
+	DEDUP_REL_OUTBOX_TOPICS,
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 

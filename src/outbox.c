@@ -22,7 +22,13 @@
  * Producers of one aggregate are serialized until they commit by a lock
  * taken before the event gets its sequence number: within an aggregate,
  * sequence order is commit order, which is the order the relay hands
- * events out in.  The lock is one of OUTBOX_LOCK_STRIPES, chosen by a hash
+ * events out in.  Every producer of a topic also holds a lock of the topic
+ * (RowExclusiveLock, which producers share) from before its event gets its
+ * sequence number until it commits: dedup_outbox_stable_seq() reads the
+ * sequence, then waits for the holders of that lock, after which every
+ * number up to what it read is settled (committed or rolled back), and a
+ * relay may read the log up to it without passing an event that could
+ * still commit.  The lock is one of OUTBOX_LOCK_STRIPES, chosen by a hash
  * of (topic, aggregate id), so that a transaction that puts events of
  * thousands of aggregates holds at most that many locks (a lock per
  * aggregate would exhaust the lock table); two producers of different
@@ -46,6 +52,9 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "common/hashfn.h"
 #include "funcapi.h"
 #include "catalog/pg_proc_d.h"
 #include "catalog/pg_type_d.h"
@@ -54,9 +63,12 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 #include "utils/memutils.h"
 #include "utils/uuid.h"
 
@@ -120,9 +132,20 @@ outbox_text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 	return value;
 }
 
+/* The lock of a topic its producers hold (see the header comment). */
+static void
+outbox_topic_locktag(LOCKTAG *tag, const text *topic)
+{
+	uint32		h = hash_bytes((const unsigned char *) VARDATA_ANY(topic),
+							   VARSIZE_ANY_EXHDR(topic));
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, h, 0, DEDUP_LOCKTAG_TOPIC);
+}
+
 /*
  * Insert the event row through a kept plan, as the owner of dedup.outbox,
- * unless an event of that id is there or dead; true if it was inserted.
+ * unless an event of that id is dead; true if it was inserted.  The
+ * topic's producer lock is taken first, before the row gets its seq.
  */
 static bool
 outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_id,
@@ -136,7 +159,11 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 	int			save_sec_context;
 	bool		inserted;
 
+	LOCKTAG		tag;
+
 	table_close(outbox, NoLock);
+	outbox_topic_locktag(&tag, topic);
+	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -150,8 +177,7 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 									   " SELECT $1, $2, $3, $4, $5, $6,"
 									   "  COALESCE($7, '{}'::pg_catalog.jsonb)"
 									   " WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
-									   "  WHERE d.id OPERATOR(pg_catalog.=) $1)"
-									   " ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING",
+									   "  WHERE d.id OPERATOR(pg_catalog.=) $1)",
 									   OUTBOX_INSERT_NARGS, argtypes);
 
 		if (plan == NULL)
@@ -248,12 +274,58 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
  */
 
 /*
+ * A take reads, in each statement, the events that committed before it: a
+ * snapshot taken once for the transaction may not show them (0A000).
+ */
+static void
+outbox_check_isolation(void)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("an outbox take cannot run in a repeatable read or serializable transaction"),
+				 errdetail("A take reads the events that committed before it, which a snapshot taken at the start of the transaction may not show."),
+				 errhint("Take in a READ COMMITTED transaction.")));
+}
+
+/*
+ * dedup.outbox_stable_seq(topic text) RETURNS bigint
+ *
+ * A seq up to which every put of the topic has settled: the last number
+ * the outbox's sequence gave, once every producer of the topic that may
+ * hold a number up to it has ended (never waiting for the caller's own
+ * transaction).  The caller's next statement, with a snapshot taken after
+ * this returned, sees every event of the topic up to it that committed; a
+ * transaction snapshot taken before could not, so the take refuses to run
+ * in one.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_stable_seq);
+Datum
+dedup_outbox_stable_seq(PG_FUNCTION_ARGS)
+{
+	text	   *topic = PG_GETARG_TEXT_PP(0);
+	LOCAL_FCINFO(seqinfo, 1);
+	Datum		last;
+	LOCKTAG		tag;
+
+	outbox_check_isolation();
+	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
+	seqinfo->args[0].value = ObjectIdGetDatum(getIdentitySequence(dedup_relation_oid(DEDUP_REL_OUTBOX),
+																  1, false));
+	seqinfo->args[0].isnull = false;
+	last = pg_sequence_last_value(seqinfo);
+	outbox_topic_locktag(&tag, topic);
+	WaitForLockers(tag, ShareLock, false);
+	PG_RETURN_INT64(seqinfo->isnull ? 0 : DatumGetInt64(last));
+}
+
+/*
  * What a relay call needs of its public function, looked up once per
  * backend and function: its name, arguments, volatility, and the kept plan
  * of "SELECT * FROM dedup.outbox_<op>($1, ...)" (the calling role's OID,
  * then the function's own arguments), prepared at its first call.
  */
-#define RELAY_MAX_FUNCTIONS 8
+#define RELAY_MAX_FUNCTIONS 16
 #define RELAY_MAX_ARGS 8
 #define RELAY_PUBLIC_PREFIX "dedup_outbox_"
 
@@ -328,6 +400,278 @@ relay_plan(RelayFunction *rf)
 	return rf->plan;
 }
 
+
+/* ---------------------------------------------------------------------
+ * The relay's fast path
+ *
+ * A take of a topic with no batch whose lease passed, nothing in
+ * dedup.outbox_retry, a free slot, and next events of which none needs
+ * holding back (no aggregate a batch holds, none twice); and an ack of a
+ * batch whole with no event of outbox_retry.  That is every take and ack
+ * of a relay keeping up; both follow the rules of the PL/pgSQL functions
+ * (sql/functions/outbox.sql), in a few kept statements, and give way to
+ * them, before writing anything, in every other case.  Run as the owner
+ * of the outbox, inside SPI.
+ * ---------------------------------------------------------------------
+ */
+enum
+{
+	FAST_TOPIC,
+	FAST_SLOTS,
+	FAST_RETRY,
+	FAST_ANY,
+	FAST_SCAN,
+	FAST_SLOT_UPDATE,
+	FAST_TOPIC_UPDATE,
+	FAST_ACK,
+	FAST_NPLANS
+};
+
+static const struct
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[7];
+}			fast_queries[FAST_NPLANS] = {
+	[FAST_TOPIC] = {"SELECT t.next_seq FROM dedup.outbox_topics AS t"
+		" WHERE t.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE", 1, {TEXTOID}},
+	[FAST_SLOTS] = {"SELECT x.slot, x.generation, x.busy,"
+		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp(), x.aggregates"
+		" FROM dedup.outbox_batches AS x WHERE x.topic OPERATOR(pg_catalog.=) $1"
+		" ORDER BY x.slot", 1, {TEXTOID}},
+	[FAST_RETRY] = {"SELECT FROM dedup.outbox_retry AS r"
+		" WHERE r.topic OPERATOR(pg_catalog.=) $1 LIMIT 1", 1, {TEXTOID}},
+	[FAST_ANY] = {"SELECT FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
+		" AND o.seq OPERATOR(pg_catalog.>=) $2 ORDER BY o.seq LIMIT 1", 2, {TEXTOID, INT8OID}},
+	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
+		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
+		" FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
+		" AND o.seq OPERATOR(pg_catalog.>=) $2 AND o.seq OPERATOR(pg_catalog.<=) $3"
+		" ORDER BY o.seq LIMIT $4", 4, {TEXTOID, INT8OID, INT8OID, INT4OID}},
+	[FAST_SLOT_UPDATE] = {"UPDATE dedup.outbox_batches AS x SET generation = $2, busy = true,"
+		" attempt = 1, lease_until = $3, first_seq = $4, last_seq = $5, settled = '{}',"
+		" retried = 0, events = $6, aggregates = $7 WHERE x.slot OPERATOR(pg_catalog.=) $1",
+		7, {INT8OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID, INT4ARRAYOID}},
+	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $2"
+		" WHERE t.topic OPERATOR(pg_catalog.=) $1", 2, {TEXTOID, INT8OID}},
+	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
+		" WHERE x.slot OPERATOR(pg_catalog.=) $1 AND x.generation OPERATOR(pg_catalog.=) $2"
+		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0 RETURNING x.topic, x.events",
+		2, {INT8OID, INT4OID}},
+};
+
+static SPIPlanPtr fast_plans[FAST_NPLANS];
+
+/* Run a kept statement of the fast path; its result is in SPI_tuptable. */
+static int
+fast_run(int which, Datum *values, int limit)
+{
+	int			rc;
+
+	if (fast_plans[which] == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(fast_queries[which].sql, fast_queries[which].nargs,
+									   (Oid *) fast_queries[which].argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare \"%s\": %s", fast_queries[which].sql,
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		fast_plans[which] = plan;
+	}
+	rc = SPI_execute_plan(fast_plans[which], values, NULL, false, limit);
+	if (rc < 0)
+		elog(ERROR, "could not run \"%s\": %s", fast_queries[which].sql,
+			 SPI_result_code_string(rc));
+	return rc;
+}
+
+static int
+fast_int4_cmp(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* A batch's id from its slot and generation (dedup.outbox_batch_id()). */
+#define RELAY_BATCH_ID(slot, generation) ((slot) * INT64CONST(4294967296) + (generation))
+
+/*
+ * Take a batch of topic on the fast path, into the result set of a take
+ * (with the batch's id first when with_id); false, having written
+ * nothing, when the case is not one of the fast path's.
+ */
+static bool
+fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
+		  DedupScopeSettings *settings)
+{
+	Datum		args[7];
+	int64		pos;
+	int64		slot = -1;
+	int32		generation = 0;
+	int32	   *blocked;
+	int			nblocked = 0;
+	int64		stable;
+	uint64		n;
+	int32	   *hashes;
+	TimestampTz lease_end;
+	bool		isnull;
+	SPITupleTable *scan;
+
+	args[0] = PointerGetDatum(topic);
+	if (fast_run(FAST_TOPIC, args, 1) != SPI_OK_SELECT || SPI_processed == 0)
+		return false;
+	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+	/* the slots: none expired, one free; the aggregates the busy ones hold */
+	fast_run(FAST_SLOTS, args, 0);
+	blocked = palloc(sizeof(int32) * 1);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		busy = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+
+		if (busy)
+		{
+			ArrayType  *aggs;
+			int32	   *elems;
+			int			nelems;
+
+			if (DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull)))
+				return false;	/* its lease passed: handed out again */
+			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 5, &isnull));
+			if (ARR_HASNULL(aggs))
+				return false;
+			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
+			elems = (int32 *) ARR_DATA_PTR(aggs);
+			blocked = repalloc(blocked, sizeof(int32) * (nblocked + nelems + 1));
+			memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
+			nblocked += nelems;
+		}
+		else if (slot < 0)
+		{
+			slot = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+			generation = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
+		}
+	}
+	if (slot < 0)
+		return false;
+	if (fast_run(FAST_RETRY, args, 1) != SPI_OK_SELECT || SPI_processed > 0)
+		return false;
+	args[1] = Int64GetDatum(pos);
+	fast_run(FAST_ANY, args, 1);
+	if (SPI_processed == 0)
+		return true;			/* nothing to hand out */
+
+	stable = DatumGetInt64(DirectFunctionCall1(dedup_outbox_stable_seq, PointerGetDatum(topic)));
+	args[2] = Int64GetDatum(stable);
+	args[3] = Int32GetDatum(batch_size);
+	fast_run(FAST_SCAN, args, 0);
+	scan = SPI_tuptable;
+	n = SPI_processed;
+	if (n == 0)
+	{
+		args[1] = Int64GetDatum(Max(pos, stable + 1));
+		fast_run(FAST_TOPIC_UPDATE, args, 0);
+		return true;
+	}
+
+	/* no event to hold back: no aggregate held, none twice */
+	hashes = palloc(sizeof(int32) * n);
+	for (uint64 i = 0; i < n; i++)
+		hashes[i] = DatumGetInt32(SPI_getbinval(scan->vals[i], scan->tupdesc, 9, &isnull));
+	{
+		int32	   *sorted = palloc(sizeof(int32) * n);
+
+		memcpy(sorted, hashes, sizeof(int32) * n);
+		qsort(sorted, n, sizeof(int32), fast_int4_cmp);
+		qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
+		for (uint64 i = 0; i < n; i++)
+			if ((i > 0 && sorted[i] == sorted[i - 1]) ||
+				(nblocked > 0 && bsearch(&sorted[i], blocked, nblocked, sizeof(int32),
+										 fast_int4_cmp) != NULL))
+				return false;
+	}
+
+	/* the batch, in the free slot; the topic's position after it */
+	generation = generation % PG_INT32_MAX + 1;
+	lease_end = dedup_timestamp_plus(GetCurrentStatementStartTimestamp(),
+									 &settings->value[DEDUP_SCOPE_LEASE]);
+	args[0] = Int64GetDatum(slot);
+	args[1] = Int32GetDatum(generation);
+	args[2] = TimestampTzGetDatum(lease_end);
+	args[3] = SPI_getbinval(scan->vals[0], scan->tupdesc, 1, &isnull);
+	args[4] = SPI_getbinval(scan->vals[n - 1], scan->tupdesc, 1, &isnull);
+	args[5] = Int32GetDatum((int32) n);
+	{
+		Datum	   *elems = palloc(sizeof(Datum) * n);
+
+		for (uint64 i = 0; i < n; i++)
+			elems[i] = Int32GetDatum(hashes[i]);
+		args[6] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true,
+												  TYPALIGN_INT));
+	}
+	fast_run(FAST_SLOT_UPDATE, args, 0);
+	args[0] = PointerGetDatum(topic);
+	args[1] = Int64GetDatum(n == (uint64) batch_size ?
+							DatumGetInt64(args[4]) + 1 : Max(pos, stable + 1));
+	fast_run(FAST_TOPIC_UPDATE, args, 0);
+
+	/* the events, as take returns them */
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum		values[10];
+		bool		nulls[10];
+		int			k = 0;
+
+		if (with_id)
+		{
+			values[k] = Int64GetDatum(RELAY_BATCH_ID(slot, generation));
+			nulls[k++] = false;
+		}
+		for (int col = 2; col <= 7; col++)
+		{
+			values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, col, &nulls[k]);
+			k++;
+		}
+		values[k] = Int32GetDatum(1);	/* attempts */
+		nulls[k++] = false;
+		values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, 8, &nulls[k]);
+		k++;
+		values[k] = TimestampTzGetDatum(lease_end);
+		nulls[k++] = false;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	dedup_scope_count(settings->counters, DEDUP_COUNT_EVENTS_TAKEN, (int64) n);
+	return true;
+}
+
+/*
+ * Ack a batch whole on the fast path: frees its slot, and returns how many
+ * events it had (its topic in *topic), or -1, having written nothing, when
+ * no batch of that id with no event of outbox_retry is handed out.
+ */
+static int32
+fast_ack(int64 batch_id, char **topic)
+{
+	Datum		args[2];
+	bool		isnull;
+
+	if (batch_id < 0)
+		return -1;
+	args[0] = Int64GetDatum(batch_id / INT64CONST(4294967296));
+	args[1] = Int32GetDatum((int32) (batch_id % INT64CONST(4294967296)));
+	if (batch_id % INT64CONST(4294967296) > PG_INT32_MAX)
+		return -1;
+	if (fast_run(FAST_ACK, args, 0) != SPI_OK_UPDATE_RETURNING || SPI_processed == 0)
+		return -1;
+	*topic = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+}
+
 PG_FUNCTION_INFO_V1(dedup_outbox_relay);
 Datum
 dedup_outbox_relay(PG_FUNCTION_ARGS)
@@ -343,9 +687,29 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	int			save_sec_context;
 	Datum		result = (Datum) 0;
 	bool		isnull = true;
+	bool		take = strcmp(rf->name, "dedup_outbox_take") == 0 ||
+		strcmp(rf->name, "dedup_outbox_take_batch") == 0;
+	bool		ack_whole = strcmp(rf->name, "dedup_outbox_ack_batch") == 0 &&
+		!PG_ARGISNULL(0) && !PG_ARGISNULL(2) &&
+		(PG_ARGISNULL(1) || ArrayGetNItems(ARR_NDIM(PG_GETARG_ARRAYTYPE_P(1)),
+										   ARR_DIMS(PG_GETARG_ARRAYTYPE_P(1))) == 0);
+	DedupScopeSettings settings;
+	char	   *acked_topic = NULL;
+	int32		acked = -1;
+	bool		done = false;
 
 	if (!rf->read_only)
 		dedup_check_writable(rf->name);
+	if (take)
+		outbox_check_isolation();
+	/* the fast path's take checks as the PL/pgSQL one does, first */
+	take = take && !PG_ARGISNULL(0) && !PG_ARGISNULL(1) && PG_GETARG_INT32(1) >= 1 &&
+		PG_GETARG_INT32(1) <= 10000;
+	if (take)
+		dedup_scope_use(PG_GETARG_TEXT_PP(0), DEDUP_PRIV_RELAY, &settings);
+	if (ack_whole)
+		dedup_check_interval(PG_GETARG_INTERVAL_P(2), "retry_delay", true,
+							 GetCurrentStatementStartTimestamp());
 	values[0] = ObjectIdGetDatum(caller);
 	nulls[0] = ' ';
 	for (int i = 0; i < rf->nargs; i++)
@@ -362,9 +726,25 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
-	if (SPI_execute_plan(relay_plan(rf), values, nulls, rf->read_only, 0) != SPI_OK_SELECT)
+	if (take)
+		done = fast_take((ReturnSetInfo *) fcinfo->resultinfo,
+						 strcmp(rf->name, "dedup_outbox_take_batch") == 0,
+						 PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1), &settings);
+	else if (ack_whole)
+	{
+		acked = fast_ack(PG_GETARG_INT64(0), &acked_topic);
+		done = acked >= 0;
+		if (done)
+		{
+			result = Int32GetDatum(acked);
+			isnull = false;
+		}
+	}
+	if (done)
+		;
+	else if (SPI_execute_plan(relay_plan(rf), values, nulls, rf->read_only, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not run the outbox relay's %s()", rf->name);
-	if (retset)
+	else if (retset)
 	{
 		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
@@ -382,8 +762,18 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 		if (!isnull)
 			result = SPI_datumTransfer(result, typbyval, typlen);
 	}
+	if (acked_topic)
+		acked_topic = MemoryContextStrdup(CurrentMemoryContext, acked_topic);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+	if (acked_topic)
+	{
+		/* a caller without relay of the topic: 42501, and the ack undone */
+		DedupScopeSettings topic_settings;
+
+		dedup_scope_use(cstring_to_text(acked_topic), DEDUP_PRIV_RELAY, &topic_settings);
+		dedup_scope_count(topic_settings.counters, DEDUP_COUNT_EVENTS_ACKED, acked);
+	}
 	if (retset)
 		return (Datum) 0;
 	if (isnull)

@@ -34,6 +34,8 @@
 #define DEDUP_LOCKTAG_KEY		0x6464
 /* the outbox's producer locks, one per stripe of aggregates (outbox.c) */
 #define DEDUP_LOCKTAG_AGGREGATE	0x6465
+/* the outbox's topic locks, held by its producers until they commit (outbox.c) */
+#define DEDUP_LOCKTAG_TOPIC		0x6466
 
 static inline void
 dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)

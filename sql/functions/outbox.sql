@@ -9,14 +9,156 @@ AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text) IS
     'enqueue an event in the current transaction; the same (topic, key) within the topic''s retention yields one event; returns its id';
 
--- The relay.  An event is handed out at most once at a time: take locks
--- with SKIP LOCKED, so relays run in parallel.  Within an aggregate, only
--- the earliest event not yet acked is handed out, and only while no other
--- event of it is in flight, so events of one aggregate go out in commit
--- order and never two at once.  Leases run from the statement's start.
-CREATE FUNCTION dedup.outbox_take(caller oid, topic text, batch_size integer)
-RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
-               headers jsonb, attempts integer, created_at timestamptz,
+-- The relay, on batches (PgQ's and Kafka's design, with per-aggregate order).
+--
+-- The log (dedup.outbox) is appended by puts and never updated.  A topic's
+-- relays read it in seq order from the topic's position (outbox_topics),
+-- and a take hands out the next events as one batch (outbox_batches): one
+-- row for the batch, none per event.  Acking the batch deletes that row;
+-- the events stay in the log until the cleanup deletes what every relay
+-- has passed.  Only events that need a state of their own get a row in
+-- outbox_retry: one nacked (until its retry_delay), one held back because
+-- an earlier event of its aggregate is not yet published, one redriven.
+--
+-- Commit order.  A put takes its seq under a lock of its topic held until
+-- it commits (outbox.c); a take reads the sequence, then waits for the
+-- puts of the topic in progress (dedup.outbox_stable_seq), so every seq up
+-- to what it read is settled: committed, and seen by the take's next
+-- statement, or rolled back.  The position never passes an event that
+-- could still commit.  Like Kafka's read_committed consumers at the last
+-- stable offset, a take waits while a put of its topic is uncommitted.
+--
+-- Aggregates.  An event is handed out only when no earlier event of its
+-- aggregate is unpublished: none in a batch not yet acked (its lease may
+-- have passed: it is handed out again first), none in outbox_retry.  A
+-- batch holds at most one event of an aggregate.  An event of the log that
+-- must wait goes to outbox_retry, and from there out in seq order.  So a
+-- failing event holds back its aggregate only, never its topic.
+--
+-- Leases and attempts.  A batch has one lease; when it passes the next
+-- take hands the same events out again (attempt + 1), before anything
+-- new.  An event handed out max_attempts times and not acked goes dead;
+-- so does one nacked at its max_attempts.  Relays of one topic take one
+-- after another (the topic's row is locked for the take's transaction);
+-- they publish and ack in parallel.
+--
+-- A take needs a snapshot of its own for each statement: it refuses to run
+-- in a REPEATABLE READ or SERIALIZABLE transaction (0A000).
+
+-- The highest seq below which every put of topic has settled: waits for
+-- the puts of the topic in progress (never for the caller's own).
+CREATE FUNCTION dedup.outbox_stable_seq(topic text) RETURNS bigint
+AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(text) FROM PUBLIC;
+
+-- Move events to the dead letters: from the log (by seq) or from
+-- outbox_retry (by id), with their attempts and last error.
+CREATE FUNCTION dedup.outbox_bury(for_topic text, log_seqs bigint[], log_attempts integer,
+    retry_ids uuid[], error text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := 0;
+    m integer;
+BEGIN
+    IF cardinality(log_seqs) > 0 THEN
+        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
+                                       payload, headers, created_at, attempts, last_error)
+        SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type,
+               o.payload, o.headers, o.created_at, log_attempts, error
+        FROM dedup.outbox AS o
+        WHERE o.topic = for_topic AND o.seq = ANY (log_seqs)
+        ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING;
+        GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
+    IF cardinality(retry_ids) > 0 THEN
+        WITH gone AS (
+            DELETE FROM dedup.outbox_retry AS r WHERE r.id = ANY (retry_ids) RETURNING r.*
+        )
+        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
+                                       payload, headers, created_at, attempts, last_error)
+        SELECT g.seq, g.id, g.topic, g.aggregatetype, g.aggregateid, g.type,
+               g.payload, g.headers, g.created_at, g.attempts, coalesce(error, g.last_error)
+        FROM gone AS g
+        ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING;
+        GET DIAGNOSTICS m = ROW_COUNT;
+        n := n + m;
+    END IF;
+    RETURN n;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_bury(text, bigint[], integer, uuid[], text) FROM PUBLIC;
+
+-- A batch's id: its slot's number times 2^32 plus the slot's generation.
+CREATE FUNCTION dedup.outbox_batch_id(b dedup.outbox_batches) RETURNS bigint
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT b.slot * 4294967296 + b.generation $$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_id(dedup.outbox_batches) FROM PUBLIC;
+
+-- The busy slot that holds batch bid, locked, or no row.
+CREATE FUNCTION dedup.outbox_batch(bid bigint) RETURNS SETOF dedup.outbox_batches
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT * FROM dedup.outbox_batches AS x
+    WHERE x.slot = bid / 4294967296 AND x.generation = bid % 4294967296 AND x.busy
+    FOR UPDATE
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch(bigint) FROM PUBLIC;
+
+-- The events of a batch, in order: from the log and from outbox_retry.
+CREATE FUNCTION dedup.outbox_members(b dedup.outbox_batches)
+RETURNS TABLE (seq bigint, id uuid, aggregatetype text, aggregateid text, type text,
+               payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
+               in_retry boolean)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT e.* FROM (
+        SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload, o.headers,
+               b.attempt, o.created_at, false
+        FROM dedup.outbox AS o
+        WHERE b.first_seq IS NOT NULL AND o.topic = b.topic
+          AND o.seq BETWEEN b.first_seq AND b.last_seq AND o.seq <> ALL (b.settled)
+        UNION ALL
+        SELECT r.seq, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
+               r.attempts, r.created_at, true
+        FROM dedup.outbox_retry AS r
+        WHERE b.retried > 0 AND r.batch = dedup.outbox_batch_id(b)
+    ) AS e
+    ORDER BY e.seq
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_members(dedup.outbox_batches) FROM PUBLIC;
+
+-- After events left a batch: its count, aggregates and retried recounted;
+-- a batch left with none frees its slot.
+CREATE FUNCTION dedup.outbox_batch_recount(slot_of bigint)
+RETURNS dedup.outbox_batches
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b dedup.outbox_batches;
+BEGIN
+    SELECT * INTO b FROM dedup.outbox_batches AS x WHERE x.slot = slot_of;
+    UPDATE dedup.outbox_batches AS x
+    SET events = c.n, retried = c.r, aggregates = c.a, busy = c.n > 0
+    FROM (SELECT count(*)::integer AS n, (count(*) FILTER (WHERE m.in_retry))::integer AS r,
+                 coalesce(array_agg(pg_catalog.hashtext(m.aggregateid)), '{}') AS a
+          FROM dedup.outbox_members(b) AS m) AS c
+    WHERE x.slot = slot_of
+    RETURNING x.* INTO b;
+    RETURN b;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(bigint) FROM PUBLIC;
+
+CREATE FUNCTION dedup.outbox_take_batch(caller oid, topic text, batch_size integer)
+RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
+               payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -24,9 +166,19 @@ AS $$
 DECLARE
     lease interval;
     max_attempts integer;
+    pos bigint;
+    slots dedup.outbox_batches[];
+    b dedup.outbox_batches;
+    bid bigint;
+    blocked integer[];
+    has_retry boolean;
+    r_ids uuid[] := '{}';
+    r_aggs integer[] := '{}';
+    dying uuid[];
+    stable bigint;
+    lease_end timestamptz;
     n bigint;
 BEGIN
-    PERFORM dedup.check_writable('dedup_outbox_take');
     IF topic IS NULL OR batch_size IS NULL THEN
         RAISE EXCEPTION 'topic and batch_size must not be null' USING ERRCODE = '22004';
     END IF;
@@ -36,46 +188,347 @@ BEGIN
     PERFORM dedup.has_privilege(caller, topic, 'relay', true);
     SELECT s.lease, s.max_attempts INTO lease, max_attempts
     FROM @extschema@.dedup_scope(topic) AS s;
-    RETURN QUERY
-    WITH candidates AS (
-        SELECT o.id AS cid
-        FROM dedup.outbox AS o
-        WHERE o.topic = outbox_take.topic
-          AND o.visible_at <= pg_catalog.statement_timestamp()
-          AND NOT EXISTS (SELECT FROM dedup.outbox AS e
-                          WHERE e.topic = o.topic AND e.aggregateid = o.aggregateid
-                            AND e.id <> o.id
-                            AND (e.seq < o.seq
-                                 OR (e.status = 't'
-                                     AND e.visible_at > pg_catalog.statement_timestamp())))
-        ORDER BY o.seq
-        LIMIT batch_size
-        FOR UPDATE OF o SKIP LOCKED
-    ), dead AS (
-        DELETE FROM dedup.outbox AS o USING candidates AS c
-        WHERE o.id = c.cid AND o.attempts >= max_attempts
-        RETURNING o.*
-    ), buried AS (
-        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
-                                       payload, headers, created_at, attempts, last_error)
-        SELECT d.seq, d.id, d.topic, d.aggregatetype, d.aggregateid, d.type,
-               d.payload, d.headers, d.created_at, d.attempts, d.last_error
-        FROM dead AS d
-        ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING
-    ), taken AS (
-        UPDATE dedup.outbox AS o
-        SET status = 't', attempts = o.attempts + 1,
-            visible_at = pg_catalog.statement_timestamp() + lease
-        FROM candidates AS c
-        WHERE o.id = c.cid AND o.attempts < max_attempts
-        RETURNING o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,
-                  o.headers, o.attempts, o.created_at, o.visible_at
-    )
-    SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers,
-           t.attempts, t.created_at, t.visible_at
-    FROM taken AS t ORDER BY t.seq;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    lease_end := pg_catalog.statement_timestamp() + lease;
+
+    -- the topic's relays take one at a time
+    SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
+    WHERE t.topic = outbox_take_batch.topic FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO dedup.outbox_topics AS t (topic) VALUES (outbox_take_batch.topic)
+        ON CONFLICT ON CONSTRAINT outbox_topics_pkey DO NOTHING;
+        SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
+        WHERE t.topic = outbox_take_batch.topic FOR UPDATE;
+    END IF;
+    slots := ARRAY(SELECT x FROM dedup.outbox_batches AS x
+                   WHERE x.topic = outbox_take_batch.topic ORDER BY x.slot);
+
+    -- a batch whose lease passed goes out again first, whole, but for the
+    -- events handed out max_attempts times, which go dead
+    FOR b IN SELECT * FROM unnest(slots) AS x
+             WHERE x.busy AND x.lease_until <= pg_catalog.statement_timestamp()
+             ORDER BY x.lease_until
+    LOOP
+        SELECT * INTO b FROM dedup.outbox_batch(dedup.outbox_batch_id(b)) AS x
+        WHERE x.lease_until <= pg_catalog.statement_timestamp();
+        CONTINUE WHEN NOT FOUND;
+        bid := dedup.outbox_batch_id(b);
+        dying := ARRAY(SELECT r.id FROM dedup.outbox_retry AS r
+                       WHERE b.retried > 0 AND r.batch = bid AND r.attempts >= max_attempts);
+        IF b.attempt >= max_attempts THEN
+            PERFORM dedup.outbox_bury(b.topic,
+                ARRAY(SELECT m.seq FROM dedup.outbox_members(b) AS m WHERE NOT m.in_retry),
+                b.attempt, dying, NULL);
+            UPDATE dedup.outbox_batches AS x SET first_seq = NULL, last_seq = NULL
+            WHERE x.slot = b.slot;
+        ELSE
+            PERFORM dedup.outbox_bury(b.topic, '{}', 0, dying, NULL);
+        END IF;
+        UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1
+        WHERE b.retried > 0 AND r.batch = bid;
+        UPDATE dedup.outbox_batches AS x SET attempt = x.attempt + 1, lease_until = lease_end
+        WHERE x.slot = b.slot;
+        b := dedup.outbox_batch_recount(b.slot);
+        CONTINUE WHEN NOT b.busy;
+        RETURN QUERY SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload,
+                            m.headers, m.attempts, m.created_at, lease_end
+                     FROM dedup.outbox_members(b) AS m;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        PERFORM dedup.scope_count(topic, 'events_taken', n);
+        RETURN;
+    END LOOP;
+
+    -- a new batch, in a free slot (or a new one)
+    SELECT * INTO b FROM unnest(slots) AS x WHERE NOT x.busy ORDER BY x.slot LIMIT 1;
+    IF NOT FOUND THEN
+        INSERT INTO dedup.outbox_batches AS x (topic) VALUES (outbox_take_batch.topic)
+        RETURNING x.* INTO b;
+    END IF;
+    bid := b.slot * 4294967296 + (b.generation % 2147483647 + 1);
+    blocked := ARRAY(SELECT DISTINCT a FROM unnest(slots) AS x, unnest(x.aggregates) AS a
+                     WHERE x.busy);
+
+    -- first events of outbox_retry that are due, each the earliest of its
+    -- aggregate, of an aggregate no batch holds
+    has_retry := EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.topic = outbox_take_batch.topic);
+    IF has_retry THEN
+        dying := ARRAY(
+            SELECT r.id FROM dedup.outbox_retry AS r
+            WHERE r.topic = outbox_take_batch.topic AND r.batch IS NULL
+              AND r.visible_at <= pg_catalog.statement_timestamp()
+              AND r.attempts >= max_attempts);
+        PERFORM dedup.outbox_bury(topic, '{}', 0, dying, NULL);
+        WITH due AS (
+            SELECT r.id AS rid
+            FROM dedup.outbox_retry AS r
+            WHERE r.topic = outbox_take_batch.topic AND r.batch IS NULL
+              AND r.visible_at <= pg_catalog.statement_timestamp()
+              AND pg_catalog.hashtext(r.aggregateid) <> ALL (blocked)
+              AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS e
+                              WHERE e.topic = r.topic AND e.aggregateid = r.aggregateid
+                                AND e.seq < r.seq)
+            ORDER BY r.seq
+            LIMIT batch_size
+            FOR UPDATE OF r SKIP LOCKED
+        ), taken AS (
+            UPDATE dedup.outbox_retry AS r SET batch = bid, attempts = r.attempts + 1
+            FROM due WHERE r.id = due.rid
+            RETURNING r.id, r.seq, r.aggregateid
+        )
+        SELECT coalesce(array_agg(t.id ORDER BY t.seq), '{}'),
+               coalesce(array_agg(pg_catalog.hashtext(t.aggregateid) ORDER BY t.seq), '{}')
+        INTO r_ids, r_aggs
+        FROM taken AS t;
+    END IF;
+
+    -- then the log from the topic's position up to where every put settled;
+    -- an event of an aggregate that is held, or the second of one in this
+    -- batch, goes to outbox_retry to wait its turn
+    IF cardinality(r_ids) < batch_size
+       AND EXISTS (SELECT FROM dedup.outbox AS o
+                   WHERE o.topic = outbox_take_batch.topic AND o.seq >= pos
+                   ORDER BY o.seq LIMIT 1) THEN
+        stable := dedup.outbox_stable_seq(topic);
+        RETURN QUERY
+        WITH scanned AS (
+            SELECT o.*, pg_catalog.hashtext(o.aggregateid) AS h
+            FROM dedup.outbox AS o
+            WHERE o.topic = outbox_take_batch.topic AND o.seq >= pos AND o.seq <= stable
+            ORDER BY o.seq
+            LIMIT batch_size - cardinality(r_ids)
+        ), judged AS (
+            SELECT s.*,
+                   (s.h = ANY (blocked) OR s.h = ANY (r_aggs)
+                    OR pg_catalog.row_number() OVER (PARTITION BY s.aggregateid ORDER BY s.seq) > 1
+                    OR (has_retry AND EXISTS (SELECT FROM dedup.outbox_retry AS r
+                                              WHERE r.topic = s.topic
+                                                AND r.aggregateid = s.aggregateid))) AS held
+            FROM scanned AS s
+        ), held_back AS (
+            INSERT INTO dedup.outbox_retry (seq, id, topic, aggregatetype, aggregateid, type,
+                                            payload, headers, created_at)
+            SELECT j.seq, j.id, j.topic, j.aggregatetype, j.aggregateid, j.type,
+                   j.payload, j.headers, j.created_at
+            FROM judged AS j WHERE j.held
+            ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING
+        ), moved AS (
+            UPDATE dedup.outbox_topics AS t
+            SET next_seq = (SELECT CASE WHEN count(*) = batch_size - cardinality(r_ids)
+                                        THEN max(s.seq) + 1
+                                        ELSE greatest(pos, stable + 1) END
+                            FROM scanned AS s)
+            WHERE t.topic = outbox_take_batch.topic
+        ), made AS (
+            UPDATE dedup.outbox_batches AS x
+            SET generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
+                lease_until = lease_end, first_seq = c.lo, last_seq = c.hi, settled = c.held,
+                retried = cardinality(r_ids), events = cardinality(r_ids) + c.n,
+                aggregates = r_aggs || c.aggs
+            FROM (SELECT min(j.seq) AS lo, max(j.seq) AS hi,
+                         coalesce(array_agg(j.seq) FILTER (WHERE j.held), '{}') AS held,
+                         count(*) FILTER (WHERE NOT j.held) AS n,
+                         coalesce(array_agg(j.h) FILTER (WHERE NOT j.held), '{}') AS aggs
+                  FROM judged AS j) AS c
+            WHERE x.slot = b.slot AND c.n + cardinality(r_ids) > 0
+        )
+        SELECT e.batch_id, e.id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers,
+               e.attempts, e.created_at, e.lease_expires_at
+        FROM (
+            SELECT bid, j.id, j.aggregatetype, j.aggregateid, j.type, j.payload, j.headers,
+                   1, j.created_at, lease_end, j.seq
+            FROM judged AS j WHERE NOT j.held
+            UNION ALL
+            SELECT bid, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
+                   r.attempts, r.created_at, lease_end, r.seq
+            FROM dedup.outbox_retry AS r WHERE r.id = ANY (r_ids)
+        ) AS e(batch_id, id, aggregatetype, aggregateid, type, payload, headers, attempts,
+               created_at, lease_expires_at, seq)
+        ORDER BY e.seq;
+        GET DIAGNOSTICS n = ROW_COUNT;
+    ELSIF cardinality(r_ids) > 0 THEN
+        UPDATE dedup.outbox_batches AS x
+        SET generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
+            lease_until = lease_end, first_seq = NULL, last_seq = NULL, settled = '{}',
+            retried = cardinality(r_ids), events = cardinality(r_ids), aggregates = r_aggs
+        WHERE x.slot = b.slot;
+        RETURN QUERY
+        SELECT bid, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
+               r.attempts, r.created_at, lease_end
+        FROM dedup.outbox_retry AS r WHERE r.id = ANY (r_ids) ORDER BY r.seq;
+        GET DIAGNOSTICS n = ROW_COUNT;
+    ELSE
+        n := 0;
+    END IF;
     PERFORM dedup.scope_count(topic, 'events_taken', n);
+END
+$$;
+
+-- The 1.0 shape of take: the same batch, without its id.
+CREATE FUNCTION dedup.outbox_take(caller oid, topic text, batch_size integer)
+RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
+               headers jsonb, attempts integer, created_at timestamptz,
+               lease_expires_at timestamptz)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers, t.attempts,
+           t.created_at, t.lease_expires_at
+    FROM dedup.outbox_take_batch(caller, topic, batch_size) AS t
+$$;
+
+-- Settle events of one batch: those of done (NULL: all but the failed)
+-- were published and never come back; those of failed were not, and come
+-- back after retry_delay, or go dead at max_attempts; the batch keeps the
+-- others.  With given_ids, an event acts only if named there, at the
+-- attempt given_attempts names (NULL: any), as the 1.0 ack and nack do.
+-- Returns what was acked, what nacked, and the batch's topic (NULL when
+-- no batch of that id is handed out).
+CREATE FUNCTION dedup.outbox_settle(caller oid, bid bigint, done uuid[], failed uuid[],
+    given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
+    OUT acked uuid[], OUT nacked uuid[], OUT topic text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b dedup.outbox_batches;
+    max_attempts integer;
+    visible timestamptz;
+    m_id uuid[];
+    m_seq bigint[];
+    m_attempt integer[];
+    m_retried boolean[];
+    m_verdict "char"[];
+BEGIN
+    acked := '{}';
+    nacked := '{}';
+    SELECT * INTO b FROM dedup.outbox_batch(bid);
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    topic := b.topic;
+    PERFORM dedup.has_privilege(caller, b.topic, 'relay', true);
+    SELECT s.max_attempts INTO max_attempts FROM @extschema@.dedup_scope(b.topic) AS s;
+    visible := pg_catalog.statement_timestamp() + retry_delay;
+    -- the batch's events, and the verdict on each: 'a' acked, 'f' failed,
+    -- 'k' kept in the batch
+    SELECT array_agg(m.id ORDER BY m.seq), array_agg(m.seq ORDER BY m.seq),
+           array_agg(m.attempts ORDER BY m.seq), array_agg(m.in_retry ORDER BY m.seq),
+           array_agg(CASE
+               WHEN given_ids IS NOT NULL
+                    AND NOT EXISTS (SELECT FROM unnest(given_ids, given_attempts) AS g(gi, ga)
+                                    WHERE g.gi = m.id AND (g.ga IS NULL OR g.ga = m.attempts)) THEN 'k'
+               WHEN m.id = ANY (failed) THEN 'f'
+               WHEN done IS NULL OR m.id = ANY (done) THEN 'a'
+               ELSE 'k' END::"char" ORDER BY m.seq)
+    INTO m_id, m_seq, m_attempt, m_retried, m_verdict
+    FROM dedup.outbox_members(b) AS m;
+    acked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v = 'a');
+    nacked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v = 'f');
+    IF cardinality(acked) = 0 AND cardinality(nacked) = 0 THEN
+        RETURN;
+    END IF;
+    -- published events of outbox_retry leave it
+    IF b.retried > 0 THEN
+        DELETE FROM dedup.outbox_retry AS r
+        USING unnest(m_id, m_retried, m_verdict) AS u(i, rt, v)
+        WHERE u.rt AND u.v = 'a' AND r.id = u.i;
+    END IF;
+    IF cardinality(nacked) > 0 THEN
+        -- failed events: dead at max_attempts, or back after retry_delay
+        PERFORM dedup.outbox_bury(b.topic,
+            ARRAY(SELECT u.s FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
+                  WHERE u.v = 'f' AND NOT u.rt AND u.t >= max_attempts),
+            b.attempt,
+            ARRAY(SELECT u.i FROM unnest(m_id, m_attempt, m_retried, m_verdict) AS u(i, t, rt, v)
+                  WHERE u.v = 'f' AND u.rt AND u.t >= max_attempts),
+            error);
+        UPDATE dedup.outbox_retry AS r
+        SET batch = NULL, visible_at = visible, last_error = coalesce(error, r.last_error)
+        FROM unnest(m_id, m_attempt, m_retried, m_verdict) AS u(i, t, rt, v)
+        WHERE u.v = 'f' AND u.rt AND u.t < max_attempts AND r.id = u.i;
+        INSERT INTO dedup.outbox_retry (seq, id, topic, aggregatetype, aggregateid, type, payload,
+                                        headers, created_at, attempts, visible_at, last_error)
+        SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+               o.headers, o.created_at, u.t, visible, error
+        FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
+        JOIN dedup.outbox AS o ON o.topic = b.topic AND o.seq = u.s
+        WHERE u.v = 'f' AND NOT u.rt AND u.t < max_attempts
+        ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
+    END IF;
+    -- events of the log that left the batch are settled in it
+    UPDATE dedup.outbox_batches AS x
+    SET settled = x.settled || ARRAY(SELECT u.s FROM unnest(m_seq, m_retried, m_verdict) AS u(s, rt, v)
+                                     WHERE u.v <> 'k' AND NOT u.rt)
+    WHERE x.slot = b.slot;
+    PERFORM dedup.outbox_batch_recount(b.slot);
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_settle(oid, bigint, uuid[], uuid[], uuid[], integer[], interval, text) FROM PUBLIC;
+
+-- The batch was published: every event of it but those of failed, which
+-- come back after retry_delay (or go dead at max_attempts).  A batch acked
+-- whole frees its slot: one update.
+CREATE FUNCTION dedup.outbox_ack_batch(caller oid, batch_id bigint, failed uuid[],
+    retry_delay interval, error text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    n integer;
+    s record;
+BEGIN
+    IF batch_id IS NULL THEN
+        RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF failed IS NOT NULL AND array_position(failed, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'failed must not hold a null' USING ERRCODE = '22004';
+    END IF;
+    PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    IF coalesce(cardinality(failed), 0) = 0 THEN
+        UPDATE dedup.outbox_batches AS x SET busy = false
+        WHERE x.slot = batch_id / 4294967296 AND x.generation = batch_id % 4294967296
+          AND x.busy AND x.retried = 0
+          AND dedup.has_privilege(caller, x.topic, 'relay', true)
+        RETURNING x.topic, x.events INTO t, n;
+        IF FOUND THEN
+            PERFORM dedup.scope_count(t, 'events_acked', n);
+            RETURN n;
+        END IF;
+    END IF;
+    s := dedup.outbox_settle(caller, batch_id, NULL, coalesce(failed, '{}'), NULL, NULL,
+                             retry_delay, error);
+    IF s.topic IS NOT NULL THEN
+        PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
+        PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+    END IF;
+    RETURN coalesce(cardinality(s.acked), 0);
+END
+$$;
+
+-- The batch could not be published: all of it back after retry_delay, or
+-- dead at max_attempts.
+CREATE FUNCTION dedup.outbox_nack_batch(caller oid, batch_id bigint, retry_delay interval,
+    error text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s record;
+BEGIN
+    IF batch_id IS NULL THEN
+        RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
+    END IF;
+    PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    s := dedup.outbox_settle(caller, batch_id, '{}',
+                             ARRAY(SELECT m.id FROM dedup.outbox_batch(batch_id) AS b,
+                                   dedup.outbox_members(b) AS m),
+                             NULL, NULL, retry_delay, error);
+    IF s.topic IS NOT NULL THEN
+        PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+    END IF;
+    RETURN coalesce(cardinality(s.nacked), 0);
 END
 $$;
 
@@ -100,9 +553,10 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
 
 -- The ids of a relay's ack or nack that it did not act on must be events
--- it could have been handed: one that never was (attempts 0) is 55000, one
--- unknown 42704.  Any other (acked before, dead, back in the queue, or
--- taken again under another attempt) was acted on by someone else: fine.
+-- it could have been handed: one waiting in outbox_retry that was never
+-- handed out is 55000, one unknown 42704.  Any other (acked before, dead,
+-- back in the queue, taken again under another attempt, or still in the
+-- log) was acted on by someone else, or will be handed out: fine.
 CREATE FUNCTION dedup.outbox_check_ids(ids uuid[], done uuid[])
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -111,17 +565,18 @@ AS $$
 DECLARE
     bad uuid;
 BEGIN
-    SELECT i INTO bad FROM pg_catalog.unnest(ids) AS i
+    SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done)
-      AND EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i AND o.attempts = 0)
+      AND EXISTS (SELECT FROM dedup.outbox_retry AS r
+                  WHERE r.id = i AND r.attempts = 0 AND r.batch IS NULL)
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
             HINT = 'Only an event handed out by dedup_outbox_take() can be acked or nacked.';
     END IF;
-    SELECT i INTO bad FROM pg_catalog.unnest(ids) AS i
+    SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done)
-      AND NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.id = i)
       AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.id = i)
       AND NOT EXISTS (SELECT FROM dedup.outbox_keys AS k
                       WHERE k.key OPERATOR(@extschema@.=)
@@ -134,116 +589,100 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_check_ids(uuid[], uuid[]) FROM PUBLIC;
 
--- The events were published: they never come back.  Counts even when the
--- lease passed, and for an event dead-lettered meanwhile.  With attempts
--- (as take returned them), an event taken again since is left to the relay
--- that holds it now.
-CREATE FUNCTION dedup.outbox_ack(caller oid, ids uuid[], attempts integer[])
+-- Settle the events named by id, batch by batch: the 1.0 shape of ack and
+-- nack.  With nack false, the events were published (an event of the dead
+-- letters too: it leaves them); with nack true they come back after
+-- retry_delay or go dead.  With attempts (as take returned them), an event
+-- taken again since is left to the relay that holds it now.
+CREATE FUNCTION dedup.outbox_settle_ids(caller oid, ids uuid[], attempts integer[],
+    nack boolean, retry_delay interval, error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    done uuid[];
-    done_topics text[];
+    given_ids uuid[];
+    given_attempts integer[];
+    done uuid[] := '{}';
+    dead_ids uuid[];
+    dead_topics text[];
+    named bigint[];
+    bid bigint;
+    s record;
 BEGIN
-    PERFORM dedup.check_writable('dedup_outbox_ack');
-    -- refused before anything is done, and again by the statement that acts
-    -- (an event of another topic may have been put since); there the check
-    -- names the joined row, so that it is made only for events named, and
-    -- raises only for a row that is joined
-    PERFORM dedup.has_privilege(caller, t.topic, 'relay', true)
-    FROM (SELECT o.topic FROM dedup.outbox AS o WHERE o.id = ANY (ids)
+    SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
+    INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
+    -- the batches the ids are in
+    named := ARRAY(SELECT dedup.outbox_batch_id(b) FROM dedup.outbox_batches AS b
+                   WHERE b.busy AND EXISTS (SELECT FROM dedup.outbox_members(b) AS m
+                                            WHERE m.id = ANY (given_ids))
+                   ORDER BY b.slot);
+    -- refused before anything is done: every topic the ids are events of
+    PERFORM dedup.has_privilege(caller, x.topic, 'relay', true)
+    FROM (SELECT b.topic FROM dedup.outbox_batches AS b
+          WHERE dedup.outbox_batch_id(b) = ANY (named)
           UNION
-          SELECT d.topic FROM dedup.outbox_dead AS d WHERE d.id = ANY (ids)) AS t;
-    WITH given AS (
-        SELECT g.id, g.attempt FROM dedup.outbox_given(ids, attempts) AS g
-    ), gone AS (
-        DELETE FROM dedup.outbox AS o USING given AS g
-        WHERE o.id = g.id AND o.attempts > 0 AND (g.attempt IS NULL OR o.attempts = g.attempt)
-          AND dedup.has_privilege(caller, o.topic, 'relay', g.id = o.id)
-        RETURNING o.id, o.topic
-    ), gone_dead AS (
-        DELETE FROM dedup.outbox_dead AS d USING given AS g
-        WHERE d.id = g.id AND (g.attempt IS NULL OR d.attempts = g.attempt)
-          AND dedup.has_privilege(caller, d.topic, 'relay', g.id = d.id)
-        RETURNING d.id, d.topic
-    )
-    SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
-    FROM (SELECT gone.id, gone.topic FROM gone
-          UNION ALL SELECT gone_dead.id, gone_dead.topic FROM gone_dead) AS x;
-    IF cardinality(done) < cardinality(ids) THEN
-        PERFORM dedup.outbox_check_ids(ids, done);
+          SELECT r.topic FROM dedup.outbox_retry AS r WHERE r.id = ANY (given_ids)
+          UNION
+          SELECT d.topic FROM dedup.outbox_dead AS d WHERE d.id = ANY (given_ids)) AS x;
+    FOREACH bid IN ARRAY named
+    LOOP
+        IF nack THEN
+            s := dedup.outbox_settle(caller, bid, '{}', given_ids, given_ids, given_attempts,
+                                     retry_delay, error);
+            done := done || s.nacked;
+            PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+        ELSE
+            s := dedup.outbox_settle(caller, bid, given_ids, '{}', given_ids, given_attempts,
+                                     retry_delay, error);
+            done := done || s.acked;
+            PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
+        END IF;
+    END LOOP;
+    IF NOT nack THEN
+        -- an event dead-lettered while its relay was still publishing
+        WITH gone AS (
+            DELETE FROM dedup.outbox_dead AS d
+            USING unnest(given_ids, given_attempts) AS g(i, a)
+            WHERE d.id = g.i AND d.id <> ALL (done) AND (g.a IS NULL OR d.attempts = g.a)
+              AND dedup.has_privilege(caller, d.topic, 'relay', true)
+            RETURNING d.id, d.topic
+        )
+        SELECT coalesce(array_agg(g.id), '{}'), coalesce(array_agg(g.topic), '{}')
+        INTO dead_ids, dead_topics FROM gone AS g;
+        done := done || dead_ids;
+        PERFORM dedup.scope_count(x.topic, 'events_acked', count(*))
+        FROM unnest(dead_topics) AS x(topic) GROUP BY x.topic;
     END IF;
-    -- counted once the call can no longer fail
-    PERFORM dedup.scope_count(t.topic, 'events_acked', count(*))
-    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
+    IF cardinality(done) < cardinality(given_ids) THEN
+        PERFORM dedup.outbox_check_ids(given_ids, done);
+    END IF;
     RETURN cardinality(done);
 END
 $$;
+REVOKE ALL ON FUNCTION dedup.outbox_settle_ids(oid, uuid[], integer[], boolean, interval, text) FROM PUBLIC;
 
--- The events could not be published: back after retry_delay, or dead at
--- the topic's max_attempts.  Only an event still taken, and with attempts
--- under that same attempt, is nacked; others were dealt with by someone else.
+CREATE FUNCTION dedup.outbox_ack(caller oid, ids uuid[], attempts integer[])
+RETURNS integer
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT dedup.outbox_settle_ids(caller, ids, attempts, false, interval '0', NULL)
+$$;
+
 CREATE FUNCTION dedup.outbox_nack(caller oid, ids uuid[],
     retry_delay interval, error text, attempts integer[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    done uuid[];
-    done_topics text[];
 BEGIN
-    PERFORM dedup.check_writable('dedup_outbox_nack');
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
-    -- refused before anything is done, and again by the statement that acts
-    -- (an event of another topic may have been put since); there the check
-    -- names the joined row, so that it is made only for events named, and
-    -- raises only for a row that is joined
-    PERFORM dedup.has_privilege(caller, t.topic, 'relay', true)
-    FROM (SELECT o.topic FROM dedup.outbox AS o WHERE o.id = ANY (ids)
-          UNION
-          SELECT d.topic FROM dedup.outbox_dead AS d WHERE d.id = ANY (ids)) AS t;
-    WITH given AS (
-        SELECT g.id, g.attempt FROM dedup.outbox_given(ids, attempts) AS g
-    ), targets AS (
-        SELECT o.id AS tid,
-               o.attempts >= (SELECT s.max_attempts FROM @extschema@.dedup_scope(o.topic) AS s) AS dies
-        FROM dedup.outbox AS o JOIN given AS g ON o.id = g.id
-        WHERE o.status = 't' AND (g.attempt IS NULL OR o.attempts = g.attempt)
-          AND dedup.has_privilege(caller, o.topic, 'relay', g.id = o.id)
-    ), dead AS (
-        DELETE FROM dedup.outbox AS o USING targets AS t
-        WHERE o.id = t.tid AND t.dies
-        RETURNING o.*
-    ), buried AS (
-        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
-                                       payload, headers, created_at, attempts, last_error)
-        SELECT d.seq, d.id, d.topic, d.aggregatetype, d.aggregateid, d.type,
-               d.payload, d.headers, d.created_at, d.attempts, coalesce(error, d.last_error)
-        FROM dead AS d
-        ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING
-    ), back AS (
-        UPDATE dedup.outbox AS o
-        SET status = 'p', visible_at = pg_catalog.statement_timestamp() + retry_delay,
-            last_error = coalesce(error, o.last_error)
-        FROM targets AS t
-        WHERE o.id = t.tid AND NOT t.dies
-        RETURNING o.id, o.topic
-    )
-    SELECT coalesce(array_agg(x.id), '{}'), coalesce(array_agg(x.topic), '{}') INTO done, done_topics
-    FROM (SELECT dead.id, dead.topic FROM dead UNION ALL SELECT back.id, back.topic FROM back) AS x;
-    IF cardinality(done) < cardinality(ids) THEN
-        PERFORM dedup.outbox_check_ids(ids, done);
-    END IF;
-    -- counted once the call can no longer fail
-    PERFORM dedup.scope_count(t.topic, 'events_nacked', count(*))
-    FROM pg_catalog.unnest(done_topics) AS t(topic) GROUP BY t.topic;
-    RETURN cardinality(done);
+    RETURN dedup.outbox_settle_ids(caller, ids, attempts, true, retry_delay, error);
 END
 $$;
 
+-- Dead events back: into outbox_retry, with no attempts, in their place.
 CREATE FUNCTION dedup.outbox_redrive(caller oid, topic text, ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -252,7 +691,6 @@ AS $$
 DECLARE
     n integer;
 BEGIN
-    PERFORM dedup.check_writable('dedup_outbox_redrive');
     IF topic IS NULL THEN
         RAISE EXCEPTION 'topic must not be null' USING ERRCODE = '22004';
     END IF;
@@ -262,13 +700,12 @@ BEGIN
         WHERE d.topic = outbox_redrive.topic AND (ids IS NULL OR d.id = ANY (ids))
         RETURNING d.*
     )
-    INSERT INTO dedup.outbox (seq, id, topic, aggregatetype, aggregateid, type, payload,
-                              headers, created_at, last_error)
-    OVERRIDING SYSTEM VALUE
+    INSERT INTO dedup.outbox_retry (seq, id, topic, aggregatetype, aggregateid, type, payload,
+                                    headers, created_at, last_error)
     SELECT r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
            r.headers, r.created_at, r.last_error
     FROM revived AS r
-    ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING;
+    ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN
         PERFORM pg_catalog.pg_notify('dedup_outbox', topic);
@@ -277,6 +714,9 @@ BEGIN
 END
 $$;
 
+-- Per topic: events not yet handed out or whose lease passed (pending),
+-- handed out under a lease (in flight), dead, and the age of the oldest
+-- not yet published.
 CREATE FUNCTION dedup.outbox_stats(caller oid, for_topic text)
 RETURNS TABLE (topic text, pending bigint, in_flight bigint, dead bigint,
                oldest_pending_age interval)
@@ -288,26 +728,76 @@ BEGIN
         PERFORM dedup.has_privilege(caller, for_topic, 'relay', true);
     END IF;
     RETURN QUERY
-    SELECT t.topic,
-           count(*) FILTER (WHERE NOT t.dead AND NOT t.flying),
-           count(*) FILTER (WHERE t.flying),
-           count(*) FILTER (WHERE t.dead),
-           pg_catalog.now() - min(t.created_at) FILTER (WHERE NOT t.dead)
-    FROM (SELECT o.topic, o.created_at, false AS dead,
-                 (o.status = 't' AND o.visible_at > pg_catalog.now()) AS flying
-          FROM dedup.outbox AS o
-          WHERE for_topic IS NULL OR o.topic = for_topic
-          UNION ALL
-          SELECT d.topic, d.created_at, true, false
-          FROM dedup.outbox_dead AS d
-          WHERE for_topic IS NULL OR d.topic = for_topic) AS t
-    WHERE for_topic IS NOT NULL OR dedup.has_privilege(caller, t.topic, 'relay', false)
-    GROUP BY t.topic
-    ORDER BY t.topic;
+    SELECT e.topic,
+           count(*) FILTER (WHERE e.state = 'p'),
+           count(*) FILTER (WHERE e.state = 'f'),
+           count(*) FILTER (WHERE e.state = 'd'),
+           pg_catalog.now() - min(e.created_at) FILTER (WHERE e.state <> 'd')
+    FROM (
+        -- the log past each topic's position
+        SELECT o.topic, o.created_at, 'p'::"char" AS state
+        FROM dedup.outbox AS o
+        LEFT JOIN dedup.outbox_topics AS t ON t.topic = o.topic
+        WHERE (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
+        UNION ALL
+        -- events of batches, from the log and from outbox_retry
+        SELECT b.topic, m.created_at,
+               CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
+        FROM dedup.outbox_batches AS b, dedup.outbox_members(b) AS m
+        WHERE b.busy AND (for_topic IS NULL OR b.topic = for_topic)
+        UNION ALL
+        -- events of outbox_retry not handed out
+        SELECT r.topic, r.created_at, 'p'::"char"
+        FROM dedup.outbox_retry AS r
+        WHERE r.batch IS NULL AND (for_topic IS NULL OR r.topic = for_topic)
+        UNION ALL
+        SELECT d.topic, d.created_at, 'd'::"char"
+        FROM dedup.outbox_dead AS d
+        WHERE for_topic IS NULL OR d.topic = for_topic
+    ) AS e
+    WHERE for_topic IS NOT NULL OR dedup.has_privilege(caller, e.topic, 'relay', false)
+    GROUP BY e.topic
+    ORDER BY e.topic;
 END
 $$;
+
+-- Published events leave the log: up to batch_size events of each topic
+-- before both its position and the first event of its batches.  Run by the cleanup as the
+-- owner of the outbox; returns how many went.
+CREATE FUNCTION dedup.outbox_trim(batch_size integer)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+    n bigint := 0;
+    m bigint;
+BEGIN
+    FOR t IN SELECT x.topic,
+                    least(x.next_seq, (SELECT min(b.first_seq) FROM dedup.outbox_batches AS b
+                                       WHERE b.topic = x.topic AND b.busy)) AS upto
+             FROM dedup.outbox_topics AS x ORDER BY x.topic LOOP
+        EXIT WHEN n >= batch_size;
+        DELETE FROM dedup.outbox AS o
+        WHERE o.ctid = ANY (ARRAY(
+            SELECT x.ctid FROM dedup.outbox AS x
+            WHERE x.topic = t.topic AND x.seq < t.upto
+            ORDER BY x.seq
+            LIMIT batch_size - n));
+        GET DIAGNOSTICS m = ROW_COUNT;
+        n := n + m;
+    END LOOP;
+    RETURN n;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_trim(integer) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION
+    dedup.outbox_take_batch(oid, text, integer),
     dedup.outbox_take(oid, text, integer),
+    dedup.outbox_ack_batch(oid, bigint, uuid[], interval, text),
+    dedup.outbox_nack_batch(oid, bigint, interval, text),
     dedup.outbox_ack(oid, uuid[], integer[]),
     dedup.outbox_nack(oid, uuid[], interval, text, integer[]),
     dedup.outbox_redrive(oid, text, uuid[]),
@@ -320,6 +810,28 @@ FROM PUBLIC;
 -- touches (42501 otherwise, before anything is written): dedup_outbox_relay
 -- in C switches to the owner as PostgreSQL does for SECURITY DEFINER, but
 -- keeps the caller's identity for the check.
+CREATE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
+RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
+               payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
+               lease_expires_at timestamptz)
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_take_batch(text, integer) IS
+    'hand out a batch of up to batch_size events of a topic under one lease (the topic''s lease); ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back whole after its lease';
+
+CREATE FUNCTION @extschema@.dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
+    retry_delay interval DEFAULT '0', error text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text) IS
+    'the batch was published but for the events in failed, which come back after retry_delay (or go dead at the topic''s max_attempts); returns how many were acked (0 for a batch acked before)';
+
+CREATE FUNCTION @extschema@.dedup_outbox_nack_batch(batch_id bigint,
+    retry_delay interval DEFAULT '0', error text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_nack_batch(bigint, interval, text) IS
+    'no event of the batch was published: all come back after retry_delay, or go dead at the topic''s max_attempts';
+
 CREATE FUNCTION @extschema@.dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
                headers jsonb, attempts integer, created_at timestamptz,

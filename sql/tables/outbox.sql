@@ -1,12 +1,12 @@
--- The transactional outbox.  Events not yet published live in
--- dedup.outbox, with the columns Debezium's Outbox Event Router reads (id,
--- aggregatetype, aggregateid, type, payload) and the relay's own state;
--- an acked event is deleted.  seq is the hand-out order; within an
--- aggregate it is commit order (dedup_outbox_put serializes the producers
--- of one aggregate).  Nothing the relay changes (status, attempts,
--- visible_at, last_error) is indexed, so taking an event is a HOT update.
--- A pending event is available from visible_at; a taken one is leased
--- until visible_at.
+-- The transactional outbox (sql/functions/outbox.sql has its design).
+--
+-- dedup.outbox is the log: one row per event put, appended and never
+-- updated, with the columns Debezium's Outbox Event Router reads (id,
+-- aggregatetype, aggregateid, type, payload).  seq is the order of the
+-- log; within an aggregate it is commit order (dedup_outbox_put serializes
+-- the producers of one aggregate).  Its one index, (topic, seq), is both
+-- the relay's read path and the replica identity, so that the cleanup's
+-- deletes of published events decode for CDC.
 CREATE TABLE dedup.outbox (
     seq           bigint GENERATED ALWAYS AS IDENTITY,
     id            uuid NOT NULL,
@@ -16,16 +16,75 @@ CREATE TABLE dedup.outbox (
     type          text NOT NULL,
     payload       jsonb,
     headers       jsonb NOT NULL DEFAULT '{}',
-    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    status        "char" NOT NULL DEFAULT 'p',     -- 'p' pending, 't' taken
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02);
+CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
+ALTER TABLE dedup.outbox REPLICA IDENTITY USING INDEX outbox_topic_seq;
+COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup';
+
+-- Where each topic's relays are in the log: every event of the topic with
+-- a seq below next_seq was handed out in a batch, or held back (in
+-- dedup.outbox_retry).  A take of the topic locks its row.
+CREATE TABLE dedup.outbox_topics (
+    topic    text COLLATE "C" NOT NULL,
+    next_seq bigint NOT NULL DEFAULT 0,
+    CONSTRAINT outbox_topics_pkey PRIMARY KEY (topic)
+) USING heap;
+COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s log: the events before it were handed out';
+
+-- The batches of each topic, one row a slot, reused (updated in place, a
+-- HOT update: nothing indexed changes): a busy slot holds a batch handed
+-- out and not yet settled.  A batch's id is its slot's number times 2^32
+-- plus the slot's generation, which each new batch in it advances.  Its
+-- events are those of the topic's log from first_seq to last_seq but for
+-- the seqs in settled (held back, or acked or nacked one by one), and the
+-- events of dedup.outbox_retry that name the batch (retried of them);
+-- events counts them all, aggregates holds hashtext() of their aggregate
+-- ids.  attempt is that of its events from the log; a busy slot whose
+-- lease passed is handed out again whole.
+CREATE TABLE dedup.outbox_batches (
+    slot        bigint GENERATED ALWAYS AS IDENTITY,
+    topic       text COLLATE "C" NOT NULL,
+    generation  integer NOT NULL DEFAULT 0,
+    busy        boolean NOT NULL DEFAULT false,
+    attempt     integer NOT NULL DEFAULT 0,
+    lease_until timestamptz,
+    first_seq   bigint,
+    last_seq    bigint,
+    settled     bigint[] NOT NULL DEFAULT '{}',
+    retried     integer NOT NULL DEFAULT 0,
+    events      integer NOT NULL DEFAULT 0,
+    aggregates  integer[] NOT NULL DEFAULT '{}',
+    CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
+) USING heap WITH (fillfactor = 20);
+CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
+COMMENT ON TABLE dedup.outbox_batches IS 'the slots of each topic''s outbox batches: a busy one holds a batch handed out and not yet acked, with its events, attempt and lease';
+
+-- Events with a state of their own (PgQ's retry queue): nacked ones,
+-- waiting for their retry_delay; ones held back behind an earlier event of
+-- their aggregate that was not yet published; redriven dead ones.  A copy
+-- of the event's row, with its attempts, the time it may go out again, its
+-- last error, and the batch it is in while handed out.
+CREATE TABLE dedup.outbox_retry (
+    seq           bigint NOT NULL,
+    id            uuid NOT NULL,
+    topic         text COLLATE "C" NOT NULL,
+    aggregatetype text NOT NULL,
+    aggregateid   text NOT NULL,
+    type          text NOT NULL,
+    payload       jsonb,
+    headers       jsonb NOT NULL,
+    created_at    timestamptz NOT NULL,
     attempts      integer NOT NULL DEFAULT 0,
     visible_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     last_error    text,
-    CONSTRAINT outbox_pkey PRIMARY KEY (id)
-) USING heap WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02);
-CREATE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
-CREATE INDEX outbox_aggregate_seq ON dedup.outbox (topic, aggregateid, seq);
-COMMENT ON TABLE dedup.outbox IS 'outbox events not yet published (Debezium Outbox Event Router columns plus the relay''s state)';
+    batch         bigint,
+    CONSTRAINT outbox_retry_pkey PRIMARY KEY (id)
+) USING heap WITH (fillfactor = 50);
+CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (topic, seq);
+CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (topic, aggregateid, seq);
+CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (batch) WHERE batch IS NOT NULL;
+COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked, held back behind an earlier event of their aggregate, or redriven: each with its own attempts and time';
 
 -- Events that failed max_attempts times, until redriven.
 CREATE TABLE dedup.outbox_dead (
@@ -59,5 +118,9 @@ COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put within their to
 
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_seq_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_topics', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches_slot_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_retry', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_dead', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_keys', '');

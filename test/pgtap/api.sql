@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(87);
+SELECT plan(95);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -156,9 +156,24 @@ SELECT function_privs_are('public', 'dedup_outbox_take', ARRAY['text', 'integer'
 SELECT has_table('dedup', 'outbox', 'table dedup.outbox exists');
 SELECT columns_are('dedup', 'outbox',
     ARRAY['seq', 'id', 'topic', 'aggregatetype', 'aggregateid', 'type', 'payload', 'headers',
-          'created_at', 'status', 'attempts', 'visible_at', 'last_error'],
-    'dedup.outbox has Debezium''s columns and the relay''s state');
+          'created_at'],
+    'dedup.outbox is the log: Debezium''s columns, no relay state');
 SELECT col_type_is('dedup', 'outbox', 'id', 'uuid', 'the event id is a uuid');
+SELECT index_is_unique('dedup', 'outbox', 'outbox_topic_seq', 'the log''s one index is unique');
+SELECT is((SELECT relreplident::text FROM pg_class WHERE oid = 'dedup.outbox'::regclass), 'i',
+          'the log''s replica identity is its index, so that its deletes decode');
+-- the batch API, for relays only
+SELECT has_function('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer']);
+SELECT has_function('public', 'dedup_outbox_ack_batch', ARRAY['bigint', 'uuid[]', 'interval', 'text']);
+SELECT has_function('public', 'dedup_outbox_nack_batch', ARRAY['bigint', 'interval', 'text']);
+SELECT function_privs_are('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot take a batch');
+SELECT function_privs_are('public', 'dedup_outbox_ack_batch', ARRAY['bigint', 'uuid[]', 'interval', 'text'],
+                          'regress_dedup_tap_app', ARRAY[]::text[], 'dedup_grant_usage does not grant ack_batch');
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc AS p
+                WHERE p.pronamespace = 'dedup'::regnamespace AND p.proname LIKE 'outbox\_%'
+                  AND has_function_privilege('public', p.oid, 'EXECUTE')),
+          ARRAY[]::text[], 'no internal outbox function is executable by PUBLIC');
 
 SELECT * FROM finish();
 ROLLBACK;

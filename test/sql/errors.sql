@@ -160,6 +160,12 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SELECT count(*) FROM dedup_outbox_take(NULL)$$),
   ($$SELECT count(*) FROM dedup_outbox_take('t', 0)$$),
   ($$SELECT count(*) FROM dedup_outbox_take('t', 10001)$$),
+  ($$SELECT count(*) FROM dedup_outbox_take_batch(NULL)$$),
+  ($$SELECT count(*) FROM dedup_outbox_take_batch('t', 10001)$$),
+  ($$SELECT dedup_outbox_ack_batch(NULL)$$),
+  ($$SELECT dedup_outbox_ack_batch(1, ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid], '-1 second')$$),
+  ($$SELECT dedup_outbox_nack_batch(NULL)$$),
+  ($$SELECT dedup_outbox_nack_batch(1, NULL)$$),
   ($$SELECT dedup_outbox_ack(NULL)$$),
   ($$SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$),
   ($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')])$$),
@@ -182,6 +188,9 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$),
   ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_nack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$),
   ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_redrive('t')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT count(*) FROM dedup_outbox_take_batch('t')$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_ack_batch(1)$$),
+  ($$SET TRANSACTION READ ONLY; SELECT dedup_outbox_nack_batch(1)$$),
   ($$SET TRANSACTION READ ONLY; SELECT * FROM dedup_cleanup_batch()$$);
 SELECT n, stmt, regress_try(stmt) AS result FROM cases2 ORDER BY n;
 

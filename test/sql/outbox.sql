@@ -1,8 +1,17 @@
 -- The transactional outbox: put, take, ack, nack, dead letters, redrive,
--- figures, cleanup of keys past retention, and every error (with nothing
--- changed).
-TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+-- figures, the batch API, the cleanup of the log and of keys past
+-- retention, and every error (with nothing changed).
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_set_scope('orders', lease => '1 minute', retention => '1 hour') IS NOT NULL AS set;
+-- the events a relay holds now, and those waiting in outbox_retry
+CREATE TEMP VIEW in_flight AS
+SELECT m.id, m.seq, m.aggregateid, m.attempts, m.payload->>'key' AS key
+FROM dedup.outbox_batches AS b, dedup.outbox_members(b) AS m WHERE b.busy;
+CREATE TEMP VIEW retry AS
+SELECT r.payload->>'key' AS key, r.aggregateid, r.attempts, r.batch IS NOT NULL AS in_batch,
+       r.last_error, r.visible_at > now() AS delayed
+FROM dedup.outbox_retry AS r;
 
 -- put: the same (topic, key) yields one event, whose id comes back either way
 BEGIN;
@@ -15,11 +24,11 @@ SELECT count(*) AS events FROM dedup.outbox;
 SELECT substr(:'id1', 15, 1) AS version, substr(:'id1', 20, 1) IN ('8', '9', 'a', 'b') AS variant;
 SELECT dedup_outbox_put('invoices', 'o-1-created', '{}') <> :'id1' AS other_topic;
 -- Debezium's columns, with their defaults: aggregatetype and type the topic,
--- aggregateid the key, headers {}
+-- aggregateid the key, headers {}; the log is in seq order
 SELECT dedup_outbox_put('orders', 'o-2-created', '{"order": 2}') IS NOT NULL AS put;
 SELECT dedup_outbox_put('orders', 'o-2-paid', '{"order": 2}', aggregate_id => '2', type => 'OrderPaid',
                         headers => '{"trace": "t-1"}', aggregate_type => 'Order') IS NOT NULL AS put;
-SELECT aggregatetype, aggregateid, type, payload, headers, status, attempts
+SELECT aggregatetype, aggregateid, type, payload, headers
 FROM dedup.outbox WHERE topic = 'orders' ORDER BY seq;
 -- a rolled-back put leaves nothing, and the key is free again
 BEGIN;
@@ -38,42 +47,42 @@ SELECT dedup_claim('payments-consumer', 'msg-7') AS claimed_again,
        (SELECT count(*) FROM dedup.outbox WHERE payload = '{"paid": 7}') AS events_after_rollback;
 TRUNCATE dedup.claims;
 
--- take: with the topic's lease; within an aggregate, one at a time, in order
+-- take: with the topic's lease; within an aggregate, one at a time, in
+-- order: A's later events wait in outbox_retry, held back
 TRUNCATE dedup.outbox, dedup.outbox_keys;
 SELECT count(*) FROM (VALUES ('a-1', 'A'), ('a-2', 'A'), ('b-1', 'B'), ('a-3', 'A'), ('c-1', 'C')) AS v(k, agg),
   LATERAL dedup_outbox_put('orders', k, jsonb_build_object('key', k), aggregate_id => agg) AS p;
 SELECT payload->>'key' AS key, aggregateid, attempts,
        lease_expires_at - now() = interval '1 minute' AS topic_lease
 FROM dedup_outbox_take('orders', 10);
+SELECT * FROM retry ORDER BY key;
 -- everything handed out is in flight; A's next waits for A's first
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT topic, pending, in_flight, dead, oldest_pending_age >= interval '0' AS aged FROM dedup_outbox_stats('orders');
--- ack A's first: A's second comes next, and only it
-SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'a-1')) AS acked;
-SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+-- ack A's first (by id): A's second comes next, and only it
+SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight WHERE key = 'a-1')) AS acked;
+SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
 -- an acked event never comes back; acking it again is no error (0 acked)
 SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'a-1', '{}')]) AS acked_again;
-SELECT count(*) AS a1_left FROM dedup.outbox WHERE payload->>'key' = 'a-1';
+SELECT count(*) AS a1_in_flight FROM in_flight WHERE key = 'a-1';
 
 -- nack: back at once, or after a delay, with the error kept
-SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'b-1'),
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight WHERE key = 'b-1'),
                          error => 'broker down') AS nacked;
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
-SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'b-1'),
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight WHERE key = 'b-1'),
                          retry_delay => '1 hour') AS nacked;
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
-SELECT status, attempts, last_error, visible_at > now() + interval '59 minutes' AS delayed
-FROM dedup.outbox WHERE payload->>'key' = 'b-1';
+SELECT * FROM retry WHERE key = 'b-1';
 
--- a lease that passes: the event comes back, attempts counted
-SELECT dedup_set_scope('orders', lease => '1 millisecond') IS NOT NULL AS set;
-UPDATE dedup.outbox SET visible_at = now() - interval '1 second' WHERE payload->>'key' = 'c-1';
-SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
-SELECT dedup_set_scope('orders', lease => '1 minute') IS NOT NULL AS set;
+-- a lease that passes: the batch comes back whole, attempts counted
+UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second'
+WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches) AS m WHERE m.payload->>'key' = 'c-1');
+SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10) ORDER BY 1;
 
 -- dead letters: handed out the topic's max_attempts times, then dead
 SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 2);
-SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE payload->>'key' = 'c-1'),
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight WHERE key = 'c-1'),
                          error => 'poison') AS nacked;
 SELECT count(*) AS c1_dead, min(attempts) AS attempts, min(last_error) AS last_error
 FROM dedup.outbox_dead WHERE aggregateid = 'C';
@@ -92,19 +101,20 @@ RESET dedup.outbox_max_attempts;
 -- a late relay: its lease passed and another relay took the event again.
 -- With the attempt take gave it, its nack and its ack leave the event to
 -- the relay that holds it now (0 acted on); that relay's ack counts.
-TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_outbox_put('orders', 'late-1', '{}') AS late1 \gset
 SELECT attempts AS relay1 FROM dedup_outbox_take('orders', 10);
-UPDATE dedup.outbox SET visible_at = now() - interval '1 second';
+UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second';
 SELECT attempts AS relay2 FROM dedup_outbox_take('orders', 10);
 SELECT dedup_outbox_nack(ARRAY[:'late1'::uuid], attempts => ARRAY[1]) AS late_nack,
        dedup_outbox_ack(ARRAY[:'late1'::uuid], attempts => ARRAY[1]) AS late_ack;
-SELECT status, attempts, visible_at > now() AS still_leased FROM dedup.outbox;
+SELECT attempt, lease_until > now() AS still_leased FROM dedup.outbox_batches WHERE busy;
 SELECT dedup_outbox_ack(ARRAY[:'late1'::uuid], attempts => ARRAY[2]) AS holder_ack;
 -- without attempts, a late ack counts: the event was published
 SELECT dedup_outbox_put('orders', 'late-2', '{}') AS late2 \gset
 SELECT count(*) FROM dedup_outbox_take('orders', 10);
-UPDATE dedup.outbox SET visible_at = now() - interval '1 second';
+UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second';
 SELECT count(*) FROM dedup_outbox_take('orders', 10);
 SELECT dedup_outbox_ack(ARRAY[:'late2'::uuid]) AS late_ack;
 -- an event dead-lettered while its relay was still publishing: its ack
@@ -112,7 +122,7 @@ SELECT dedup_outbox_ack(ARRAY[:'late2'::uuid]) AS late_ack;
 SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 1);
 SELECT dedup_outbox_put('orders', 'late-3', '{}') AS late3 \gset
 SELECT count(*) FROM dedup_outbox_take('orders', 10);
-UPDATE dedup.outbox SET visible_at = now() - interval '1 second';
+UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second';
 SELECT count(*) AS taken_again FROM dedup_outbox_take('orders', 10);
 SELECT count(*) AS dead FROM dedup.outbox_dead;
 SELECT dedup_outbox_ack(ARRAY[:'late3'::uuid]) AS late_ack;
@@ -122,11 +132,11 @@ SELECT count(*) AS dead_after_ack FROM dedup.outbox_dead;
 SELECT count(*) FROM (VALUES ('m-1'), ('m-2')) AS v(k),
   LATERAL dedup_outbox_put('orders', k, jsonb_build_object('key', k), aggregate_id => 'M') AS p;
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
-SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't')) AS nacked_to_dead;
+SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight)) AS nacked_to_dead;
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT dedup_outbox_redrive('orders') AS redriven;
 SELECT count(*) AS while_m2_in_flight FROM dedup_outbox_take('orders', 10);
-SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't')) AS acked_m2;
+SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight)) AS acked_m2;
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 10);
 -- a key used again after its event went dead and its retention passed
@@ -141,12 +151,69 @@ SELECT dedup_outbox_put('dead-topic', 'zombie', '{}') IS NOT NULL AS put,
        (SELECT count(*) FROM dedup.outbox WHERE topic = 'dead-topic') AS in_outbox,
        (SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-topic') AS dead;
 
+-- the batch API: take a batch (one id for all its events), ack it whole
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead, dedup.outbox_keys;
+SELECT count(*) FROM generate_series(1, 6) AS i,
+  LATERAL dedup_outbox_put('orders', 'k-' || i, jsonb_build_object('key', 'k-' || i),
+                           aggregate_id => 'agg-' || (i % 3)) AS p;
+CREATE TEMP TABLE batch1 AS SELECT * FROM dedup_outbox_take_batch('orders', 2);
+SELECT count(DISTINCT batch_id) AS batches, count(*) AS events,
+       string_agg(payload->>'key', ' ' ORDER BY payload->>'key') AS keys FROM batch1;
+-- a second relay takes the next batch meanwhile: other events, another id
+CREATE TEMP TABLE batch2 AS SELECT * FROM dedup_outbox_take_batch('orders', 10);
+SELECT count(DISTINCT batch_id) AS batches, (SELECT batch_id FROM batch1 LIMIT 1) <> min(batch_id) AS other_id,
+       string_agg(payload->>'key', ' ' ORDER BY payload->>'key') AS keys FROM batch2;
+SELECT dedup_outbox_ack_batch((SELECT batch_id FROM batch1 LIMIT 1)) AS acked;
+SELECT dedup_outbox_ack_batch((SELECT batch_id FROM batch1 LIMIT 1)) AS acked_again;
+-- ack with failures: the others are published, the failed one comes back
+-- after retry_delay with the error; its aggregate waits, the others go on
+SELECT dedup_outbox_ack_batch((SELECT batch_id FROM batch2 LIMIT 1),
+                              failed => ARRAY(SELECT id FROM batch2 WHERE payload->>'key' = 'k-3'),
+                              retry_delay => '1 hour', error => 'timeout') AS acked;
+SELECT * FROM retry ORDER BY key;
+CREATE TEMP TABLE batch3 AS SELECT * FROM dedup_outbox_take_batch('orders', 10);
+SELECT payload->>'key' AS key, aggregateid, attempts FROM batch3 ORDER BY 1;
+SELECT topic, pending, in_flight, dead FROM dedup_outbox_stats('orders');
+-- nack of a batch: all of it back at once
+SELECT dedup_outbox_nack_batch((SELECT batch_id FROM batch3 LIMIT 1), error => 'down') AS nacked;
+SELECT * FROM retry ORDER BY key;
+CREATE TEMP TABLE batch4 AS SELECT * FROM dedup_outbox_take_batch('orders', 10);
+SELECT payload->>'key' AS key, attempts FROM batch4 ORDER BY 1;
+-- its lease passing: the same batch, whole, again
+UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second' WHERE busy;
+SELECT payload->>'key' AS key, attempts, batch_id = (SELECT batch_id FROM batch4 LIMIT 1) AS same_batch
+FROM dedup_outbox_take_batch('orders', 10) ORDER BY 1;
+SELECT dedup_outbox_ack_batch((SELECT batch_id FROM batch4 LIMIT 1)) AS acked;
+SELECT count(*) AS in_retry FROM retry WHERE key IN ('k-4', 'k-5');
+-- a take in a rolled-back transaction hands nothing out
+BEGIN;
+SELECT dedup_outbox_put('orders', 'k-7', '{"key": "k-7"}') IS NOT NULL AS put;
+COMMIT;
+BEGIN;
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('orders', 10);
+ROLLBACK;
+SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take_batch('orders', 10);
+-- a take cannot run in a repeatable read or serializable transaction
+-- (0A000), even with nothing to hand out
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('orders', 10)$$);
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take('orders', 10)$$);
+ROLLBACK;
+
 -- errors, and nothing changed by them
-TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_outbox_put('orders', 'err-taken', '{}') IS NOT NULL AS put,
        dedup_outbox_put('orders', 'err-pending', '{}') IS NOT NULL AS put;
 SELECT count(*) AS taken FROM dedup_outbox_take('orders', 1);
-CREATE TEMP TABLE outbox_before AS SELECT id, status, attempts, visible_at FROM dedup.outbox;
+CREATE TEMP TABLE outbox_before AS
+SELECT (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) AS log,
+       (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) AS batches,
+       (SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_topics AS t) AS topics,
+       (SELECT count(*) FROM dedup.outbox_retry) AS retry;
 SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_outbox_put(NULL, 'k', '{}')$$),
   ($$SELECT dedup_outbox_put('', 'k', '{}')$$),
@@ -160,17 +227,30 @@ SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT * FROM dedup_outbox_take('orders', 0)$$),
   ($$SELECT * FROM dedup_outbox_take('orders', 10001)$$),
   ($$SELECT * FROM dedup_outbox_take(NULL, 10)$$),
+  ($$SELECT * FROM dedup_outbox_take_batch('orders', 0)$$),
+  ($$SELECT * FROM dedup_outbox_take_batch(NULL)$$),
   ($$SELECT dedup_outbox_ack(NULL)$$),
   ($$SELECT dedup_outbox_ack(ARRAY[NULL]::uuid[])$$),
   ($$SELECT dedup_outbox_ack(ARRAY['00000000-0000-8000-8000-000000000000'::uuid])$$),
-  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE attempts = 0))$$),
-  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), attempts => ARRAY[1, 2])$$),
-  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), attempts => ARRAY[NULL]::int[])$$),
-  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), '-1 second')$$),
-  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE status = 't'), NULL)$$),
-  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM dedup.outbox WHERE attempts = 0))$$),
+  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight), attempts => ARRAY[1, 2])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight), attempts => ARRAY[NULL]::int[])$$),
+  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), '-1 second')$$),
+  ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), NULL)$$),
+  ($$SELECT dedup_outbox_ack_batch(NULL)$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), ARRAY[NULL]::uuid[])$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), ARRAY(SELECT id FROM in_flight), '-1 second')$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), retry_delay => NULL)$$),
+  ($$SELECT dedup_outbox_nack_batch(NULL)$$),
+  ($$SELECT dedup_outbox_nack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), '-1 second')$$),
   ($$SELECT dedup_outbox_redrive(NULL)$$)) AS t(stmt);
-SELECT count(*) AS unchanged FROM dedup.outbox o JOIN outbox_before b USING (id, status, attempts, visible_at);
+SELECT (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = log AS log_same,
+       (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) = batches AS batches_same,
+       (SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_topics AS t) = topics AS topics_same,
+       (SELECT count(*) FROM dedup.outbox_retry) = retry AS retry_same
+FROM outbox_before;
+-- an ack of an event not handed out yet, or of a batch not handed out, acts on nothing
+SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'err-pending', '{}')]) AS acked_pending,
+       dedup_outbox_ack_batch(12345) AS acked_unknown_batch;
 SELECT count(*) AS events FROM dedup.outbox;
 -- a read-only transaction cannot put (25006)
 BEGIN READ ONLY;
@@ -178,16 +258,22 @@ SELECT dedup_outbox_put('orders', 'ro', '{}');
 ROLLBACK;
 SELECT count(*) AS ro_events FROM dedup.outbox WHERE aggregateid = 'ro';
 
--- keys past the topic's retention go with the cleanup (kind outbox); the
+-- the cleanup (kind outbox): published events leave the log, those not yet
+-- published or in flight stay; keys past the topic's retention go, and the
 -- same key then makes a new event
 CREATE TEMP TABLE outbox_figures AS SELECT rows_deleted FROM dedup_cleanup_stats() WHERE kind = 'outbox';
-SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup_outbox_take('orders', 100))) >= 0 AS drained;
+SELECT dedup_outbox_put('orders', 'late-put', '{}') IS NOT NULL AS put;
+SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight)) AS acked;
+SELECT count(*) AS in_flight FROM dedup_outbox_take('orders', 1);
+SELECT count(*) AS log_before FROM dedup.outbox;
 UPDATE dedup.outbox_keys SET expires_at = now() - interval '1 second';
 SELECT count(*) AS keys_expired FROM dedup.outbox_keys;
 CALL dedup_cleanup();
 SELECT count(*) AS keys_left FROM dedup.outbox_keys;
-SELECT s.rows_deleted - f.rows_deleted AS outbox_keys_deleted
+SELECT payload, aggregateid FROM dedup.outbox ORDER BY seq;
+SELECT s.rows_deleted - f.rows_deleted AS outbox_rows_deleted
 FROM dedup_cleanup_stats() s, outbox_figures f WHERE s.kind = 'outbox';
+SELECT topic, pending, in_flight, dead FROM dedup_outbox_stats('orders');
 SELECT dedup_outbox_put('orders', 'a-1', '{"again": true}') = dedup_outbox_put('orders', 'a-1', '{}') AS same_id;
 SELECT count(*) AS a1_again FROM dedup.outbox WHERE payload = '{"again": true}';
 
@@ -200,7 +286,9 @@ SELECT dedup_grant_relay('regress_dedup_relay');
 SELECT r AS role,
        has_function_privilege(r, 'dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)', 'EXECUTE') AS put,
        has_function_privilege(r, 'dedup_outbox_take(text, integer)', 'EXECUTE') AS take,
+       has_function_privilege(r, 'dedup_outbox_take_batch(text, integer)', 'EXECUTE') AS take_batch,
        has_function_privilege(r, 'dedup_outbox_ack(uuid[], integer[])', 'EXECUTE') AS ack,
+       has_function_privilege(r, 'dedup_outbox_ack_batch(bigint, uuid[], interval, text)', 'EXECUTE') AS ack_batch,
        has_function_privilege(r, 'dedup_outbox_redrive(text, uuid[])', 'EXECUTE') AS redrive,
        has_table_privilege(r, 'dedup.outbox', 'SELECT') AS read_table
 FROM unnest(ARRAY['public', 'regress_dedup_producer', 'regress_dedup_relay']) AS r;
@@ -209,7 +297,12 @@ SET ROLE regress_dedup_producer;
 SELECT dedup_outbox_put('orders', 'by-producer', '{}') IS NOT NULL AS put;
 RESET ROLE;
 SELECT count(*) AS by_producer FROM dedup.outbox WHERE aggregateid = 'by-producer';
+-- a relay takes and acks a batch with only its grant
+SET ROLE regress_dedup_relay;
+SELECT dedup_outbox_ack_batch(max(batch_id)) > 0 AS relayed FROM dedup_outbox_take_batch('orders');
+RESET ROLE;
 DROP OWNED BY regress_dedup_producer, regress_dedup_relay;
 DROP ROLE regress_dedup_producer, regress_dedup_relay;
-TRUNCATE dedup.outbox, dedup.outbox_dead, dedup.outbox_keys;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_reset_scope('orders') AS reset;

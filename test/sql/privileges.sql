@@ -72,11 +72,12 @@ SELECT regress_try($$SELECT dedup_claim('priv', 'k-2')$$);
 SELECT regress_try($$SELECT count(*) FROM dedup.outbox$$);
 RESET ROLE;
 
--- nothing but those two calls changed anything
+-- nothing but those two calls changed anything: one event put, and published
 SELECT (SELECT count(*) FROM dedup.claims) - claims AS new_claims,
        (SELECT count(*) FROM dedup.scopes) - scopes AS new_scopes,
        (SELECT count(*) FROM dedup.outbox) - outbox AS new_events,
-       (SELECT count(*) FROM dedup.outbox_keys) - keys AS new_event_keys
+       (SELECT count(*) FROM dedup.outbox_keys) - keys AS new_event_keys,
+       (SELECT coalesce(sum(pending + in_flight), 0) FROM dedup_outbox_stats('priv')) AS unpublished
 FROM before;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM regress_app, regress_relay;
