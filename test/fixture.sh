@@ -51,10 +51,36 @@ SELECT 'claims ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::t
                (record).request, (record).response_code, (record).response, (record).first_seen,
                (record).completed_at
           FROM dedup.claims) AS t;
-SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
-  FROM (SELECT seq, id, topic, aggregatetype, aggregateid, type, payload, headers, created_at,
-               status, attempts, visible_at, last_error
-          FROM dedup.outbox) AS t;
+SELECT CASE WHEN to_regclass('dedup.outbox_retry') IS NULL THEN
+       -- 1.0: every event not yet published is a row of dedup.outbox
+       $q$SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
+            FROM (SELECT seq, id, topic, aggregatetype, aggregateid, type, payload, headers, created_at,
+                         CASE WHEN status = 't' THEN 'taken' ELSE 'pending' END AS state, attempts,
+                         CASE WHEN attempts > 0 THEN visible_at END AS visible, last_error
+                    FROM dedup.outbox) AS t$q$
+       ELSE
+       -- 1.1: the log past each topic's position, outbox_retry, and batches
+       $q$SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
+            FROM (SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+                         o.headers, o.created_at, 'pending' AS state, 0 AS attempts,
+                         NULL::timestamptz AS visible, NULL::text AS last_error
+                    FROM dedup.outbox AS o LEFT JOIN dedup.outbox_topics AS p ON p.topic = o.topic
+                   WHERE o.seq >= coalesce(p.next_seq, 0)
+                     AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.id = o.id)
+                  UNION ALL
+                  SELECT r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
+                         r.headers, r.created_at, CASE WHEN b.busy THEN 'taken' ELSE 'pending' END,
+                         r.attempts, CASE WHEN b.busy THEN b.lease_until WHEN r.attempts > 0 THEN r.visible_at END,
+                         r.last_error
+                    FROM dedup.outbox_retry AS r
+                    LEFT JOIN dedup.outbox_batches AS b ON r.batch = b.slot * 4294967296 + b.generation AND b.busy
+                  UNION ALL
+                  SELECT m.seq, m.id, b.topic, m.aggregatetype, m.aggregateid, m.type, m.payload,
+                         m.headers, m.created_at, 'taken', m.attempts, b.lease_until, NULL::text
+                    FROM dedup.outbox_batches AS b, dedup.outbox_members(b) AS m
+                   WHERE b.busy AND NOT m.in_retry) AS t$q$
+       END AS outbox_snapshot \gset
+:outbox_snapshot;
 SELECT 'outbox_dead ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
   FROM (SELECT seq, id, topic, aggregatetype, aggregateid, type, payload, headers, created_at,
                attempts, last_error, died_at
@@ -90,4 +116,28 @@ fixture_check() {
 	check "$db: a new event is numbered after the old ones" \
 		"$(q -d "$db" -c "SELECT dedup_outbox_put('events', 'e-new', '{}') IS NOT NULL; SELECT seq > (SELECT max(seq) FROM dedup.outbox WHERE id <> o.id) FROM dedup.outbox AS o WHERE id = (SELECT dedup_outbox_put('events', 'e-new', '{}'))" | tail -n 1)" t
 	check "$db: the dead event can be redriven" "$(q -d "$db" -c "SELECT dedup_outbox_redrive('events')")" 1
+	check "$db: the relay holding the two events in flight acks them, at the attempt it was given" \
+		"$(q -d "$db" -c "SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('events', 'e-1', '{}'), dedup_outbox_put('events', 'e-2', '{}')], ARRAY[1, 1])")" 2
+	# a relay drains the rest: each event once, each aggregate's in order
+	check "$db: the rest goes out once each (9 pending, the redriven one, the new one), each aggregate in order" \
+		"$(q -d "$db" <<'SQL'
+CREATE TEMP TABLE cur AS SELECT * FROM dedup_outbox_take_batch('events', 1) LIMIT 0;
+CREATE TEMP TABLE drained (n serial, key integer, agg text);
+DO $$
+BEGIN
+    LOOP
+        DELETE FROM cur;
+        INSERT INTO cur SELECT * FROM dedup_outbox_take_batch('events', 5);
+        EXIT WHEN NOT FOUND;
+        INSERT INTO drained (key, agg) SELECT (payload->>'n')::integer, aggregateid FROM cur ORDER BY created_at, (payload->>'n')::integer;
+        PERFORM dedup_outbox_ack_batch((SELECT max(batch_id) FROM cur));
+    END LOOP;
+END
+$$;
+SELECT count(*) || ' ' || count(DISTINCT coalesce(key, 0)) || ' '
+       || bool_and(ordered) FROM (
+    SELECT key, coalesce(key >= max(key) OVER (PARTITION BY agg ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW), true) AS ordered
+    FROM drained) AS d;
+SQL
+)" "11 11 true"
 }

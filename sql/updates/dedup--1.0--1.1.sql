@@ -1015,6 +1015,7 @@ BEGIN
     IF failed IS NOT NULL AND array_position(failed, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'failed must not hold a null' USING ERRCODE = '22004';
     END IF;
+    PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     IF coalesce(cardinality(failed), 0) = 0 THEN
         UPDATE dedup.outbox_batches AS x SET busy = false
         WHERE x.slot = batch_id / 4294967296 AND x.generation = batch_id % 4294967296
@@ -1025,8 +1026,6 @@ BEGIN
             PERFORM dedup.scope_count(t, 'events_acked', n);
             RETURN n;
         END IF;
-    ELSE
-        PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     END IF;
     s := dedup.outbox_settle(caller, batch_id, NULL, coalesce(failed, '{}'), NULL, NULL,
                              retry_delay, error);
@@ -1399,9 +1398,14 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_stats(text) IS
     'per topic: events pending (including leases that passed), in flight, dead, and the age of the oldest not yet published';
 
--- The relay's batch functions join its privilege's list.  Roles granted
--- relay before get them by running dedup_grant_relay(role) again (as for
--- the stream functions above).
+-- The relay's batch functions are for relay roles, not for PUBLIC, and
+-- join the privilege's list.  Roles granted relay before get them by
+-- running dedup_grant_relay(role) again (as for the stream functions above).
+REVOKE ALL ON FUNCTION
+    @extschema@.dedup_outbox_take_batch(text, integer),
+    @extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text),
+    @extschema@.dedup_outbox_nack_batch(bigint, interval, text)
+FROM PUBLIC;
 -- The functions a role of each privilege is granted EXECUTE on: the one
 -- list the grant and revoke helpers read.
 CREATE OR REPLACE FUNCTION dedup.functions_of(privilege text)

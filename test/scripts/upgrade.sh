@@ -218,7 +218,7 @@ while IFS='|' read -r what sql; do
 done <<'EOF'
 a privilege granted to PUBLIC|GRANT EXECUTE ON FUNCTION dedup_lookup(text, text) TO PUBLIC
 a changed comment|COMMENT ON TABLE dedup.claims IS 'changed'
-a missing index|DROP INDEX dedup.outbox_aggregate_seq
+a missing index|DROP INDEX dedup.outbox_retry_aggregate_seq
 a function that is not a member|CREATE FUNCTION dedup.left_out() RETURNS int LANGUAGE sql AS 'SELECT 1'
 EOF
 echo "upgrade: every installable version ($(echo $versions)) updates to $default with its rows, schema and behaviour"
