@@ -29,6 +29,7 @@ SimOptions	sim_options = {
 	.fail_share = 0.01,
 	.hang_share = 0.001,
 	.relay_fault_share = 0.01,
+	.relays = 2,
 	.crashes = 0,
 	.crash_command = NULL,
 	.ttl_seconds = 10,
@@ -49,7 +50,7 @@ char		sim_scope_downstream[64];
 char		sim_topic[64];
 
 static atomic_int main_consumers_left;
-static atomic_bool main_relay_done;
+static atomic_int main_relays_left;
 
 
 long
@@ -120,6 +121,8 @@ main_usage(void)
 		   "      --hang=SHARE        external calls that hang past the lease [0.001]\n"
 		   "      --relay-faults=SHARE  relay batches not acked, and as many\n"
 		   "                          published twice [0.01]\n"
+		   "      --relays=N          relays at once on the topic, odd ones on the\n"
+		   "                          batch API, even ones on the 1.0 one [2]\n"
 		   "      --crashes=N         postmaster kills during the run [0]\n"
 		   "      --crash-command=CMD shell command that kills the postmaster with\n"
 		   "                          SIGKILL and starts the server again\n"
@@ -191,6 +194,7 @@ main_options(int argc, char **argv)
 		{"fail", required_argument, NULL, 'F'},
 		{"hang", required_argument, NULL, 'H'},
 		{"relay-faults", required_argument, NULL, 'L'},
+		{"relays", required_argument, NULL, 'y'},
 		{"crashes", required_argument, NULL, 'C'},
 		{"crash-command", required_argument, NULL, 'X'},
 		{"no-faults", no_argument, NULL, '0'},
@@ -245,6 +249,9 @@ main_options(int argc, char **argv)
 				break;
 			case 'H':
 				o->hang_share = main_share("hang", optarg);
+				break;
+			case 'y':
+				o->relays = main_count("relays", optarg, 1, SIM_MAX_RELAYS);
 				break;
 			case 'L':
 				o->relay_fault_share = main_share("relay-faults", optarg) / 2;
@@ -443,7 +450,7 @@ static void *
 main_relay(void *arg)
 {
 	relay_main(arg);
-	atomic_store(&main_relay_done, true);
+	atomic_fetch_sub(&main_relays_left, 1);
 	return NULL;
 }
 
@@ -472,7 +479,8 @@ main(int argc, char **argv)
 {
 	uint64_t	rng;
 	pthread_t  *consumers;
-	pthread_t	relay;
+	pthread_t	relays[SIM_MAX_RELAYS];
+	int			relay_numbers[SIM_MAX_RELAYS];
 	pthread_t	killer;
 	SimConn    *conns;
 	int64_t		start;
@@ -512,19 +520,26 @@ main(int argc, char **argv)
 		conns[i].number = i + 1;
 		faults_register(&conns[i]);
 	}
-	faults_register(&relay_downstream);
+	for (i = 0; i < sim_options.relays; i++)
+	{
+		relay_setup(i + 1);
+		relay_numbers[i] = i + 1;
+		faults_register(&relay_downstreams[i]);
+	}
 
 	start = last_progress = sim_now_ms();
 	atomic_store(&main_consumers_left, sim_options.consumers);
 	for (i = 0; i < sim_options.consumers; i++)
 		pthread_create(&consumers[i], NULL, main_consumer, &conns[i]);
-	pthread_create(&relay, NULL, main_relay, NULL);
+	atomic_store(&main_relays_left, sim_options.relays);
+	for (i = 0; i < sim_options.relays; i++)
+		pthread_create(&relays[i], NULL, main_relay, &relay_numbers[i]);
 	pthread_create(&killer, NULL, faults_killer_main, NULL);
 
 	interval_ms = sim_options.progress_seconds > 0 ? sim_options.progress_seconds * 1000 :
 		tty ? 500 : 5000;
 	/* the consumers until the feed is done, then the relay until drained */
-	while (atomic_load(&main_consumers_left) > 0 || !atomic_load(&main_relay_done))
+	while (atomic_load(&main_consumers_left) > 0 || atomic_load(&main_relays_left) > 0)
 	{
 		if (atomic_load(&main_consumers_left) == 0 && !atomic_load(&sim_consumers_done))
 		{
@@ -546,7 +561,8 @@ main(int argc, char **argv)
 			last_progress = sim_now_ms();
 		}
 	}
-	pthread_join(relay, NULL);
+	for (i = 0; i < sim_options.relays; i++)
+		pthread_join(relays[i], NULL);
 	atomic_store(&sim_stopping, true);
 	pthread_join(killer, NULL);
 	main_progress(start, tty, true);

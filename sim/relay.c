@@ -1,13 +1,16 @@
 /*
- * relay.c: the outbox relay and the downstream consumer it publishes to.
- * The relay takes batches of events (dedup_outbox_take), publishes each
- * batch to the downstream service — whose own transaction dedups the
- * events with dedup_claim_batch in its scope and records a notification per
- * new event — and acks them with the attempts take returned.  When the
- * outbox is empty it waits for dedup's NOTIFY.  Faults injected here: a
- * relay that dies after publishing and before acking (the events come back
- * when their lease passes and are published again), and a broker that
- * delivers a batch twice.
+ * relay.c: the outbox relays and the downstream consumer they publish to.
+ * Several relays run at once on the topic (--relays).  Each takes a batch
+ * of events, publishes it to the downstream service — whose own
+ * transaction dedups the events with dedup_claim_batch in its scope and
+ * records a notification per new event — and acks it.  Odd relays use the
+ * batch API (dedup_outbox_take_batch, dedup_outbox_ack_batch with the
+ * batch's id), even ones the 1.0 API (dedup_outbox_take, dedup_outbox_ack
+ * with the ids and the attempts take returned).  When the outbox is empty a
+ * relay waits for dedup's NOTIFY.  Faults injected here: a relay that dies
+ * after publishing and before acking (its batch comes back when its lease
+ * passes and is published again), and a broker that delivers a batch
+ * twice.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
@@ -22,10 +25,14 @@
 #define RELAY_IDLE_WAIT_MS 100
 
 static const char *const relay_statements[] = {
-	"take", "SELECT id, payload->>'message_id', payload->>'amount', attempts "
+	"take", "SELECT id, payload->>'message_id', payload->>'amount', attempts, 0 "
 	"FROM dedup_outbox_take($1::text, " RELAY_BATCH ")",
 	"ack", "SELECT dedup_outbox_ack($1::uuid[], $2::int[])",
-	"stats", "SELECT pending, in_flight FROM dedup_outbox_stats($1::text)",
+	"take_batch", "SELECT id, payload->>'message_id', payload->>'amount', attempts, batch_id "
+	"FROM dedup_outbox_take_batch($1::text, " RELAY_BATCH ")",
+	"ack_batch", "SELECT dedup_outbox_ack_batch($1::bigint)",
+	"stats", "SELECT coalesce(sum(pending), 0), coalesce(sum(in_flight), 0) "
+	"FROM dedup_outbox_stats($1::text)",
 	NULL
 };
 
@@ -38,15 +45,31 @@ static const char *const relay_downstream_statements[] = {
 	NULL
 };
 
-SimConn		relay_conn = {.name = "dedup-sim relay", .prepare = relay_statements,
-.on_connect = "LISTEN dedup_outbox"};
-SimConn		relay_downstream = {.name = "dedup-sim downstream",
-.prepare = relay_downstream_statements};
+SimConn		relay_conns[SIM_MAX_RELAYS];
+SimConn		relay_downstreams[SIM_MAX_RELAYS];
+
+/* The connections of relay n (from 1), named, for the fault injector. */
+void
+relay_setup(int n)
+{
+	char	   *name = malloc(32);
+	char	   *downstream = malloc(40);
+
+	if (!name || !downstream)
+		abort();
+	snprintf(name, 32, "dedup-sim relay %d", n);
+	snprintf(downstream, 40, "dedup-sim downstream %d", n);
+	relay_conns[n - 1] = (SimConn) {.name = name, .prepare = relay_statements,
+	.on_connect = "LISTEN dedup_outbox", .number = n};
+	relay_downstreams[n - 1] = (SimConn) {.name = downstream,
+	.prepare = relay_downstream_statements, .number = n};
+}
 
 /* A batch taken from the outbox, as array literals for the statements. */
 typedef struct RelayBatch
 {
 	int			n;
+	char	   *batch_id;		/* of the batch API; "0" for the 1.0 one */
 	char	   *ids;
 	char	   *attempts;
 	char	   *message_ids;
@@ -83,6 +106,7 @@ relay_array(PGresult *res, int column)
 static void
 relay_batch_free(RelayBatch *b)
 {
+	free(b->batch_id);
 	free(b->ids);
 	free(b->attempts);
 	free(b->message_ids);
@@ -95,9 +119,8 @@ relay_batch_free(RelayBatch *b)
  * when the transaction failed (the relay then does not ack).
  */
 static bool
-relay_publish(const RelayBatch *b)
+relay_publish(SimConn *sc, const RelayBatch *b)
 {
-	SimConn    *sc = &relay_downstream;
 	const char *params[] = {sim_scope_downstream, b->ids, b->message_ids, b->amounts};
 	PGresult   *res;
 	long		inserted;
@@ -144,8 +167,7 @@ relay_drained(SimConn *sc)
 		PQclear(res);
 		return false;
 	}
-	drained = PQntuples(res) == 0 ||
-		(atol(PQgetvalue(res, 0, 0)) == 0 && atol(PQgetvalue(res, 0, 1)) == 0);
+	drained = atol(PQgetvalue(res, 0, 0)) == 0 && atol(PQgetvalue(res, 0, 1)) == 0;
 	PQclear(res);
 	return drained;
 }
@@ -172,12 +194,14 @@ relay_wait(SimConn *sc)
 void *
 relay_main(void *arg)
 {
-	SimConn    *sc = &relay_conn;
-	uint64_t	rng = sim_options.seed ^ 0x7e1a7;
+	int			n = *(int *) arg;
+	SimConn    *sc = &relay_conns[n - 1];
+	SimConn    *downstream = &relay_downstreams[n - 1];
+	bool		batch_api = n % 2 == 1;
+	uint64_t	rng = sim_options.seed ^ (0x7e1a7 * (uint64_t) n);
 
-	(void) arg;
 	db_connect(sc);
-	db_connect(&relay_downstream);
+	db_connect(downstream);
 	for (;;)
 	{
 		const char *take[] = {sim_topic};
@@ -187,7 +211,7 @@ relay_main(void *arg)
 
 		if (db_broken(sc))
 			db_connect(sc);
-		res = db_exec(sc, "take", 1, take);
+		res = db_exec(sc, batch_api ? "take_batch" : "take", 1, take);
 		if (!db_ok(res))
 		{
 			db_unexpected(sc, "dedup_outbox_take", res);
@@ -208,10 +232,11 @@ relay_main(void *arg)
 		b.message_ids = relay_array(res, 1);
 		b.amounts = relay_array(res, 2);
 		b.attempts = relay_array(res, 3);
+		b.batch_id = strdup(PQgetvalue(res, 0, 4));
 		PQclear(res);
 
 		r = sim_random_unit(&rng);
-		if (!relay_publish(&b))
+		if (!relay_publish(downstream, &b))
 		{
 			/* not published: no ack, the leases will pass */
 			relay_batch_free(&b);
@@ -221,7 +246,7 @@ relay_main(void *arg)
 		{
 			/* the broker delivers the batch a second time */
 			atomic_fetch_add(&sim_counters.broker_dups, 1);
-			relay_publish(&b);
+			relay_publish(downstream, &b);
 		}
 		if (r < sim_options.relay_fault_share)
 		{
@@ -234,8 +259,9 @@ relay_main(void *arg)
 		}
 		{
 			const char *ack[] = {b.ids, b.attempts};
+			const char *ack_batch[] = {b.batch_id};
 
-			res = db_exec(sc, "ack", 2, ack);
+			res = batch_api ? db_exec(sc, "ack_batch", 1, ack_batch) : db_exec(sc, "ack", 2, ack);
 			if (db_ok(res))
 				atomic_fetch_add(&sim_counters.acked, atol(PQgetvalue(res, 0, 0)));
 			else
@@ -245,9 +271,9 @@ relay_main(void *arg)
 		relay_batch_free(&b);
 	}
 	PQfinish(sc->conn);
-	PQfinish(relay_downstream.conn);
-	sc->conn = relay_downstream.conn = NULL;
+	PQfinish(downstream->conn);
+	sc->conn = downstream->conn = NULL;
 	atomic_store(&sc->pid, 0);
-	atomic_store(&relay_downstream.pid, 0);
+	atomic_store(&downstream->pid, 0);
 	return NULL;
 }

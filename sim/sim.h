@@ -39,6 +39,7 @@ typedef struct SimOptions
 	double		fail_share;		/* external calls that fail */
 	double		hang_share;		/* external calls that hang past the lease */
 	double		relay_fault_share;	/* relay batches published, not acked */
+	int			relays;			/* relays running at once on the topic */
 	int			crashes;		/* postmaster kills (needs crash_command) */
 	const char *crash_command;
 	int			ttl_seconds;	/* dedup window of every scope */
@@ -166,9 +167,11 @@ extern PGconn *db_plain(const char *what);
 extern const char *const consumer_statements[];
 extern void *consumer_main(void *arg);
 
-/* relay.c: the relay's connection and the downstream consumer's */
-extern SimConn relay_conn;
-extern SimConn relay_downstream;
+/* relay.c: the relays' connections and the downstream consumer's */
+#define SIM_MAX_RELAYS 16
+extern SimConn relay_conns[SIM_MAX_RELAYS];
+extern SimConn relay_downstreams[SIM_MAX_RELAYS];
+extern void relay_setup(int n);
 extern void *relay_main(void *arg);
 
 /* faults.c */

@@ -1,4 +1,6 @@
--- dedup relay: take 100 events with a lease, then ack them (two transactions, as a relay
--- that publishes in between does)
-SELECT coalesce(array_agg(id), '{}') AS ids FROM dedup_outbox_take('bench-drain', 100) \gset
-SELECT dedup_outbox_ack(:ids);
+-- dedup relay: take a batch of 100 events under one lease, then ack the batch
+-- (two transactions, as a relay that publishes in between does)
+SELECT coalesce(max(batch_id), 0) AS batch, count(*) AS n FROM dedup_outbox_take_batch('bench-drain', 100) \gset
+\if :n > 0
+SELECT dedup_outbox_ack_batch(:batch);
+\endif

@@ -5,6 +5,10 @@
 # per event that committed (none for a rolled-back put, none for a repeated
 # key), with Debezium's Outbox Event Router columns id (uuid),
 # aggregatetype, aggregateid, type and payload (jsonb) carrying what was put.
+# A pgoutput slot on a publication of dedup.outbox (Debezium's default
+# plugin) decodes the same one insert, with those columns.  The relay's
+# take and ack write nothing to the log; the cleanup's trim of a published
+# event decodes as one delete, keyed by the log's replica identity.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -22,6 +26,8 @@ q <<'SQL' >/dev/null
 CREATE EXTENSION dedup;
 CREATE TABLE orders (id int PRIMARY KEY, amount int);
 SELECT pg_create_logical_replication_slot('cdc', 'wal2json');
+CREATE PUBLICATION outbox_pub FOR TABLE dedup.outbox;
+SELECT pg_create_logical_replication_slot('cdc_pgoutput', 'pgoutput');
 BEGIN;
 INSERT INTO orders VALUES (42, 990);
 SELECT dedup_outbox_put('orders', 'order-42-created', '{"order_id": 42, "amount": 990}',
@@ -62,13 +68,37 @@ check "the business row and the event in one transaction" \
 	"$(q -c "SELECT count(*) FROM changes WHERE change->>'action' = 'B'")" \
 	"$(q -c "SELECT count(*) FROM changes WHERE change->>'action' = 'C'")"
 
-# the relay's take updates the row and its ack deletes it; Debezium's Outbox
-# Event Router skips both (it reads inserts)
+# pgoutput: one Insert message ('I') of dedup.outbox, after a Relation
+# message ('R') that names Debezium's columns
+check "pgoutput: one insert, and the relation's columns" \
+	"$(q -c "SELECT count(*) FILTER (WHERE substr(data, 1, 1) = 'I') || ' '
+	                || bool_or(substr(data, 1, 1) = 'R' AND position('aggregatetype'::bytea IN data) > 0
+	                           AND position('aggregateid'::bytea IN data) > 0 AND position('payload'::bytea IN data) > 0)
+	         FROM pg_logical_slot_get_binary_changes('cdc_pgoutput', NULL, NULL, 'proto_version', '1',
+	                                                 'publication_names', 'outbox_pub')")" "1 true"
+
+# the relay's take and ack write nothing to the log; the cleanup deletes
+# the published event, keyed by (topic, seq); Debezium's Outbox Event
+# Router skips deletes (it reads inserts)
 q -c "SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup_outbox_take('orders', 10)))" >/dev/null
-check "ack decodes as one delete of dedup.outbox, and nothing else of it" \
-	"$(q -c "SELECT string_agg(data::jsonb->>'action', '' ORDER BY lsn)
-	         FROM pg_logical_slot_get_changes('cdc', NULL, NULL, 'format-version', '2',
-	                                          'add-tables', 'dedup.outbox', 'actions', 'insert,update,delete')
-	         WHERE data::jsonb->>'action' IN ('I', 'U', 'D')")" "UD"
+changes_of_log() {
+	q -c "SELECT coalesce(string_agg(data::jsonb->>'action', '' ORDER BY lsn), '')
+	      FROM pg_logical_slot_get_changes('cdc', NULL, NULL, 'format-version', '2',
+	                                       'add-tables', 'dedup.outbox', 'actions', 'insert,update,delete')
+	      WHERE data::jsonb->>'action' IN ('I', 'U', 'D')"
+}
+check "take and ack decode as nothing of dedup.outbox" "$(changes_of_log)" ""
+q -c "CALL dedup_cleanup()" >/dev/null
+check "the cleanup's trim decodes as one delete of dedup.outbox" "$(changes_of_log)" "D"
+check "the delete's old key is the replica identity, (topic, seq)" \
+	"$(q -c "SELECT dedup_outbox_put('orders', 'order-44', '{}') IS NOT NULL" \
+	      -c "SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup_outbox_take('orders', 10)))" \
+	      -c "CALL dedup_cleanup()" \
+	      -c "SELECT string_agg(k->>'name', ',' ORDER BY k->>'name')
+	          FROM pg_logical_slot_get_changes('cdc', NULL, NULL, 'format-version', '2',
+	                                           'add-tables', 'dedup.outbox', 'actions', 'delete') AS c,
+	               jsonb_array_elements(c.data::jsonb->'identity') AS k
+	          WHERE c.data::jsonb->>'action' = 'D'" | tail -n 1)" "seq,topic"
+q -c "SELECT pg_drop_replication_slot('cdc_pgoutput')" >/dev/null
 q -c "SELECT pg_drop_replication_slot('cdc')" >/dev/null
 echo "cdc: all checks passed"
