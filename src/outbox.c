@@ -8,13 +8,15 @@
  *
  * The event's id is the fingerprint of (topic, key) made a UUID (version 8:
  * 122 of its 128 bits), so a put returns it either way without a look-up.
- * A put claims those same 16 bytes in dedup.outbox_keys for the topic's
- * retention, through the claim path of dedup_claim(): the same key within
- * retention yields one event, a retried producer transaction never
- * publishes twice, and an ack can tell an event already acked (its key is
- * there) from one that never was.  dedup.outbox's primary key on the id
- * also catches a retry of an event still pending after its key expired;
- * an event that went dead counts as existing too.
+ * The log's primary key on the id is the outbox's idempotency: the row
+ * stays in the log for the topic's retention (the cleanup deletes an event
+ * only once it is published and older than that), so the same key within
+ * retention yields one event and a retried producer transaction never
+ * publishes twice; an event held in dedup.outbox_retry, or dead, counts as
+ * there too.  Keys put by 1.0 are in dedup.outbox_keys until their
+ * retention passes, and are looked up there while it has any; a database
+ * whose extension is still at 1.0 (the library updated first) keeps its
+ * new keys there too, as 1.0 did.
  *
  * The event row is inserted through SPI as the owner of dedup.outbox, so
  * producers need EXECUTE on this function and no table privilege.
@@ -61,6 +63,7 @@
 #include "commands/async.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/array.h"
@@ -83,7 +86,8 @@
 
 #define OUTBOX_INSERT_NARGS 7
 
-static SPIPlanPtr outbox_insert_plan = NULL;
+/* The insert's kept plans: for a 1.1 database, and for one still at 1.0 */
+static SPIPlanPtr outbox_insert_plans[2];
 
 /*
  * Make a fingerprint an RFC 9562 version 8 UUID in place: it is then both
@@ -143,13 +147,39 @@ outbox_topic_locktag(LOCKTAG *tag, const text *topic)
 }
 
 /*
- * Insert the event row through a kept plan, as the owner of dedup.outbox,
- * unless an event of that id is dead; true if it was inserted.  The
- * topic's producer lock is taken first, before the row gets its seq.
+ * Whether a key put by 1.0 is still kept, in dedup.outbox_keys (which a
+ * database created at 1.1 never fills): read only while the table has
+ * pages.
  */
 static bool
-outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_id,
-			  text *type, Jsonb *payload, Jsonb *headers)
+outbox_legacy_key(const text *topic, const DedupFingerprint *fp)
+{
+	Relation	keys = dedup_relation_open(DEDUP_REL_OUTBOX_KEYS, AccessShareLock);
+	bool		empty = RelationGetNumberOfBlocks(keys) == 0;
+	KeyStore	ks;
+	KeyRow		row;
+	KeyState	state;
+
+	table_close(keys, NoLock);
+	if (empty)
+		return false;
+	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, false);
+	state = key_store_read(&ks, fp, &row);
+	key_store_close(&ks);
+	return state == KEY_LIVE;
+}
+
+/*
+ * Insert the event row through a kept plan, as the owner of dedup.outbox,
+ * unless an event of that id is in the log, held in outbox_retry or dead;
+ * true if it was inserted.  The topic's producer lock is taken first,
+ * before the row gets its seq.  A database whose extension is still at 1.0
+ * (the library updated, ALTER EXTENSION UPDATE not yet run) has no
+ * outbox_retry.
+ */
+static bool
+outbox_insert(bool at_1_0, pg_uuid_t *id, text *topic, text *aggregate_type,
+			  text *aggregate_id, text *type, Jsonb *payload, Jsonb *headers)
 {
 	Datum		values[OUTBOX_INSERT_NARGS];
 	char		nulls[OUTBOX_INSERT_NARGS] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -158,7 +188,6 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 	Oid			save_userid;
 	int			save_sec_context;
 	bool		inserted;
-
 	LOCKTAG		tag;
 
 	table_close(outbox, NoLock);
@@ -167,24 +196,28 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
-	if (outbox_insert_plan == NULL)
+	if (outbox_insert_plans[at_1_0] == NULL)
 	{
 		Oid			argtypes[OUTBOX_INSERT_NARGS] = {
 			UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID
 		};
-		SPIPlanPtr	plan = SPI_prepare("INSERT INTO dedup.outbox"
-									   " (id, topic, aggregatetype, aggregateid, type, payload, headers)"
-									   " SELECT $1, $2, $3, $4, $5, $6,"
-									   "  COALESCE($7, '{}'::pg_catalog.jsonb)"
-									   " WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
-									   "  WHERE d.id OPERATOR(pg_catalog.=) $1)",
+		SPIPlanPtr	plan = SPI_prepare(psprintf("INSERT INTO dedup.outbox"
+												" (id, topic, aggregatetype, aggregateid, type, payload, headers)"
+												" SELECT $1, $2, $3, $4, $5, $6,"
+												"  COALESCE($7, '{}'::pg_catalog.jsonb)"
+												" WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
+												"  WHERE d.id OPERATOR(pg_catalog.=) $1)"
+												" %s ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING",
+												at_1_0 ? "" :
+												" AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r"
+												"  WHERE r.id OPERATOR(pg_catalog.=) $1)"),
 									   OUTBOX_INSERT_NARGS, argtypes);
 
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the outbox insert: %s",
 				 SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
-		outbox_insert_plan = plan;
+		outbox_insert_plans[at_1_0] = plan;
 	}
 	values[0] = UUIDPGetDatum(id);
 	values[1] = PointerGetDatum(topic);
@@ -195,7 +228,7 @@ outbox_insert(pg_uuid_t *id, text *topic, text *aggregate_type, text *aggregate_
 	values[6] = PointerGetDatum(headers);
 	if (headers == NULL)
 		nulls[6] = 'n';
-	if (SPI_execute_plan(outbox_insert_plan, values, nulls, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(outbox_insert_plans[at_1_0], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not insert an outbox event");
 	inserted = (SPI_processed > 0);
 	SPI_finish();
@@ -226,8 +259,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	text	   *aggregate_type;
 	DedupFingerprint fp;
 	pg_uuid_t  *id;
-	Interval   *retention = &settings.value[DEDUP_SCOPE_RETENTION];
-	KeyStore	ks;
+	bool		at_1_0;
 	bool		is_new;
 
 	topic = dedup_scope_of_call(fcinfo, "topic", "dedup_outbox_put", DEDUP_PRIV_USAGE, &settings);
@@ -249,12 +281,22 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("headers must be a JSON object")));
 
-	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, true);
 	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
-	is_new = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, retention), false);
-	key_store_close(&ks);
+	at_1_0 = !OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS));
+	if (at_1_0)
+	{
+		/* 1.0's relay deletes what it acks: the key is kept on its own */
+		KeyStore	ks;
 
-	if (is_new && outbox_insert((pg_uuid_t *) fp.bytes, topic,
+		key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, true);
+		is_new = key_store_claim(&ks, &fp,
+								 dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
+								 false);
+		key_store_close(&ks);
+	}
+	else
+		is_new = !outbox_legacy_key(topic, &fp);
+	if (is_new && outbox_insert(at_1_0, (pg_uuid_t *) fp.bytes, topic,
 								aggregate_type ? aggregate_type : topic,
 								aggregate_id ? aggregate_id : key,
 								type ? type : topic,

@@ -4,9 +4,9 @@
 -- updated, with the columns Debezium's Outbox Event Router reads (id,
 -- aggregatetype, aggregateid, type, payload).  seq is the order of the
 -- log; within an aggregate it is commit order (dedup_outbox_put serializes
--- the producers of one aggregate).  Its one index, (topic, seq), is both
--- the relay's read path and the replica identity, so that the cleanup's
--- deletes of published events decode for CDC.
+-- the producers of one aggregate).  The primary key on the id makes a put
+-- idempotent: an event stays in the log for its topic's retention, and
+-- until published.  (topic, seq) is the relay's read path.
 CREATE TABLE dedup.outbox (
     seq           bigint GENERATED ALWAYS AS IDENTITY,
     id            uuid NOT NULL,
@@ -16,11 +16,11 @@ CREATE TABLE dedup.outbox (
     type          text NOT NULL,
     payload       jsonb,
     headers       jsonb NOT NULL DEFAULT '{}',
-    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT outbox_pkey PRIMARY KEY (id)
 ) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02);
 CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
-ALTER TABLE dedup.outbox REPLICA IDENTITY USING INDEX outbox_topic_seq;
-COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup';
+COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup once their topic''s retention passed';
 
 -- Where each topic's relays are in the log: every event of the topic with
 -- a seq below next_seq was handed out in a batch, or held back (in
@@ -105,16 +105,18 @@ CREATE TABLE dedup.outbox_dead (
 CREATE INDEX outbox_dead_topic_seq ON dedup.outbox_dead (topic, seq);
 COMMENT ON TABLE dedup.outbox_dead IS 'dead-lettered outbox events; dedup_outbox_redrive() puts them back';
 
--- The (topic, key) of every event put within its topic's retention, so that
--- a retried producer transaction never publishes twice.  The same columns
--- as dedup.claims: the claim path and the cleanup serve both.
+-- The (topic, key) of every event put by 1.0 within its topic's retention,
+-- so that a producer transaction retried across the update never publishes
+-- twice (1.1 keeps an event's key as its id in the log; a database created
+-- at 1.1 leaves this table empty).  The same columns as dedup.claims: the
+-- claim path and the cleanup serve both.
 CREATE TABLE dedup.outbox_keys (
     key        @extschema@.dedup_fingerprint NOT NULL,
     expires_at timestamptz NOT NULL,
     record     dedup.record_state,
     CONSTRAINT outbox_keys_pkey PRIMARY KEY (key)
 ) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02);
-COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put within their topic''s retention';
+COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put by dedup 1.0, kept until their topic''s retention passes';
 
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_seq_seq', '');

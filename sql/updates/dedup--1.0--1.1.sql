@@ -531,14 +531,15 @@ END
 $$;
 DELETE FROM dedup.outbox WHERE attempts > 0;
 ALTER TABLE dedup.outbox
-    DROP CONSTRAINT outbox_pkey,
     DROP COLUMN status, DROP COLUMN attempts, DROP COLUMN visible_at, DROP COLUMN last_error,
     RESET (fillfactor);
 DROP INDEX dedup.outbox_aggregate_seq;
 DROP INDEX dedup.outbox_topic_seq;
 CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
-ALTER TABLE dedup.outbox REPLICA IDENTITY USING INDEX outbox_topic_seq;
-COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup';
+COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup once their topic''s retention passed';
+-- 1.0's keys stay where they are until their retention passes: a 1.1 put
+-- keeps its key as the event's id in the log.
+COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put by dedup 1.0, kept until their topic''s retention passes';
 
 -- The relay, on batches (PgQ's and Kafka's design, with per-aggregate order).
 --
@@ -1084,10 +1085,10 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
 
 -- The ids of a relay's ack or nack that it did not act on must be events
--- it could have been handed: one waiting in outbox_retry that was never
--- handed out is 55000, one unknown 42704.  Any other (acked before, dead,
--- back in the queue, taken again under another attempt, or still in the
--- log) was acted on by someone else, or will be handed out: fine.
+-- it could have been handed: one never handed out (in the log past its
+-- topic's position, or waiting in outbox_retry with no attempt) is 55000,
+-- one unknown 42704.  Any other (acked before, dead, back in the queue, or
+-- taken again under another attempt) was acted on by someone else: fine.
 CREATE OR REPLACE FUNCTION dedup.outbox_check_ids(ids uuid[], done uuid[])
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -1098,8 +1099,11 @@ DECLARE
 BEGIN
     SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done)
-      AND EXISTS (SELECT FROM dedup.outbox_retry AS r
-                  WHERE r.id = i AND r.attempts = 0 AND r.batch IS NULL)
+      AND (EXISTS (SELECT FROM dedup.outbox_retry AS r
+                   WHERE r.id = i AND r.attempts = 0 AND r.batch IS NULL)
+           OR EXISTS (SELECT FROM dedup.outbox AS o
+                      LEFT JOIN dedup.outbox_topics AS t ON t.topic = o.topic
+                      WHERE o.id = i AND o.seq >= coalesce(t.next_seq, 0)))
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
@@ -1107,6 +1111,7 @@ BEGIN
     END IF;
     SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done)
+      AND NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i)
       AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.id = i)
       AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.id = i)
       AND NOT EXISTS (SELECT FROM dedup.outbox_keys AS k
@@ -1292,9 +1297,11 @@ BEGIN
 END
 $$;
 
--- Published events leave the log: up to batch_size events of each topic
--- before both its position and the first event of its batches.  Run by the cleanup as the
--- owner of the outbox; returns how many went.
+-- Published events leave the log once their topic's retention passed (an
+-- event's row is its key: within retention a put of its key finds it):
+-- up to batch_size events, of each topic before both its position and the
+-- first event of its batches.  Run by the cleanup as the owner of the
+-- outbox; returns how many went.
 CREATE FUNCTION dedup.outbox_trim(batch_size integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -1307,15 +1314,20 @@ DECLARE
 BEGIN
     FOR t IN SELECT x.topic,
                     least(x.next_seq, (SELECT min(b.first_seq) FROM dedup.outbox_batches AS b
-                                       WHERE b.topic = x.topic AND b.busy)) AS upto
+                                       WHERE b.topic = x.topic AND b.busy)) AS upto,
+                    pg_catalog.statement_timestamp()
+                    - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
              FROM dedup.outbox_topics AS x ORDER BY x.topic LOOP
         EXIT WHEN n >= batch_size;
+        -- the oldest events first: created_at grows with seq, so a first
+        -- one kept means the rest are kept too
         DELETE FROM dedup.outbox AS o
         WHERE o.ctid = ANY (ARRAY(
-            SELECT x.ctid FROM dedup.outbox AS x
-            WHERE x.topic = t.topic AND x.seq < t.upto
-            ORDER BY x.seq
-            LIMIT batch_size - n));
+            SELECT y.ctid
+            FROM (SELECT x.ctid, x.created_at FROM dedup.outbox AS x
+                  WHERE x.topic = t.topic AND x.seq < t.upto
+                  ORDER BY x.seq LIMIT batch_size - n) AS y
+            WHERE y.created_at < t.cutoff));
         GET DIAGNOSTICS m = ROW_COUNT;
         n := n + m;
     END LOOP;

@@ -159,9 +159,8 @@ SELECT columns_are('dedup', 'outbox',
           'created_at'],
     'dedup.outbox is the log: Debezium''s columns, no relay state');
 SELECT col_type_is('dedup', 'outbox', 'id', 'uuid', 'the event id is a uuid');
-SELECT index_is_unique('dedup', 'outbox', 'outbox_topic_seq', 'the log''s one index is unique');
-SELECT is((SELECT relreplident::text FROM pg_class WHERE oid = 'dedup.outbox'::regclass), 'i',
-          'the log''s replica identity is its index, so that its deletes decode');
+SELECT col_is_pk('dedup', 'outbox', 'id', 'the event id is the log''s primary key: a put is idempotent by it');
+SELECT index_is_unique('dedup', 'outbox', 'outbox_topic_seq', 'the relay reads the log by (topic, seq)');
 -- the batch API, for relays only
 SELECT has_function('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer']);
 SELECT has_function('public', 'dedup_outbox_ack_batch', ARRAY['bigint', 'uuid[]', 'interval', 'text']);

@@ -8,7 +8,7 @@
 # A pgoutput slot on a publication of dedup.outbox (Debezium's default
 # plugin) decodes the same one insert, with those columns.  The relay's
 # take and ack write nothing to the log; the cleanup's trim of a published
-# event decodes as one delete, keyed by the log's replica identity.
+# event past its topic's retention decodes as one delete, keyed by the id.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -77,9 +77,9 @@ check "pgoutput: one insert, and the relation's columns" \
 	         FROM pg_logical_slot_get_binary_changes('cdc_pgoutput', NULL, NULL, 'proto_version', '1',
 	                                                 'publication_names', 'outbox_pub')")" "1 true"
 
-# the relay's take and ack write nothing to the log; the cleanup deletes
-# the published event, keyed by (topic, seq); Debezium's Outbox Event
-# Router skips deletes (it reads inserts)
+# the relay's take and ack write nothing to the log; once the topic's
+# retention passed, the cleanup deletes the published event, keyed by its
+# id; Debezium's Outbox Event Router skips deletes (it reads inserts)
 q -c "SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup_outbox_take('orders', 10)))" >/dev/null
 changes_of_log() {
 	q -c "SELECT coalesce(string_agg(data::jsonb->>'action', '' ORDER BY lsn), '')
@@ -88,17 +88,18 @@ changes_of_log() {
 	      WHERE data::jsonb->>'action' IN ('I', 'U', 'D')"
 }
 check "take and ack decode as nothing of dedup.outbox" "$(changes_of_log)" ""
+q -c "SELECT dedup_set_scope('orders', retention => '1 second')" -c "SELECT pg_sleep(1.1)" >/dev/null
 q -c "CALL dedup_cleanup()" >/dev/null
 check "the cleanup's trim decodes as one delete of dedup.outbox" "$(changes_of_log)" "D"
-check "the delete's old key is the replica identity, (topic, seq)" \
+check "the delete's old key is the replica identity, the id" \
 	"$(q -c "SELECT dedup_outbox_put('orders', 'order-44', '{}') IS NOT NULL" \
 	      -c "SELECT dedup_outbox_ack(ARRAY(SELECT id FROM dedup_outbox_take('orders', 10)))" \
-	      -c "CALL dedup_cleanup()" \
+	      -c "SELECT pg_sleep(1.1)" -c "CALL dedup_cleanup()" \
 	      -c "SELECT string_agg(k->>'name', ',' ORDER BY k->>'name')
 	          FROM pg_logical_slot_get_changes('cdc', NULL, NULL, 'format-version', '2',
 	                                           'add-tables', 'dedup.outbox', 'actions', 'delete') AS c,
 	               jsonb_array_elements(c.data::jsonb->'identity') AS k
-	          WHERE c.data::jsonb->>'action' = 'D'" | tail -n 1)" "seq,topic"
+	          WHERE c.data::jsonb->>'action' = 'D'" | tail -n 1)" "id"
 q -c "SELECT pg_drop_replication_slot('cdc_pgoutput')" >/dev/null
 q -c "SELECT pg_drop_replication_slot('cdc')" >/dev/null
 echo "cdc: all checks passed"
