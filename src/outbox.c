@@ -53,7 +53,9 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "common/hashfn.h"
@@ -63,11 +65,14 @@
 #include "commands/async.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "access/stratnum.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -170,6 +175,66 @@ outbox_legacy_key(const text *topic, const DedupFingerprint *fp)
 }
 
 /*
+ * Whether the log has the event of this id, committed or written by a
+ * transaction in progress (waited for, then looked up again), with the
+ * event's lock taken, which the caller holds until it has inserted the
+ * event or found it: so two puts of one id never both insert it, without
+ * the speculative insertion of ON CONFLICT and its WAL record.  A row
+ * inserted by this transaction counts; one a REPEATABLE READ or
+ * SERIALIZABLE snapshot cannot see is 40001, as for a claim.
+ */
+static bool
+outbox_event_exists(const pg_uuid_t *id, LOCKTAG *tag)
+{
+	Relation	heap = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
+	Relation	index = index_open(dedup_relation_oid(DEDUP_REL_OUTBOX_PKEY), AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	SnapshotData dirty;
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	bool		found;
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, *(const uint32 *) id->data,
+						 *(const uint32 *) (id->data + 4), DEDUP_LOCKTAG_EVENT);
+	InitDirtySnapshot(dirty);
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(id));
+	scan = index_beginscan(heap, index, &dirty, 1, 0);
+	for (;;)
+	{
+		TransactionId xwait = InvalidTransactionId;
+		uint32		spec_token = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		(void) LockAcquire(tag, ExclusiveLock, false, false);
+		index_rescan(scan, &skey, 1, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, slot);
+		if (found && (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax)))
+		{
+			xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+			spec_token = dirty.speculativeToken;
+		}
+		if (!TransactionIdIsValid(xwait))
+			break;
+		/* a transaction in progress inserts (or deletes) it: wait, look again */
+		LockRelease(tag, ExclusiveLock, false);
+		if (spec_token)
+			SpeculativeInsertionWait(xwait, spec_token);
+		else
+			XactLockTableWait(xwait, heap, &slot->tts_tid, XLTW_InsertIndexUnique);
+	}
+	if (found && IsolationUsesXactSnapshot() &&
+		!table_tuple_satisfies_snapshot(heap, slot, GetTransactionSnapshot()))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent put")));
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, AccessShareLock);
+	table_close(heap, NoLock);
+	return found;
+}
+
+/*
  * Insert the event row through a kept plan, as the owner of dedup.outbox,
  * unless an event of that id is in the log, held in outbox_retry or dead;
  * true if it was inserted.  The topic's producer lock is taken first,
@@ -207,8 +272,9 @@ outbox_insert(bool at_1_0, pg_uuid_t *id, text *topic, text *aggregate_type,
 												"  COALESCE($7, '{}'::pg_catalog.jsonb)"
 												" WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
 												"  WHERE d.id OPERATOR(pg_catalog.=) $1)"
-												" %s ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING",
-												at_1_0 ? "" :
+												" %s",
+												at_1_0 ?
+												" ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING" :
 												" AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r"
 												"  WHERE r.id OPERATOR(pg_catalog.=) $1)"),
 									   OUTBOX_INSERT_NARGS, argtypes);
@@ -261,6 +327,8 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	pg_uuid_t  *id;
 	bool		at_1_0;
 	bool		is_new;
+	LOCKTAG		event_lock;
+	bool		event_locked = false;
 
 	topic = dedup_scope_of_call(fcinfo, "topic", "dedup_outbox_put", DEDUP_PRIV_USAGE, &settings);
 	aggregate_id = outbox_text_arg(fcinfo, 3, "aggregate_id");
@@ -294,8 +362,13 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 								 false);
 		key_store_close(&ks);
 	}
+	else if (outbox_legacy_key(topic, &fp))
+		is_new = false;
 	else
-		is_new = !outbox_legacy_key(topic, &fp);
+	{
+		is_new = !outbox_event_exists((pg_uuid_t *) fp.bytes, &event_lock);
+		event_locked = true;
+	}
 	if (is_new && outbox_insert(at_1_0, (pg_uuid_t *) fp.bytes, topic,
 								aggregate_type ? aggregate_type : topic,
 								aggregate_id ? aggregate_id : key,
@@ -305,6 +378,9 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
 		dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_PUT, 1);
 	}
+	/* the event is in the log (or not to be put): other puts of it may look */
+	if (event_locked)
+		LockRelease(&event_lock, ExclusiveLock, false);
 	id = palloc(sizeof(pg_uuid_t));
 	memcpy(id->data, fp.bytes, UUID_LEN);
 	PG_RETURN_UUID_P(id);
@@ -459,41 +535,49 @@ relay_plan(RelayFunction *rf)
 enum
 {
 	FAST_TOPIC,
-	FAST_SLOTS,
-	FAST_RETRY,
-	FAST_ANY,
+	FAST_STATE,
 	FAST_SCAN,
-	FAST_SLOT_UPDATE,
+	FAST_WRITE,
 	FAST_TOPIC_UPDATE,
 	FAST_ACK,
 	FAST_NPLANS
 };
 
+/*
+ * FAST_STATE runs after FAST_TOPIC has locked the topic's row, so that its
+ * snapshot sees what the take that held the row before committed: whether
+ * outbox_retry has events of the topic, whether the log has any past the
+ * position, and the topic's slots (one row with no slot when it has none).
+ */
 static const struct
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[7];
+	Oid			argtypes[9];
 }			fast_queries[FAST_NPLANS] = {
 	[FAST_TOPIC] = {"SELECT t.next_seq FROM dedup.outbox_topics AS t"
 		" WHERE t.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE", 1, {TEXTOID}},
-	[FAST_SLOTS] = {"SELECT x.slot, x.generation, x.busy,"
+	[FAST_STATE] = {"SELECT EXISTS (SELECT FROM dedup.outbox_retry AS r"
+		"  WHERE r.topic OPERATOR(pg_catalog.=) $1),"
+		" EXISTS (SELECT FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
+		"  AND o.seq OPERATOR(pg_catalog.>=) $2 ORDER BY o.seq LIMIT 1),"
+		" x.slot, x.generation, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp(), x.aggregates"
-		" FROM dedup.outbox_batches AS x WHERE x.topic OPERATOR(pg_catalog.=) $1"
-		" ORDER BY x.slot", 1, {TEXTOID}},
-	[FAST_RETRY] = {"SELECT FROM dedup.outbox_retry AS r"
-		" WHERE r.topic OPERATOR(pg_catalog.=) $1 LIMIT 1", 1, {TEXTOID}},
-	[FAST_ANY] = {"SELECT FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
-		" AND o.seq OPERATOR(pg_catalog.>=) $2 ORDER BY o.seq LIMIT 1", 2, {TEXTOID, INT8OID}},
+		" FROM (SELECT) AS one LEFT JOIN dedup.outbox_batches AS x"
+		"  ON x.topic OPERATOR(pg_catalog.=) $1"
+		" ORDER BY x.slot", 2, {TEXTOID, INT8OID}},
 	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
 		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
 		" FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
 		" AND o.seq OPERATOR(pg_catalog.>=) $2 AND o.seq OPERATOR(pg_catalog.<=) $3"
 		" ORDER BY o.seq LIMIT $4", 4, {TEXTOID, INT8OID, INT8OID, INT4OID}},
-	[FAST_SLOT_UPDATE] = {"UPDATE dedup.outbox_batches AS x SET generation = $2, busy = true,"
-		" attempt = 1, lease_until = $3, first_seq = $4, last_seq = $5, settled = '{}',"
-		" retried = 0, events = $6, aggregates = $7 WHERE x.slot OPERATOR(pg_catalog.=) $1",
-		7, {INT8OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID, INT4ARRAYOID}},
+	[FAST_WRITE] = {"WITH slot AS (UPDATE dedup.outbox_batches AS x SET generation = $2, busy = true,"
+		"  attempt = 1, lease_until = $3, first_seq = $4, last_seq = $5, settled = '{}',"
+		"  retried = 0, events = $6, aggregates = $7 WHERE x.slot OPERATOR(pg_catalog.=) $1)"
+		" UPDATE dedup.outbox_topics AS t SET next_seq = $9"
+		" WHERE t.topic OPERATOR(pg_catalog.=) $8",
+		9, {INT8OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID, INT4ARRAYOID,
+		TEXTOID, INT8OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $2"
 		" WHERE t.topic OPERATOR(pg_catalog.=) $1", 2, {TEXTOID, INT8OID}},
 	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
@@ -549,7 +633,8 @@ static bool
 fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		  DedupScopeSettings *settings)
 {
-	Datum		args[7];
+	Datum		args[9];
+	bool		has_log;
 	int64		pos;
 	int64		slot = -1;
 	int32		generation = 0;
@@ -567,24 +652,37 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		return false;
 	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 
-	/* the slots: none expired, one free; the aggregates the busy ones hold */
-	fast_run(FAST_SLOTS, args, 0);
+	/*
+	 * Nothing in outbox_retry, something in the log; the slots: none
+	 * expired, one free; the aggregates the busy ones hold
+	 */
+	args[1] = Int64GetDatum(pos);
+	fast_run(FAST_STATE, args, 0);
+	if (SPI_processed == 0 ||
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		return false;
+	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	blocked = palloc(sizeof(int32) * 1);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		busy = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+		bool		no_slot;
+		bool		busy;
 
+		(void) SPI_getbinval(tup, desc, 3, &no_slot);
+		if (no_slot)
+			break;
+		busy = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
 		if (busy)
 		{
 			ArrayType  *aggs;
 			int32	   *elems;
 			int			nelems;
 
-			if (DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull)))
+			if (DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull)))
 				return false;	/* its lease passed: handed out again */
-			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 5, &isnull));
+			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 7, &isnull));
 			if (ARR_HASNULL(aggs))
 				return false;
 			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
@@ -595,18 +693,14 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		}
 		else if (slot < 0)
 		{
-			slot = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-			generation = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
+			slot = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+			generation = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
 		}
 	}
+	if (!has_log)
+		return true;			/* nothing to hand out */
 	if (slot < 0)
 		return false;
-	if (fast_run(FAST_RETRY, args, 1) != SPI_OK_SELECT || SPI_processed > 0)
-		return false;
-	args[1] = Int64GetDatum(pos);
-	fast_run(FAST_ANY, args, 1);
-	if (SPI_processed == 0)
-		return true;			/* nothing to hand out */
 
 	stable = DatumGetInt64(DirectFunctionCall1(dedup_outbox_stable_seq, PointerGetDatum(topic)));
 	args[2] = Int64GetDatum(stable);
@@ -656,11 +750,10 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		args[6] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true,
 												  TYPALIGN_INT));
 	}
-	fast_run(FAST_SLOT_UPDATE, args, 0);
-	args[0] = PointerGetDatum(topic);
-	args[1] = Int64GetDatum(n == (uint64) batch_size ?
+	args[7] = PointerGetDatum(topic);
+	args[8] = Int64GetDatum(n == (uint64) batch_size ?
 							DatumGetInt64(args[4]) + 1 : Max(pos, stable + 1));
-	fast_run(FAST_TOPIC_UPDATE, args, 0);
+	fast_run(FAST_WRITE, args, 0);
 
 	/* the events, as take returns them */
 	for (uint64 i = 0; i < n; i++)

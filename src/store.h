@@ -36,6 +36,8 @@
 #define DEDUP_LOCKTAG_AGGREGATE	0x6465
 /* the outbox's topic locks, held by its producers until they commit (outbox.c) */
 #define DEDUP_LOCKTAG_TOPIC		0x6466
+/* the outbox's event locks: a put's, on its event id, while it looks and inserts (outbox.c) */
+#define DEDUP_LOCKTAG_EVENT		0x6467
 
 static inline void
 dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
