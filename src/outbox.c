@@ -548,6 +548,9 @@ enum
  * snapshot sees what the take that held the row before committed: whether
  * outbox_retry has events of the topic, whether the log has any past the
  * position, and the topic's slots (one row with no slot when it has none).
+ * Its look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
+ * which the planner would strip of them and, in the kept generic plan,
+ * read the whole log.
  */
 static const struct
 {
@@ -557,10 +560,10 @@ static const struct
 }			fast_queries[FAST_NPLANS] = {
 	[FAST_TOPIC] = {"SELECT t.next_seq FROM dedup.outbox_topics AS t"
 		" WHERE t.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE", 1, {TEXTOID}},
-	[FAST_STATE] = {"SELECT EXISTS (SELECT FROM dedup.outbox_retry AS r"
-		"  WHERE r.topic OPERATOR(pg_catalog.=) $1),"
-		" EXISTS (SELECT FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
-		"  AND o.seq OPERATOR(pg_catalog.>=) $2 ORDER BY o.seq LIMIT 1),"
+	[FAST_STATE] = {"SELECT (SELECT r.seq FROM dedup.outbox_retry AS r"
+		"  WHERE r.topic OPERATOR(pg_catalog.=) $1 ORDER BY r.seq LIMIT 1) IS NOT NULL,"
+		" (SELECT o.seq FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
+		"  AND o.seq OPERATOR(pg_catalog.>=) $2 ORDER BY o.seq LIMIT 1) IS NOT NULL,"
 		" x.slot, x.generation, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp(), x.aggregates"
 		" FROM (SELECT) AS one LEFT JOIN dedup.outbox_batches AS x"

@@ -249,7 +249,10 @@ BEGIN
 
     -- first events of outbox_retry that are due, each the earliest of its
     -- aggregate, of an aggregate no batch holds
-    has_retry := EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.topic = outbox_take_batch.topic);
+    -- (scalar subqueries with ORDER BY and LIMIT, not EXISTS, which the
+    -- planner strips of them: a generic plan would read the whole table)
+    has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
+                  WHERE r.topic = outbox_take_batch.topic ORDER BY r.seq LIMIT 1) IS NOT NULL;
     IF has_retry THEN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r
@@ -284,9 +287,9 @@ BEGIN
     -- an event of an aggregate that is held, or the second of one in this
     -- batch, goes to outbox_retry to wait its turn
     IF cardinality(r_ids) < batch_size
-       AND EXISTS (SELECT FROM dedup.outbox AS o
-                   WHERE o.topic = outbox_take_batch.topic AND o.seq >= pos
-                   ORDER BY o.seq LIMIT 1) THEN
+       AND (SELECT o.seq FROM dedup.outbox AS o
+            WHERE o.topic = outbox_take_batch.topic AND o.seq >= pos
+            ORDER BY o.seq LIMIT 1) IS NOT NULL THEN
         stable := dedup.outbox_stable_seq(topic);
         RETURN QUERY
         WITH scanned AS (
