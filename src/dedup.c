@@ -216,6 +216,7 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_BUCKETS] = "buckets",
 	[DEDUP_REL_OUTBOX_TOPICS] = "outbox_topics",
 	[DEDUP_REL_OUTBOX_PKEY] = "outbox_pkey",
+	[DEDUP_REL_OUTBOX_SEQ] = "outbox_seq_seq",
 };
 static bool dedup_callback_registered = false;
 

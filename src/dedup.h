@@ -71,6 +71,7 @@ typedef enum DedupRelation
 	DEDUP_REL_BUCKETS,
 	DEDUP_REL_OUTBOX_TOPICS,
 	DEDUP_REL_OUTBOX_PKEY,
+	DEDUP_REL_OUTBOX_SEQ,		/* the identity sequence of dedup.outbox.seq */
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 

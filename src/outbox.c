@@ -57,7 +57,6 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/dependency.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "catalog/pg_proc_d.h"
@@ -392,6 +391,35 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
  */
 
 /*
+ * The relay lock of a topic: a take holds it until its transaction ends,
+ * so that the takes of a topic go one after another, each seeing what the
+ * one before committed (a heavyweight lock, not a row lock: no WAL).
+ */
+static void
+outbox_lock_relay(const text *topic)
+{
+	uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
+										VARSIZE_ANY_EXHDR(topic), 0);
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 DEDUP_LOCKTAG_RELAY);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * dedup.outbox_lock_relay(topic text): the relay lock of the topic, for the
+ * PL/pgSQL take.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_lock_relay);
+Datum
+dedup_outbox_lock_relay(PG_FUNCTION_ARGS)
+{
+	outbox_lock_relay(PG_GETARG_TEXT_PP(0));
+	PG_RETURN_VOID();
+}
+
+/*
  * A take reads, in each statement, the events that committed before it: a
  * snapshot taken once for the transaction may not show them (0A000).
  */
@@ -428,8 +456,7 @@ dedup_outbox_stable_seq(PG_FUNCTION_ARGS)
 
 	outbox_check_isolation();
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
-	seqinfo->args[0].value = ObjectIdGetDatum(getIdentitySequence(dedup_relation_oid(DEDUP_REL_OUTBOX),
-																  1, false));
+	seqinfo->args[0].value = ObjectIdGetDatum(dedup_relation_oid(DEDUP_REL_OUTBOX_SEQ));
 	seqinfo->args[0].isnull = false;
 	last = pg_sequence_last_value(seqinfo);
 	outbox_topic_locktag(&tag, topic);
@@ -534,7 +561,6 @@ relay_plan(RelayFunction *rf)
  */
 enum
 {
-	FAST_TOPIC,
 	FAST_STATE,
 	FAST_SCAN,
 	FAST_WRITE,
@@ -544,11 +570,12 @@ enum
 };
 
 /*
- * FAST_STATE runs after FAST_TOPIC has locked the topic's row, so that its
- * snapshot sees what the take that held the row before committed: whether
- * outbox_retry has events of the topic, whether the log has any past the
- * position, and the topic's slots (one row with no slot when it has none).
- * Its look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
+ * FAST_STATE runs once the take holds its topic's relay lock, so that its
+ * snapshot sees what the take that held it before committed: the topic's
+ * position, whether outbox_retry has events of the topic, whether the log
+ * has any past the position, and the topic's slots (one row with no slot
+ * when it has none; no row when the topic has no position yet).  Its
+ * look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
  * which the planner would strip of them and, in the kept generic plan,
  * read the whole log.
  */
@@ -558,17 +585,17 @@ static const struct
 	int			nargs;
 	Oid			argtypes[9];
 }			fast_queries[FAST_NPLANS] = {
-	[FAST_TOPIC] = {"SELECT t.next_seq FROM dedup.outbox_topics AS t"
-		" WHERE t.topic OPERATOR(pg_catalog.=) $1 FOR UPDATE", 1, {TEXTOID}},
-	[FAST_STATE] = {"SELECT (SELECT r.seq FROM dedup.outbox_retry AS r"
+	[FAST_STATE] = {"SELECT t.next_seq,"
+		" (SELECT r.seq FROM dedup.outbox_retry AS r"
 		"  WHERE r.topic OPERATOR(pg_catalog.=) $1 ORDER BY r.seq LIMIT 1) IS NOT NULL,"
 		" (SELECT o.seq FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
-		"  AND o.seq OPERATOR(pg_catalog.>=) $2 ORDER BY o.seq LIMIT 1) IS NOT NULL,"
+		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
 		" x.slot, x.generation, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp(), x.aggregates"
-		" FROM (SELECT) AS one LEFT JOIN dedup.outbox_batches AS x"
-		"  ON x.topic OPERATOR(pg_catalog.=) $1"
-		" ORDER BY x.slot", 2, {TEXTOID, INT8OID}},
+		" FROM dedup.outbox_topics AS t LEFT JOIN dedup.outbox_batches AS x"
+		"  ON x.topic OPERATOR(pg_catalog.=) t.topic"
+		" WHERE t.topic OPERATOR(pg_catalog.=) $1"
+		" ORDER BY x.slot", 1, {TEXTOID}},
 	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
 		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
 		" FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
@@ -650,21 +677,18 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 	bool		isnull;
 	SPITupleTable *scan;
 
-	args[0] = PointerGetDatum(topic);
-	if (fast_run(FAST_TOPIC, args, 1) != SPI_OK_SELECT || SPI_processed == 0)
-		return false;
-	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-
 	/*
-	 * Nothing in outbox_retry, something in the log; the slots: none
-	 * expired, one free; the aggregates the busy ones hold
+	 * The topic's position; nothing in outbox_retry, something in the log;
+	 * the slots: none expired, one free; the aggregates the busy ones hold
 	 */
-	args[1] = Int64GetDatum(pos);
+	outbox_lock_relay(topic);
+	args[0] = PointerGetDatum(topic);
 	fast_run(FAST_STATE, args, 0);
 	if (SPI_processed == 0 ||
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
 		return false;
-	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	blocked = palloc(sizeof(int32) * 1);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -673,19 +697,19 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		bool		no_slot;
 		bool		busy;
 
-		(void) SPI_getbinval(tup, desc, 3, &no_slot);
+		(void) SPI_getbinval(tup, desc, 4, &no_slot);
 		if (no_slot)
 			break;
-		busy = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		busy = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
 		if (busy)
 		{
 			ArrayType  *aggs;
 			int32	   *elems;
 			int			nelems;
 
-			if (DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull)))
+			if (DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull)))
 				return false;	/* its lease passed: handed out again */
-			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 7, &isnull));
+			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 8, &isnull));
 			if (ARR_HASNULL(aggs))
 				return false;
 			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
@@ -696,8 +720,8 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		}
 		else if (slot < 0)
 		{
-			slot = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-			generation = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
+			slot = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+			generation = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
 		}
 	}
 	if (!has_log)
@@ -706,6 +730,7 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		return false;
 
 	stable = DatumGetInt64(DirectFunctionCall1(dedup_outbox_stable_seq, PointerGetDatum(topic)));
+	args[1] = Int64GetDatum(pos);
 	args[2] = Int64GetDatum(stable);
 	args[3] = Int32GetDatum(batch_size);
 	fast_run(FAST_SCAN, args, 0);

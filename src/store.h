@@ -38,6 +38,8 @@
 #define DEDUP_LOCKTAG_TOPIC		0x6466
 /* the outbox's event locks: a put's, on its event id, while it looks and inserts (outbox.c) */
 #define DEDUP_LOCKTAG_EVENT		0x6467
+/* the outbox's relay locks: a take's, on its topic, until it ends (outbox.c) */
+#define DEDUP_LOCKTAG_RELAY		0x6468
 
 static inline void
 dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)

@@ -571,7 +571,7 @@ COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put by dedup 1.0, k
 -- take hands the same events out again (attempt + 1), before anything
 -- new.  An event handed out max_attempts times and not acked goes dead;
 -- so does one nacked at its max_attempts.  Relays of one topic take one
--- after another (the topic's row is locked for the take's transaction);
+-- after another (the topic's relay lock, held for the take's transaction);
 -- they publish and ack in parallel.
 --
 -- A take needs a snapshot of its own for each statement: it refuses to run
@@ -582,6 +582,12 @@ COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put by dedup 1.0, k
 CREATE FUNCTION dedup.outbox_stable_seq(topic text) RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(text) FROM PUBLIC;
+
+-- The relay lock of a topic, held until the transaction ends: the takes of
+-- a topic go one after another.
+CREATE FUNCTION dedup.outbox_lock_relay(topic text) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_outbox_lock_relay' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_lock_relay(text) FROM PUBLIC;
 
 -- Move events to the dead letters: from the log (by seq) or from
 -- outbox_retry (by id), with their attempts and last error.
@@ -722,14 +728,14 @@ BEGIN
     FROM @extschema@.dedup_scope(topic) AS s;
     lease_end := pg_catalog.statement_timestamp() + lease;
 
-    -- the topic's relays take one at a time
+    -- the topic's relays take one at a time (its relay lock, until the
+    -- transaction ends); each statement after sees what the take before did
+    PERFORM dedup.outbox_lock_relay(topic);
     SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
-    WHERE t.topic = outbox_take_batch.topic FOR UPDATE;
+    WHERE t.topic = outbox_take_batch.topic;
     IF NOT FOUND THEN
         INSERT INTO dedup.outbox_topics AS t (topic) VALUES (outbox_take_batch.topic)
-        ON CONFLICT ON CONSTRAINT outbox_topics_pkey DO NOTHING;
-        SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
-        WHERE t.topic = outbox_take_batch.topic FOR UPDATE;
+        RETURNING t.next_seq INTO pos;
     END IF;
     slots := ARRAY(SELECT x FROM dedup.outbox_batches AS x
                    WHERE x.topic = outbox_take_batch.topic ORDER BY x.slot);
