@@ -78,10 +78,11 @@ report_cleanup(void)
 		printf("  %-8s %14s %9s %7s %16s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
 			   PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4));
 	PQclear(res);
-	printf("  rows now (live, expired, released): dedup.claims %ld, dedup.outbox_keys %ld\n"
-		   "  (ttl and retention %d s; a row goes at the first pass after it expires)\n",
+	printf("  rows now (live, expired, released): dedup.claims %ld; events in the outbox's log %ld\n"
+		   "  (ttl and retention %d s; a claim goes at the first pass after it expires, a\n"
+		   "  published event at the first pass after its retention)\n",
 		   report_number("SELECT count(*) FROM dedup.claims", NULL),
-		   report_number("SELECT count(*) FROM dedup.outbox_keys", NULL),
+		   report_number("SELECT count(*) FROM dedup.outbox", NULL),
 		   sim_options.ttl_seconds);
 }
 
