@@ -192,9 +192,12 @@ outbox_event_exists(const pg_uuid_t *id, LOCKTAG *tag)
 	ScanKeyData skey;
 	IndexScanDesc scan;
 	bool		found;
+	uint32		hi;
+	uint32		lo;
 
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, *(const uint32 *) id->data,
-						 *(const uint32 *) (id->data + 4), DEDUP_LOCKTAG_EVENT);
+	memcpy(&hi, id->data, sizeof(hi));
+	memcpy(&lo, id->data + sizeof(hi), sizeof(lo));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_EVENT);
 	InitDirtySnapshot(dirty);
 	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(id));
 	scan = index_beginscan(heap, index, &dirty, 1, 0);
@@ -762,7 +765,8 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 
 	/* the batch, in the free slot; the topic's position after it */
 	generation = generation % PG_INT32_MAX + 1;
-	lease_end = dedup_timestamp_plus(GetCurrentStatementStartTimestamp(),
+	/* the lease runs from the hand-out, after the wait for the topic's puts */
+	lease_end = dedup_timestamp_plus(GetCurrentTimestamp(),
 									 &settings->value[DEDUP_SCOPE_LEASE]);
 	args[0] = Int64GetDatum(slot);
 	args[1] = Int32GetDatum(generation);
@@ -860,6 +864,7 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	char	   *acked_topic = NULL;
 	int32		acked = -1;
 	bool		done = false;
+	MemoryContext outer = CurrentMemoryContext;
 
 	if (!rf->read_only)
 		dedup_check_writable(rf->name);
@@ -925,8 +930,9 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 		if (!isnull)
 			result = SPI_datumTransfer(result, typbyval, typlen);
 	}
+	/* out of SPI's memory, which SPI_finish frees */
 	if (acked_topic)
-		acked_topic = MemoryContextStrdup(CurrentMemoryContext, acked_topic);
+		acked_topic = MemoryContextStrdup(outer, acked_topic);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	if (acked_topic)

@@ -567,9 +567,10 @@ COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put by dedup 1.0, k
 -- must wait goes to outbox_retry, and from there out in seq order.  So a
 -- failing event holds back its aggregate only, never its topic.
 --
--- Leases and attempts.  A batch has one lease; when it passes the next
--- take hands the same events out again (attempt + 1), before anything
--- new.  An event handed out max_attempts times and not acked goes dead;
+-- Leases and attempts.  A batch has one lease, from its hand-out; when it
+-- passes the next take hands the same events out again (attempt + 1),
+-- before anything new, under a new batch id, so that the relay that held
+-- it before can no longer ack or nack it by that id.  An event handed out max_attempts times and not acked goes dead;
 -- so does one nacked at its max_attempts.  Relays of one topic take one
 -- after another (the topic's relay lock, held for the take's transaction);
 -- they publish and ack in parallel.
@@ -726,7 +727,6 @@ BEGIN
     PERFORM dedup.has_privilege(caller, topic, 'relay', true);
     SELECT s.lease, s.max_attempts INTO lease, max_attempts
     FROM @extschema@.dedup_scope(topic) AS s;
-    lease_end := pg_catalog.statement_timestamp() + lease;
 
     -- the topic's relays take one at a time (its relay lock, until the
     -- transaction ends); each statement after sees what the take before did
@@ -739,6 +739,9 @@ BEGIN
     END IF;
     slots := ARRAY(SELECT x FROM dedup.outbox_batches AS x
                    WHERE x.topic = outbox_take_batch.topic ORDER BY x.slot);
+    -- a lease runs from the hand-out, after any wait (set again below after
+    -- waiting for the topic's puts)
+    lease_end := pg_catalog.clock_timestamp() + lease;
 
     -- a batch whose lease passed goes out again first, whole, but for the
     -- events handed out max_attempts times, which go dead
@@ -761,12 +764,17 @@ BEGIN
         ELSE
             PERFORM dedup.outbox_bury(b.topic, '{}', 0, dying, NULL);
         END IF;
-        UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1
+        -- under a new id: the relay that held it before acks or nacks it no more
+        UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1,
+               batch = b.slot * 4294967296 + (b.generation % 2147483647 + 1)
         WHERE b.retried > 0 AND r.batch = bid;
-        UPDATE dedup.outbox_batches AS x SET attempt = x.attempt + 1, lease_until = lease_end
+        UPDATE dedup.outbox_batches AS x
+        SET attempt = x.attempt + 1, lease_until = lease_end,
+            generation = b.generation % 2147483647 + 1
         WHERE x.slot = b.slot;
         b := dedup.outbox_batch_recount(b.slot);
         CONTINUE WHEN NOT b.busy;
+        bid := dedup.outbox_batch_id(b);
         RETURN QUERY SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload,
                             m.headers, m.attempts, m.created_at, lease_end
                      FROM dedup.outbox_members(b) AS m;
@@ -829,6 +837,7 @@ BEGIN
             WHERE o.topic = outbox_take_batch.topic AND o.seq >= pos
             ORDER BY o.seq LIMIT 1) IS NOT NULL THEN
         stable := dedup.outbox_stable_seq(topic);
+        lease_end := pg_catalog.clock_timestamp() + lease;
         RETURN QUERY
         WITH scanned AS (
             SELECT o.*, pg_catalog.hashtext(o.aggregateid) AS h
@@ -1154,6 +1163,7 @@ DECLARE
     named bigint[];
     bid bigint;
     s record;
+    missed boolean;
 BEGIN
     SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
     INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
@@ -1170,19 +1180,30 @@ BEGIN
           SELECT r.topic FROM dedup.outbox_retry AS r WHERE r.id = ANY (given_ids)
           UNION
           SELECT d.topic FROM dedup.outbox_dead AS d WHERE d.id = ANY (given_ids)) AS x;
-    FOREACH bid IN ARRAY named
-    LOOP
-        IF nack THEN
-            s := dedup.outbox_settle(caller, bid, '{}', given_ids, given_ids, given_attempts,
-                                     retry_delay, error);
-            done := done || s.nacked;
-            PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
-        ELSE
-            s := dedup.outbox_settle(caller, bid, given_ids, '{}', given_ids, given_attempts,
-                                     retry_delay, error);
-            done := done || s.acked;
-            PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
-        END IF;
+    -- a batch handed out again (under a new id) while this call waited for
+    -- it is looked up again, by the ids not yet settled
+    FOR round IN 1..3 LOOP
+        missed := false;
+        FOREACH bid IN ARRAY named
+        LOOP
+            IF nack THEN
+                s := dedup.outbox_settle(caller, bid, '{}', given_ids, given_ids, given_attempts,
+                                         retry_delay, error);
+                done := done || s.nacked;
+                PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+            ELSE
+                s := dedup.outbox_settle(caller, bid, given_ids, '{}', given_ids, given_attempts,
+                                         retry_delay, error);
+                done := done || s.acked;
+                PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
+            END IF;
+            missed := missed OR s.topic IS NULL;
+        END LOOP;
+        EXIT WHEN NOT missed;
+        named := ARRAY(SELECT dedup.outbox_batch_id(b) FROM dedup.outbox_batches AS b
+                       WHERE b.busy AND EXISTS (SELECT FROM dedup.outbox_members(b) AS m
+                                                WHERE m.id = ANY (given_ids) AND m.id <> ALL (done))
+                       ORDER BY b.slot);
     END LOOP;
     IF NOT nack THEN
         -- an event dead-lettered while its relay was still publishing
