@@ -21,6 +21,7 @@ OBJS = \
 	src/scope.o \
 	src/bucket.o \
 	src/filter.o \
+	src/history.o \
 	src/store.o \
 	src/claim.o \
 	src/record.o \
@@ -38,6 +39,7 @@ SQL_PARTS = \
 	sql/tables/scopes.sql \
 	sql/tables/claims.sql \
 	sql/tables/buckets.sql \
+	sql/tables/history.sql \
 	sql/tables/outbox.sql \
 	sql/tables/grants.sql \
 	sql/tables/streams.sql \
@@ -46,6 +48,7 @@ SQL_PARTS = \
 	sql/functions/records.sql \
 	sql/functions/outbox.sql \
 	sql/functions/streams.sql \
+	sql/functions/history.sql \
 	sql/functions/cleanup.sql \
 	sql/grants.sql
 

@@ -3,7 +3,7 @@
 -- for roles granted them, not for PUBLIC.
 -------------------------------------------------------------------------
 REVOKE ALL ON FUNCTION
-    @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text),
+    @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision),
     @extschema@.dedup_reset_scope(text),
     @extschema@.dedup_scope(text),
     @extschema@.dedup_claim(text, text, interval, boolean),
@@ -19,6 +19,11 @@ REVOKE ALL ON FUNCTION
     @extschema@.dedup_complete(text, text, integer, jsonb, integer),
     @extschema@.dedup_release(text, text, integer),
     @extschema@.dedup_lookup(text, text),
+    @extschema@.dedup_seen(text, text),
+    @extschema@.dedup_seen(text, bytea),
+    @extschema@.dedup_seen(text, uuid),
+    @extschema@.dedup_seen(text, @extschema@.dedup_fingerprint),
+    @extschema@.dedup_history(text),
     @extschema@.dedup_advance(text, text, bigint, bigint, boolean),
     @extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean),
     @extschema@.dedup_new_epoch(text, text),
@@ -69,6 +74,11 @@ AS $$
         '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
         '@extschema@.dedup_release(text, text, integer)',
         '@extschema@.dedup_lookup(text, text)',
+        '@extschema@.dedup_seen(text, text)',
+        '@extschema@.dedup_seen(text, bytea)',
+        '@extschema@.dedup_seen(text, uuid)',
+        '@extschema@.dedup_seen(text, @extschema@.dedup_fingerprint)',
+        '@extschema@.dedup_history(text)',
         '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)',
         '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
         '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',

@@ -77,6 +77,7 @@
 
 #include "dedup.h"
 #include "bucket.h"
+#include "history.h"
 #include "store.h"
 
 /* dedup.buckets.state */
@@ -622,7 +623,12 @@ bucket_seal(BucketRow *rows, int n)
 	}
 }
 
-/* Step 4: retire the sealed buckets whose every row has expired. */
+/*
+ * Step 4: retire the sealed buckets whose every row has expired, once their
+ * claims of scopes with a history are folded into it, in the same
+ * transaction (history.c); then delete the generations of histories whose
+ * time has passed.
+ */
 static void
 bucket_retire(BucketRow *rows, int n)
 {
@@ -633,12 +639,14 @@ bucket_retire(BucketRow *rows, int n)
 	{
 		if (rows[i].state != BUCKET_SEALED || (rows[i].has_max && rows[i].max_expires_at > now))
 			continue;
+		(void) dedup_history_fold(rows[i].relid);
 		bucket_set_state(rows[i].number, BUCKET_RETIRED);
 		dedup_filter_free(rows[i].relid);
 		retired = true;
 	}
 	if (retired)
 		bucket_list_invalidate();
+	(void) dedup_history_expire();
 }
 
 /*

@@ -54,6 +54,7 @@ claim_single(FunctionCallInfo fcinfo, int16 typlen)
 	ttl = claim_ttl(fcinfo, 2, &settings);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	key_store_use_history(&ks, &settings);
 	claimed = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
 	key_store_close(&ks);
 	dedup_scope_count(settings.counters, claimed ? DEDUP_COUNT_CLAIMS : DEDUP_COUNT_DUPLICATES, 1);
@@ -177,6 +178,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	}
 	claimed_key = palloc(sizeof(bool) * Max(nkeys, 1));
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	key_store_use_history(&ks, &settings);
 	expires_at = dedup_timestamp_plus(ks.now, ttl);
 	key_store_claim_batch(&ks, fps, nkeys, expires_at, nowait, claimed_key);
 	key_store_close(&ks);

@@ -24,6 +24,8 @@
  * it is still current (a ttl shorter than dedup.bucket_interval) are
  * deleted as the other tables' rows are, so that they do not wait for
  * their bucket to close; with buckets shorter than the ttls there are few.
+ * Claims of a scope with a history are the exception: they stay until
+ * their bucket retires, which folds them into the history first.
  * A database still at 1.0 has no buckets: its dedup.claims is the current
  * one.
  *
@@ -143,6 +145,10 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 
 		CHECK_FOR_INTERRUPTS();
 		if (DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at, &isnull)) > now)
+			continue;
+		/* a claim of a scope with a history goes with its bucket, folded (history.c) */
+		if (table == DEDUP_REL_CLAIMS && slot->tts_tupleDescriptor->natts >= Anum_claims_history &&
+			!slot_attisnull(slot, Anum_claims_history))
 			continue;
 		tid = slot->tts_tid;
 		if (heap_delete(rel, &tid, cid, InvalidSnapshot, false, &tmfd, false) == TM_Ok)

@@ -217,6 +217,9 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_OUTBOX_TOPICS] = "outbox_topics",
 	[DEDUP_REL_OUTBOX_PKEY] = "outbox_pkey",
 	[DEDUP_REL_OUTBOX_SEQ] = "outbox_seq_seq",
+	[DEDUP_REL_HISTORY_GENERATIONS] = "history_generations",
+	[DEDUP_REL_HISTORY_BLOCKS] = "history_blocks",
+	[DEDUP_REL_HISTORY_BLOCKS_PKEY] = "history_blocks_pkey",
 };
 static bool dedup_callback_registered = false;
 

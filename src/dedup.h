@@ -72,6 +72,9 @@ typedef enum DedupRelation
 	DEDUP_REL_OUTBOX_TOPICS,
 	DEDUP_REL_OUTBOX_PKEY,
 	DEDUP_REL_OUTBOX_SEQ,		/* the identity sequence of dedup.outbox.seq */
+	DEDUP_REL_HISTORY_GENERATIONS,
+	DEDUP_REL_HISTORY_BLOCKS,
+	DEDUP_REL_HISTORY_BLOCKS_PKEY,
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 
@@ -158,6 +161,9 @@ typedef struct DedupScopeSettings
 	int32		max_attempts;
 	bool		strict;			/* sequence_mode: strict, not monotonic */
 	bool		configured;		/* dedup.scopes has a row for the scope */
+	int32		history_id;		/* of the scope's history; 0 when it has none */
+	Interval	history;		/* the history's window */
+	double		false_positive_rate;	/* the history's */
 	DedupScopeCounters *counters;	/* the scope's call counters, or NULL */
 } DedupScopeSettings;
 

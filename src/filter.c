@@ -32,6 +32,13 @@
  * independent: 14 positions by double hashing within a block let more keys
  * through than 10 independent ones.
  *
+ * The history tier (history.c) keeps the generations of scopes' histories
+ * here too, read from their table when first asked: a slot names a
+ * generation and its version (the keys it held when read), and holds its
+ * own number of positions a key; a fold makes a new version, and the old
+ * one is freed when the new one is read.  Both kinds set and test bits with
+ * the routines below, so a key's bits are the same in memory and on disk.
+ *
  * Concurrency.  The slot table and page map are changed under the lock; a
  * reader takes no lock: it checks that the slot names its bucket and is
  * ready, then reads bits.  A slot is freed only when its bucket is retired
@@ -57,6 +64,7 @@
 
 #include "dedup.h"
 #include "bucket.h"
+#include "history.h"
 #include "store.h"
 
 #define FILTER_PAGE_BYTES	(64 * 1024)
@@ -67,6 +75,10 @@
 #define FILTER_MAX_SLOTS	256
 #define FILTER_MAX_PAGES	16384	/* 1 GB of filters */
 
+/* slot kinds */
+#define FILTER_BUCKET	0
+#define FILTER_HISTORY	1
+
 /* slot states */
 #define FILTER_FREE		0
 #define FILTER_BUILDING	1
@@ -76,7 +88,10 @@ typedef struct FilterSlot
 {
 	pg_atomic_uint32 state;
 	Oid			dboid;
-	Oid			relid;
+	int			kind;			/* FILTER_BUCKET or FILTER_HISTORY */
+	int64		ident;			/* the bucket's relation, or the generation */
+	int64		version;		/* of a generation: its keys when read */
+	int			k;				/* positions a key */
 	uint32		nblocks;
 	uint32		npages;
 	int32		first_page;		/* pages first_page .. first_page + npages - 1 */
@@ -139,15 +154,22 @@ dedup_filter_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/* The block of a key, and its FILTER_K bit positions in the block. */
+/* The block of a key in a filter of nblocks blocks. */
+uint32
+dedup_filter_block_of(const DedupFingerprint *fp, uint32 nblocks)
+{
+	uint32		h;
+
+	memcpy(&h, fp->bytes, sizeof(h));
+	return h % nblocks;
+}
+
+/* The block of a key in the filter of a slot. */
 static inline uint8 *
 filter_block(const FilterSlot *slot, const DedupFingerprint *fp)
 {
-	uint32		h;
-	uint32		block;
+	uint32		block = dedup_filter_block_of(fp, slot->nblocks);
 
-	memcpy(&h, fp->bytes, sizeof(h));
-	block = h % slot->nblocks;
 	return (uint8 *) filter_shared->data +
 		(Size) (slot->first_page + block / FILTER_BLOCKS_PER_PAGE) * FILTER_PAGE_BYTES +
 		(Size) (block % FILTER_BLOCKS_PER_PAGE) * FILTER_BLOCK_BYTES;
@@ -185,6 +207,34 @@ filter_positions(const DedupFingerprint *fp, uint32 *pos)
 		pos[j] = m & 511;
 }
 
+/* Set the first k positions of a key in its block (DEDUP_FILTER_BLOCK_BYTES). */
+void
+dedup_filter_set(uint8 *block, const DedupFingerprint *fp, int k)
+{
+	uint32		pos[FILTER_K];
+
+	Assert(k >= 1 && k <= FILTER_K);
+	filter_positions(fp, pos);
+	for (int j = 0; j < k; j++)
+		block[pos[j] >> 3] |= (1 << (pos[j] & 7));
+}
+
+/* Whether the first k positions of a key are all set in its block. */
+bool
+dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, int k)
+{
+	uint32		pos[FILTER_K];
+
+	Assert(k >= 1 && k <= FILTER_K);
+	filter_positions(fp, pos);
+	for (int j = 0; j < k; j++)
+	{
+		if ((block[pos[j] >> 3] & (1 << (pos[j] & 7))) == 0)
+			return false;
+	}
+	return true;
+}
+
 /*
  * Where this backend last found the filter of a bucket: a direct-mapped
  * cache of slot numbers, checked against the slot at every use, so that a
@@ -193,42 +243,52 @@ filter_positions(const DedupFingerprint *fp, uint32 *pos)
 #define FILTER_CACHE_SIZE	64
 static struct
 {
-	Oid			relid;
+	int			kind;
+	int64		ident;
 	int			slot;
 }			filter_cache[FILTER_CACHE_SIZE];
 
 static inline bool
-filter_slot_is(const FilterSlot *slot, Oid relid)
+filter_slot_is(const FilterSlot *slot, int kind, int64 ident, int64 version)
 {
-	return slot->relid == relid && slot->dboid == MyDatabaseId &&
+	return slot->ident == ident && slot->kind == kind && slot->version == version &&
+		slot->dboid == MyDatabaseId &&
 		pg_atomic_read_u32((pg_atomic_uint32 *) &slot->state) == FILTER_READY;
 }
 
-/* The slot holding the ready filter of a bucket, or NULL. */
+/* The slot holding a ready filter, or NULL. */
 static FilterSlot *
-filter_slot_of(Oid relid)
+filter_slot_find(int kind, int64 ident, int64 version)
 {
-	int			c = relid % FILTER_CACHE_SIZE;
+	int			c = (int) ((ident * 2 + kind) % FILTER_CACHE_SIZE);
 
 	if (filter_shared == NULL)
 		return NULL;
-	if (filter_cache[c].relid == relid &&
-		filter_slot_is(&filter_shared->slots[filter_cache[c].slot], relid))
+	if (filter_cache[c].ident == ident && filter_cache[c].kind == kind &&
+		filter_slot_is(&filter_shared->slots[filter_cache[c].slot], kind, ident, version))
 	{
 		pg_read_barrier();
 		return &filter_shared->slots[filter_cache[c].slot];
 	}
 	for (int i = 0; i < FILTER_MAX_SLOTS; i++)
 	{
-		if (filter_slot_is(&filter_shared->slots[i], relid))
+		if (filter_slot_is(&filter_shared->slots[i], kind, ident, version))
 		{
 			pg_read_barrier();
-			filter_cache[c].relid = relid;
+			filter_cache[c].kind = kind;
+			filter_cache[c].ident = ident;
 			filter_cache[c].slot = i;
 			return &filter_shared->slots[i];
 		}
 	}
 	return NULL;
+}
+
+/* The slot holding the ready filter of a bucket, or NULL. */
+static FilterSlot *
+filter_slot_of(Oid relid)
+{
+	return filter_slot_find(FILTER_BUCKET, relid, 0);
 }
 
 /*
@@ -239,19 +299,10 @@ bool
 dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp)
 {
 	FilterSlot *slot = filter_slot_of(relid);
-	const uint8 *block;
-	uint32		pos[FILTER_K];
 
 	if (slot == NULL)
 		return true;
-	block = filter_block(slot, fp);
-	filter_positions(fp, pos);
-	for (int j = 0; j < FILTER_K; j++)
-	{
-		if ((block[pos[j] >> 3] & (1 << (pos[j] & 7))) == 0)
-			return false;
-	}
-	return true;
+	return dedup_filter_test(filter_block(slot, fp), fp, FILTER_K);
 }
 
 /*
@@ -284,9 +335,19 @@ dedup_filter_exists(Oid relid)
 	return filter_slot_of(relid) != NULL;
 }
 
-/* Free the filter of a bucket, if it has one. */
-void
-dedup_filter_free(Oid relid)
+/* Give a slot and its pages back; the lock is held. */
+static void
+filter_release(FilterSlot *slot)
+{
+	for (uint32 p = 0; p < slot->npages; p++)
+		filter_shared->page_used[slot->first_page + p] = false;
+	slot->ident = 0;
+	pg_atomic_write_u32(&slot->state, FILTER_FREE);
+}
+
+/* Free every version of a filter of this database. */
+static void
+filter_free(int kind, int64 ident)
 {
 	if (filter_shared == NULL)
 		return;
@@ -295,16 +356,18 @@ dedup_filter_free(Oid relid)
 	{
 		FilterSlot *slot = &filter_shared->slots[i];
 
-		if (slot->relid == relid && slot->dboid == MyDatabaseId &&
+		if (slot->ident == ident && slot->kind == kind && slot->dboid == MyDatabaseId &&
 			pg_atomic_read_u32(&slot->state) != FILTER_FREE)
-		{
-			for (uint32 p = 0; p < slot->npages; p++)
-				filter_shared->page_used[slot->first_page + p] = false;
-			slot->relid = InvalidOid;
-			pg_atomic_write_u32(&slot->state, FILTER_FREE);
-		}
+			filter_release(slot);
 	}
 	LWLockRelease(filter_shared->lock);
+}
+
+/* Free the filter of a bucket, if it has one. */
+void
+dedup_filter_free(Oid relid)
+{
+	filter_free(FILTER_BUCKET, relid);
 }
 
 /*
@@ -319,27 +382,26 @@ filter_free_orphans(void)
 	{
 		FilterSlot *slot = &filter_shared->slots[i];
 		Oid			dboid = slot->dboid;
-		Oid			relid = slot->relid;
+		int			kind = slot->kind;
+		int64		ident = slot->ident;
+		int64		version = slot->version;
 		bool		gone;
 
 		if (pg_atomic_read_u32(&slot->state) != FILTER_READY)
 			continue;
 		/* catalog look-ups without the lock; the slot is checked again under it */
-		if (dboid == MyDatabaseId)
-			gone = !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid));
-		else
+		if (dboid != MyDatabaseId)
 			gone = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboid));
+		else if (kind == FILTER_BUCKET)
+			gone = !SearchSysCacheExists1(RELOID, ObjectIdGetDatum((Oid) ident));
+		else
+			gone = !dedup_history_generation_is(ident, version);
 		if (!gone)
 			continue;
 		LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
-		if (slot->dboid == dboid && slot->relid == relid &&
-			pg_atomic_read_u32(&slot->state) == FILTER_READY)
-		{
-			for (uint32 p = 0; p < slot->npages; p++)
-				filter_shared->page_used[slot->first_page + p] = false;
-			slot->relid = InvalidOid;
-			pg_atomic_write_u32(&slot->state, FILTER_FREE);
-		}
+		if (slot->dboid == dboid && slot->kind == kind && slot->ident == ident &&
+			slot->version == version && pg_atomic_read_u32(&slot->state) == FILTER_READY)
+			filter_release(slot);
 		LWLockRelease(filter_shared->lock);
 	}
 }
@@ -349,9 +411,8 @@ filter_free_orphans(void)
  * NULL when there is no room.  The slot is left BUILDING.
  */
 static FilterSlot *
-filter_allocate(Oid relid, int64 nkeys)
+filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
 {
-	uint32		nblocks = (uint32) Max(1, (nkeys * FILTER_BITS_PER_KEY + 511) / 512);
 	uint32		npages = (nblocks + FILTER_BLOCKS_PER_PAGE - 1) / FILTER_BLOCKS_PER_PAGE;
 	FilterSlot *slot = NULL;
 	int32		run = 0;
@@ -380,11 +441,14 @@ filter_allocate(Oid relid, int64 nkeys)
 	for (uint32 p = 0; p < npages; p++)
 		filter_shared->page_used[first + p] = true;
 	slot->dboid = MyDatabaseId;
-	slot->relid = relid;
+	slot->kind = kind;
+	slot->ident = ident;
+	slot->version = version;
+	slot->k = k;
 	slot->nblocks = nblocks;
 	slot->npages = npages;
 	slot->first_page = first;
-	slot->keys = nkeys;
+	slot->keys = 0;
 	pg_atomic_write_u32(&slot->state, FILTER_BUILDING);
 	LWLockRelease(filter_shared->lock);
 	memset(filter_shared->data + (Size) first * FILTER_PAGE_BYTES, 0,
@@ -406,16 +470,17 @@ dedup_filter_build(Oid relid, int64 nkeys)
 	TableScanDesc scan;
 	TupleTableSlot *tslot;
 	int64		added = 0;
+	uint32		nblocks = (uint32) Max(1, (nkeys * FILTER_BITS_PER_KEY + 511) / 512);
 
 	if (filter_shared == NULL || dedup_filter_exists(relid))
 		return filter_shared != NULL;
 	/* a slot left building by a process that exited before it was done */
 	dedup_filter_free(relid);
-	slot = filter_allocate(relid, nkeys);
+	slot = filter_allocate(FILTER_BUCKET, relid, 0, nblocks, FILTER_K);
 	if (slot == NULL)
 	{
 		filter_free_orphans();
-		slot = filter_allocate(relid, nkeys);
+		slot = filter_allocate(FILTER_BUCKET, relid, 0, nblocks, FILTER_K);
 	}
 	if (slot == NULL)
 		return false;
@@ -429,16 +494,11 @@ dedup_filter_build(Oid relid, int64 nkeys)
 		{
 			bool		isnull;
 			const DedupFingerprint *fp;
-			uint8	   *block;
-			uint32		pos[FILTER_K];
 
 			CHECK_FOR_INTERRUPTS();
 			fp = (const DedupFingerprint *)
 				DatumGetPointer(slot_getattr(tslot, Anum_key_key, &isnull));
-			block = filter_block(slot, fp);
-			filter_positions(fp, pos);
-			for (int j = 0; j < FILTER_K; j++)
-				block[pos[j] >> 3] |= (1 << (pos[j] & 7));
+			dedup_filter_set(filter_block(slot, fp), fp, FILTER_K);
 			added++;
 		}
 		ExecDropSingleTupleTableSlot(tslot);
@@ -452,7 +512,7 @@ dedup_filter_build(Oid relid, int64 nkeys)
 	}
 	PG_END_TRY();
 
-	if (added > slot->keys * 2)
+	if (added > nkeys * 2)
 	{
 		/* far more rows than counted at the seal: rebuild bigger next pass */
 		dedup_filter_free(relid);
@@ -462,4 +522,69 @@ dedup_filter_build(Oid relid, int64 nkeys)
 	pg_write_barrier();
 	pg_atomic_write_u32(&slot->state, FILTER_READY);
 	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Generations of histories (history.c)
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Whether version "version" of a generation, read into memory, may hold a
+ * key: DEDUP_FILTER_ABSENT, _MAYBE, or _UNKNOWN when it is not in memory.
+ */
+int
+dedup_filter_history_test(int64 generation, int64 version, const DedupFingerprint *fp)
+{
+	FilterSlot *slot = filter_slot_find(FILTER_HISTORY, generation, version);
+
+	if (slot == NULL)
+		return DEDUP_FILTER_UNKNOWN;
+	return dedup_filter_test(filter_block(slot, fp), fp, slot->k) ?
+		DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
+}
+
+/*
+ * Read a version of a generation into memory: fill() writes its nblocks
+ * blocks into the zeroed memory it is given.  The other versions of the
+ * generation are freed first.  False when there is no room, or no shared
+ * memory for filters.
+ */
+bool
+dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks, int k,
+						  void (*fill) (uint8 *bits, void *arg), void *arg)
+{
+	FilterSlot *slot;
+
+	if (filter_shared == NULL)
+		return false;
+	filter_free(FILTER_HISTORY, generation);
+	slot = filter_allocate(FILTER_HISTORY, generation, version, nblocks, k);
+	if (slot == NULL)
+	{
+		filter_free_orphans();
+		slot = filter_allocate(FILTER_HISTORY, generation, version, nblocks, k);
+	}
+	if (slot == NULL)
+		return false;
+	PG_TRY();
+	{
+		fill((uint8 *) filter_shared->data + (Size) slot->first_page * FILTER_PAGE_BYTES, arg);
+	}
+	PG_CATCH();
+	{
+		filter_free(FILTER_HISTORY, generation);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pg_write_barrier();
+	pg_atomic_write_u32(&slot->state, FILTER_READY);
+	return true;
+}
+
+/* Free a generation's filter (it was dropped). */
+void
+dedup_filter_history_free(int64 generation)
+{
+	filter_free(FILTER_HISTORY, generation);
 }

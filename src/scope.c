@@ -62,6 +62,9 @@
 #define Anum_scopes_retention	4
 #define Anum_scopes_max_attempts 5
 #define Anum_scopes_sequence_mode 7	/* after updated_at: added in 1.1 */
+#define Anum_scopes_history		8	/* the history tier: added in 1.1 */
+#define Anum_scopes_false_positive_rate 9
+#define Anum_scopes_history_id	10
 #define SCOPE_NSETTINGS			DEDUP_SCOPE_NSETTINGS
 
 /*
@@ -80,6 +83,9 @@ typedef struct ScopeCacheEntry
 	bool		max_attempts_set;
 	int32		max_attempts;
 	bool		strict;			/* sequence_mode 'strict' */
+	int32		history_id;		/* 0: no history */
+	Interval	history;
+	double		false_positive_rate;
 	/*
 	 * privileges of two roles on the scope (a caller, and the owner the
 	 * relay's work runs as), as far as they were looked up
@@ -199,6 +205,24 @@ scope_load(const text *scope, ScopeCacheEntry *entry)
 
 			entry->strict = !isnull && strcmp(TextDatumGetCString(d), "strict") == 0;
 		}
+		if (RelationGetDescr(rel)->natts >= Anum_scopes_history_id)
+		{
+			bool		isnull;
+			bool		id_isnull;
+			Datum		d = heap_getattr(tuple, Anum_scopes_history,
+										 RelationGetDescr(rel), &isnull);
+			Datum		id = heap_getattr(tuple, Anum_scopes_history_id,
+										  RelationGetDescr(rel), &id_isnull);
+
+			if (!isnull && !id_isnull)
+			{
+				entry->history_id = DatumGetInt32(id);
+				memcpy(&entry->history, DatumGetIntervalP(d), sizeof(Interval));
+				d = heap_getattr(tuple, Anum_scopes_false_positive_rate,
+								 RelationGetDescr(rel), &isnull);
+				entry->false_positive_rate = isnull ? 0 : DatumGetFloat8(d);
+			}
+		}
 	}
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
@@ -269,6 +293,9 @@ scope_settings_of(const ScopeCacheEntry *entry, DedupScopeSettings *settings)
 
 	settings->configured = entry->found;
 	settings->strict = entry->strict;
+	settings->history_id = entry->history_id;
+	settings->history = entry->history;
+	settings->false_positive_rate = entry->false_positive_rate;
 	settings->max_attempts = entry->max_attempts_set ?
 		entry->max_attempts : dedup_outbox_max_attempts;
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
@@ -534,8 +561,8 @@ scope_result(FunctionCallInfo fcinfo, text *scope)
 {
 	DedupScopeSettings settings;
 	TupleDesc	tupdesc;
-	Datum		values[SCOPE_NSETTINGS + 4];
-	bool		nulls[SCOPE_NSETTINGS + 4] = {false};
+	Datum		values[SCOPE_NSETTINGS + 6];
+	bool		nulls[SCOPE_NSETTINGS + 6] = {false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -547,6 +574,9 @@ scope_result(FunctionCallInfo fcinfo, text *scope)
 	values[SCOPE_NSETTINGS + 2] = BoolGetDatum(settings.configured);
 	/* last, so that 1.0's SQL, which has no such column, ignores it */
 	values[SCOPE_NSETTINGS + 3] = CStringGetTextDatum(settings.strict ? "strict" : "monotonic");
+	values[SCOPE_NSETTINGS + 4] = IntervalPGetDatum(&settings.history);
+	values[SCOPE_NSETTINGS + 5] = Float8GetDatum(settings.false_positive_rate);
+	nulls[SCOPE_NSETTINGS + 4] = nulls[SCOPE_NSETTINGS + 5] = (settings.history_id == 0);
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
@@ -559,11 +589,18 @@ dedup_scope(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_set_scope(scope, ttl, lease, retention, max_attempts, sequence_mode):
- * upsert; a NULL argument leaves that setting as it is (the GUC default for
- * a new scope).  Called by 1.0's SQL, it has no sequence_mode.
+ * dedup_set_scope(scope, ttl, lease, retention, max_attempts, sequence_mode,
+ * history, false_positive_rate): upsert; a NULL argument leaves that
+ * setting as it is (the GUC default for a new scope).  A history of zero
+ * takes the history away; a scope given one gets a history_id, which its
+ * claims carry (history.c), and false_positive_rate defaults to 0.001.
+ * Called by 1.0's SQL, it has only the first five.
  */
-#define SET_SCOPE_NARGS (SCOPE_NSETTINGS + 3)
+#define SET_SCOPE_NARGS (SCOPE_NSETTINGS + 5)
+#define SET_SCOPE_NARGS_10 (SCOPE_NSETTINGS + 2)
+#define HISTORY_DEFAULT_RATE 0.001
+#define HISTORY_MIN_RATE 0.0001
+#define HISTORY_MAX_RATE 0.1
 
 PG_FUNCTION_INFO_V1(dedup_set_scope);
 Datum
@@ -571,11 +608,14 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 {
 	static const char *const names[SCOPE_NSETTINGS] = {"ttl", "lease", "retention"};
 	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
-	Oid			argtypes[SET_SCOPE_NARGS] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID,
-	INT4OID, TEXTOID};
-	Datum		values[SET_SCOPE_NARGS];
-	char		nulls[SET_SCOPE_NARGS] = {' ', ' ', ' ', ' ', ' ', 'n'};
-	int			nargs = PG_NARGS() >= SET_SCOPE_NARGS ? SET_SCOPE_NARGS : SET_SCOPE_NARGS - 1;
+	Oid			argtypes[SET_SCOPE_NARGS + 1] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID,
+	INT4OID, TEXTOID, INTERVALOID, FLOAT8OID, BOOLOID};
+	Datum		values[SET_SCOPE_NARGS + 1];
+	char		nulls[SET_SCOPE_NARGS + 1] = {' ', ' ', ' ', ' ', ' ', 'n', 'n', 'n', ' '};
+	bool		full = PG_NARGS() >= SET_SCOPE_NARGS;
+	bool		no_history = false;
+	bool		rate_given = false;
+	int			rc;
 
 	values[0] = PointerGetDatum(scope);
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
@@ -597,7 +637,7 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 					 errmsg("max_attempts must be at least 1")));
 		values[SCOPE_NSETTINGS + 1] = Int32GetDatum(max_attempts);
 	}
-	if (nargs == SET_SCOPE_NARGS && !PG_ARGISNULL(SCOPE_NSETTINGS + 2))
+	if (full && !PG_ARGISNULL(SCOPE_NSETTINGS + 2))
 	{
 		text	   *mode = PG_GETARG_TEXT_PP(SCOPE_NSETTINGS + 2);
 		char	   *name = text_to_cstring(mode);
@@ -610,20 +650,61 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 		values[SCOPE_NSETTINGS + 2] = PointerGetDatum(mode);
 		nulls[SCOPE_NSETTINGS + 2] = ' ';
 	}
+	if (full && !PG_ARGISNULL(SCOPE_NSETTINGS + 3))
+	{
+		Interval   *history = PG_GETARG_INTERVAL_P(SCOPE_NSETTINGS + 3);
+
+		dedup_check_interval(history, "history", true, GetCurrentTimestamp());
+		no_history = (history->month == 0 && history->day == 0 && history->time == 0);
+		if (!no_history)
+		{
+			values[SCOPE_NSETTINGS + 3] = IntervalPGetDatum(history);
+			nulls[SCOPE_NSETTINGS + 3] = ' ';
+		}
+	}
+	if (full && !PG_ARGISNULL(SCOPE_NSETTINGS + 4))
+	{
+		double		rate = PG_GETARG_FLOAT8(SCOPE_NSETTINGS + 4);
+
+		if (!(rate >= HISTORY_MIN_RATE && rate <= HISTORY_MAX_RATE))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("false_positive_rate must be between %g and %g",
+							HISTORY_MIN_RATE, HISTORY_MAX_RATE),
+					 errdetail("The value given was %g.", rate)));
+		if (no_history)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("false_positive_rate needs a history"),
+					 errdetail("The history given was zero, which takes the scope's history away.")));
+		values[SCOPE_NSETTINGS + 4] = Float8GetDatum(rate);
+		nulls[SCOPE_NSETTINGS + 4] = ' ';
+		rate_given = true;
+	}
+	values[SCOPE_NSETTINGS + 5] = BoolGetDatum(no_history);
 	dedup_check_writable("dedup_set_scope");
 
 	SPI_connect();
-	if (SPI_execute_with_args(nargs == SET_SCOPE_NARGS ?
+	rc = SPI_execute_with_args(full ?
 							  "INSERT INTO dedup.scopes AS s"
-							  " (scope, ttl, lease, retention, max_attempts, sequence_mode)"
-							  " VALUES ($1, $2, $3, $4, $5, $6)"
+							  " (scope, ttl, lease, retention, max_attempts, sequence_mode,"
+							  "  history, false_positive_rate, history_id)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7,"
+							  "  CASE WHEN $7 IS NOT NULL THEN COALESCE($8, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
+							  "  CASE WHEN $7 IS NOT NULL THEN pg_catalog.nextval('dedup.history_ids') END)"
 							  " ON CONFLICT (scope) DO UPDATE SET"
 							  " ttl = COALESCE(excluded.ttl, s.ttl),"
 							  " lease = COALESCE(excluded.lease, s.lease),"
 							  " retention = COALESCE(excluded.retention, s.retention),"
 							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
 							  " sequence_mode = COALESCE(excluded.sequence_mode, s.sequence_mode),"
-							  " updated_at = pg_catalog.now()" :
+							  " history = CASE WHEN $9 THEN NULL ELSE COALESCE($7, s.history) END,"
+							  " false_positive_rate = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
+							  "  ELSE COALESCE($8, s.false_positive_rate, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
+							  " history_id = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
+							  "  ELSE COALESCE(s.history_id, pg_catalog.nextval('dedup.history_ids')) END,"
+							  " updated_at = pg_catalog.now()"
+							  " RETURNING history IS NOT NULL" :
 							  "INSERT INTO dedup.scopes AS s (scope, ttl, lease, retention, max_attempts)"
 							  " VALUES ($1, $2, $3, $4, $5)"
 							  " ON CONFLICT (scope) DO UPDATE SET"
@@ -632,8 +713,23 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 							  " retention = COALESCE(excluded.retention, s.retention),"
 							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
 							  " updated_at = pg_catalog.now()",
-							  nargs, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
+							  full ? SET_SCOPE_NARGS + 1 : SET_SCOPE_NARGS_10,
+							  argtypes, values, nulls, false, 0);
+	if (rc != SPI_OK_INSERT_RETURNING && rc != SPI_OK_INSERT)
 		elog(ERROR, "could not store the settings of a dedup scope");
+	if (full && rate_given)
+	{
+		bool		isnull;
+		bool		has_history = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (!has_history)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("false_positive_rate needs a history"),
+					 errdetail("Scope \"%s\" has no history.", text_to_cstring(scope)),
+					 errhint("Give the history window with the rate, such as history => '30 days'.")));
+	}
 	SPI_finish();
 
 	return scope_result(fcinfo, scope);

@@ -60,6 +60,7 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
+#include "history.h"
 #include "store.h"
 
 /* Field numbers of dedup.record_state */
@@ -234,6 +235,46 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_wr
 	ks->whole_records = false;
 	ks->now = GetCurrentTimestamp();
 	ks->wrote = false;
+	ks->history_id = 0;
+	ks->history_from = 0;
+}
+
+/*
+ * Claims of a scope with a history (history.c): they carry its history_id,
+ * so that the cleanup folds them into it when their bucket goes, and a key
+ * whose claim expired less than a window ago, or that the history may hold,
+ * is still seen.  A database whose dedup.claims has no history column
+ * (still at 1.0's SQL) has no history.
+ */
+void
+key_store_use_history(KeyStore *ks, const DedupScopeSettings *settings)
+{
+	Interval	minus;
+
+	if (settings->history_id == 0 || ks->table != DEDUP_REL_CLAIMS ||
+		RelationGetDescr(ks->heap)->natts < Anum_claims_history)
+		return;
+	ks->history_id = settings->history_id;
+	minus = settings->history;
+	minus.month = -minus.month;
+	minus.day = -minus.day;
+	minus.time = -minus.time;
+	ks->history_from = dedup_timestamp_plus(ks->now, &minus);
+}
+
+/*
+ * Whether a key that has no live claim is seen by the scope's history: an
+ * expired claim (not a record) within the window, not yet folded, or a
+ * generation that may hold it.
+ */
+bool
+key_store_history_seen(KeyStore *ks, const DedupFingerprint *fp, const KeyRow *row)
+{
+	if (ks->history_id == 0)
+		return false;
+	if (row->state == KEY_EXPIRED && !row->has_record && row->expires_at > ks->history_from)
+		return true;
+	return dedup_history_may_contain(ks->history_id, fp);
 }
 
 void
@@ -607,15 +648,19 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 			  TimestampTz expires_at, const DedupRecord *record, KeyBusyPolicy busy)
 {
 	Datum		values[Natts_claims];
-	bool		nulls[Natts_claims] = {false, false, false};
+	bool		nulls[Natts_claims] = {false, false, false, true};
 
 	Assert(ks->table != DEDUP_REL_STREAMS);
 	values[Anum_key_key - 1] = PointerGetDatum(fp);
 	values[Anum_key_expires_at - 1] = TimestampTzGetDatum(expires_at);
+	values[Anum_claims_history - 1] = Int32GetDatum(ks->history_id);
 	if (record)
 		values[Anum_claims_record - 1] = store_record_datum(ks, record);
 	else
+	{
 		nulls[Anum_claims_record - 1] = true;
+		nulls[Anum_claims_history - 1] = (ks->history_id == 0);
+	}
 	return key_store_write(ks, fp, row, heap_form_tuple(RelationGetDescr(ks->heap), values, nulls),
 						   busy);
 }
@@ -735,7 +780,8 @@ key_store_claim(KeyStore *ks, const DedupFingerprint *fp, TimestampTz expires_at
 	{
 		KeyRow		row;
 
-		if (key_store_find(ks, fp, busy, &row) == KEY_LIVE)
+		if (key_store_find(ks, fp, busy, &row) == KEY_LIVE ||
+			key_store_history_seen(ks, fp, &row))
 		{
 			key_store_unlock(&row);
 			return false;
@@ -820,6 +866,12 @@ key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
 				claimed[k] = key_store_claim(ks, &keys[k], expires_at, nowait);
 				continue;
 			case KEY_EXPIRED:
+				if (key_store_history_seen(ks, &keys[k], &row))
+				{
+					key_store_unlock(&row);
+					claimed[k] = false;
+					continue;
+				}
 				if (row.part <= ks->current || row.expires_at > ks->now)
 				{
 					/*
@@ -835,6 +887,12 @@ key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
 				/* an expired row in an older bucket stays: a new row, as when absent */
 				break;
 			case KEY_ABSENT:
+				if (key_store_history_seen(ks, &keys[k], &row))
+				{
+					key_store_unlock(&row);
+					claimed[k] = false;
+					continue;
+				}
 				break;
 		}
 
@@ -845,6 +903,11 @@ key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
 		slot->tts_values[Anum_key_expires_at - 1] = TimestampTzGetDatum(expires_at);
 		slot->tts_isnull[Anum_key_expires_at - 1] = false;
 		slot->tts_isnull[Anum_claims_record - 1] = true;
+		if (slot->tts_tupleDescriptor->natts >= Anum_claims_history)
+		{
+			slot->tts_values[Anum_claims_history - 1] = Int32GetDatum(ks->history_id);
+			slot->tts_isnull[Anum_claims_history - 1] = (ks->history_id == 0);
+		}
 		ExecStoreVirtualTuple(slot);
 		batch.index[batch.n] = k;
 		batch.tag[batch.n] = row.tag;

@@ -61,7 +61,8 @@ dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
 #define Anum_key_key			1
 #define Anum_key_expires_at		2
 #define Anum_claims_record		3
-#define Natts_claims			3
+#define Anum_claims_history		4	/* dedup.claims only, added in 1.1 */
+#define Natts_claims			4
 #define Anum_streams_epoch		3
 #define Anum_streams_mark		4
 #define Anum_streams_scope		5
@@ -165,6 +166,8 @@ typedef struct KeyStore
 	int32		record_head_len;	/* bytes of a record read for its status */
 	bool		whole_records;	/* read records whole, response included */
 	TimestampTz now;			/* the time of the call: expiry is decided by it */
+	int32		history_id;		/* the scope's history (history.c), or 0 */
+	TimestampTz history_from;	/* a claim that expired after it is still seen */
 	bool		wrote;			/* a row was written or deleted */
 } KeyStore;
 
@@ -175,6 +178,9 @@ extern bool key_store_claim(KeyStore *ks, const DedupFingerprint *fp,
 extern void key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
 								  TimestampTz expires_at, bool nowait, bool *claimed);
 extern void key_store_close(KeyStore *ks);
+extern void key_store_use_history(KeyStore *ks, const DedupScopeSettings *settings);
+extern bool key_store_history_seen(KeyStore *ks, const DedupFingerprint *fp,
+								   const KeyRow *row);
 extern KeyState key_store_find(KeyStore *ks, const DedupFingerprint *fp,
 							   KeyBusyPolicy busy, KeyRow *row);
 extern void key_store_unlock(KeyRow *row);

@@ -4,13 +4,15 @@
 CREATE FUNCTION @extschema@.dedup_set_scope(
     scope text, ttl interval DEFAULT NULL, lease interval DEFAULT NULL,
     retention interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
-    sequence_mode text DEFAULT NULL,
+    sequence_mode text DEFAULT NULL, history interval DEFAULT NULL,
+    false_positive_rate double precision DEFAULT NULL,
     OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
-    OUT max_attempts integer, OUT configured boolean, OUT sequence_mode text)
+    OUT max_attempts integer, OUT configured boolean, OUT sequence_mode text,
+    OUT history interval, OUT false_positive_rate double precision)
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text) IS
-    'set a scope''s ttl, lease, retention, outbox max_attempts and sequence_mode (strict or monotonic; NULL leaves a setting as it is); returns the effective settings';
+COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision) IS
+    'set a scope''s ttl, lease, retention, outbox max_attempts, sequence_mode (strict or monotonic) and history (a window, 0 for none, and its false_positive_rate); NULL leaves a setting as it is; returns the effective settings';
 
 CREATE FUNCTION @extschema@.dedup_reset_scope(scope text)
 RETURNS boolean

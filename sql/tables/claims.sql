@@ -23,6 +23,7 @@ CREATE TABLE dedup.claims (
     key        @extschema@.dedup_fingerprint NOT NULL,
     expires_at timestamptz NOT NULL,
     record     dedup.record_state,
+    history    integer,          -- the history_id of the claim's scope, if it has one
     CONSTRAINT claims_pkey PRIMARY KEY (key)
 ) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02);
 COMMENT ON TABLE dedup.claims IS 'claimed keys and idempotency records (fingerprint of scope and key) and their expiry';

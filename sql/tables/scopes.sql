@@ -10,6 +10,10 @@ CREATE TABLE dedup.scopes (
     max_attempts integer CHECK (max_attempts >= 1),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     sequence_mode text COLLATE "C" CHECK (sequence_mode IN ('strict', 'monotonic')),
+    history    interval CHECK (dedup.interval_is_valid(history)),
+    false_positive_rate double precision
+               CHECK (false_positive_rate BETWEEN 0.0001 AND 0.1),
+    history_id integer UNIQUE,
     CONSTRAINT scopes_pkey PRIMARY KEY (scope),
     CONSTRAINT scopes_ttl_check CHECK (dedup.interval_is_valid(ttl)),
     CONSTRAINT scopes_lease_check CHECK (dedup.interval_is_valid(lease)),

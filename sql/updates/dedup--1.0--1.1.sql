@@ -1470,6 +1470,11 @@ AS $$
         '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
         '@extschema@.dedup_release(text, text, integer)',
         '@extschema@.dedup_lookup(text, text)',
+        '@extschema@.dedup_seen(text, text)',
+        '@extschema@.dedup_seen(text, bytea)',
+        '@extschema@.dedup_seen(text, uuid)',
+        '@extschema@.dedup_seen(text, @extschema@.dedup_fingerprint)',
+        '@extschema@.dedup_history(text)',
         '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)',
         '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
         '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',
@@ -1489,3 +1494,119 @@ AS $$
     END
 $$;
 REVOKE ALL ON FUNCTION dedup.functions_of(text) FROM PUBLIC;
+
+-------------------------------------------------------------------------
+-- The history tier (issue 17): a scope's approximate memory of its expired
+-- claims.  Claims carry their scope's history_id; the cleanup folds them
+-- into the history's generations as their bucket retires.
+-------------------------------------------------------------------------
+ALTER TABLE dedup.scopes
+    ADD COLUMN history interval CHECK (dedup.interval_is_valid(history)),
+    ADD COLUMN false_positive_rate double precision
+               CHECK (false_positive_rate BETWEEN 0.0001 AND 0.1),
+    ADD COLUMN history_id integer UNIQUE;
+ALTER TABLE dedup.claims ADD COLUMN history integer;
+
+-- The history tier of a scope (history.c): what its expired claims leave
+-- behind.  A scope with a history (dedup.scopes.history, the window, and
+-- false_positive_rate) has a history_id, written into each of its claims
+-- (dedup.claims.history); when the cleanup retires a time bucket, it folds
+-- the fingerprints of the bucket's claims of such scopes into the scope's
+-- open generation, a blocked Bloom filter, in the same transaction.
+--
+-- A generation takes the folds of one slice of time (as long as the
+-- window), and goes whole once its slice ended a window ago: a fold at
+-- time t is remembered until at least t + window.  Its bits are kept in
+-- chunks of 125 blocks of 64 bytes (one row a chunk, about one page); a
+-- chunk no fold has touched has no row.  A generation's rate of false
+-- positives is half the scope's, so that the two slices a look-up reads
+-- add up to the scope's rate; a generation that fills before its slice
+-- ends is followed by another of half its rate (a scalable Bloom filter).
+CREATE SEQUENCE dedup.history_ids AS integer;
+COMMENT ON SEQUENCE dedup.history_ids IS 'the history_id of a scope that is given a history';
+SELECT pg_catalog.pg_extension_config_dump('dedup.history_ids', '');
+
+CREATE TABLE dedup.history_generations (
+    generation bigint PRIMARY KEY,
+    history_id integer NOT NULL,
+    opened_at  timestamptz NOT NULL,
+    slice_end  timestamptz NOT NULL,
+    rate       double precision NOT NULL CHECK (rate > 0 AND rate < 1),
+    k          integer NOT NULL CHECK (k BETWEEN 1 AND 13),
+    nblocks    integer NOT NULL CHECK (nblocks > 0),
+    capacity   bigint NOT NULL CHECK (capacity > 0),
+    keys       bigint NOT NULL DEFAULT 0 CHECK (keys >= 0)
+) USING heap;
+COMMENT ON TABLE dedup.history_generations IS 'the generations of the scopes'' histories: each a blocked Bloom filter of the claims folded during its slice';
+CREATE SEQUENCE dedup.history_generations_seq OWNED BY dedup.history_generations.generation;
+ALTER TABLE dedup.history_generations
+    ALTER COLUMN generation SET DEFAULT pg_catalog.nextval('dedup.history_generations_seq');
+SELECT pg_catalog.pg_extension_config_dump('dedup.history_generations', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.history_generations_seq', '');
+
+CREATE TABLE dedup.history_blocks (
+    generation bigint NOT NULL,
+    chunk      integer NOT NULL CHECK (chunk >= 0),
+    bits       bytea NOT NULL,
+    CONSTRAINT history_blocks_pkey PRIMARY KEY (generation, chunk)
+) USING heap;
+ALTER TABLE dedup.history_blocks ALTER COLUMN bits SET STORAGE PLAIN;
+COMMENT ON TABLE dedup.history_blocks IS 'the bits of the history generations, a chunk of 8000 bytes a row';
+SELECT pg_catalog.pg_extension_config_dump('dedup.history_blocks', '');
+
+-- dedup_set_scope takes and returns the history and its false_positive_rate
+-- (it is the owner's: EXECUTE granted on it by hand must be granted again).
+DROP FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text);
+CREATE FUNCTION @extschema@.dedup_set_scope(
+    scope text, ttl interval DEFAULT NULL, lease interval DEFAULT NULL,
+    retention interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
+    sequence_mode text DEFAULT NULL, history interval DEFAULT NULL,
+    false_positive_rate double precision DEFAULT NULL,
+    OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
+    OUT max_attempts integer, OUT configured boolean, OUT sequence_mode text,
+    OUT history interval, OUT false_positive_rate double precision)
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision) IS
+    'set a scope''s ttl, lease, retention, outbox max_attempts, sequence_mode (strict or monotonic) and history (a window, 0 for none, and its false_positive_rate); NULL leaves a setting as it is; returns the effective settings';
+REVOKE ALL ON FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.dedup_seen(scope text, key text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'dedup_seen_varlena' LANGUAGE C STABLE;
+CREATE FUNCTION @extschema@.dedup_seen(scope text, key bytea)
+RETURNS text
+AS 'MODULE_PATHNAME', 'dedup_seen_varlena' LANGUAGE C STABLE;
+CREATE FUNCTION @extschema@.dedup_seen(scope text, key uuid)
+RETURNS text
+AS 'MODULE_PATHNAME', 'dedup_seen_fixed' LANGUAGE C STABLE;
+CREATE FUNCTION @extschema@.dedup_seen(scope text, key @extschema@.dedup_fingerprint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'dedup_seen_fixed' LANGUAGE C STABLE;
+COMMENT ON FUNCTION @extschema@.dedup_seen(text, text) IS
+    'why dedup_claim would answer as it would now: exact (a live claim), history (an expired claim within the scope''s history window, or the history''s filter holds the key, maybe falsely), or absent';
+COMMENT ON FUNCTION @extschema@.dedup_seen(text, bytea) IS
+    'dedup_seen for a bytea key';
+COMMENT ON FUNCTION @extschema@.dedup_seen(text, uuid) IS
+    'dedup_seen for a uuid key';
+COMMENT ON FUNCTION @extschema@.dedup_seen(text, @extschema@.dedup_fingerprint) IS
+    'dedup_seen for a key given as its fingerprint';
+
+CREATE FUNCTION @extschema@.dedup_history(scope text,
+    OUT generation bigint, OUT opened_at timestamptz, OUT slice_end timestamptz,
+    OUT expires_at timestamptz, OUT false_positive_rate double precision,
+    OUT k integer, OUT capacity bigint, OUT keys bigint, OUT bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dedup_history' LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION @extschema@.dedup_history(text) IS
+    'the generations of a scope''s history: when each opened, until when it takes folds, when it goes, its rate of false positives when full, its bit positions a key, the keys it was sized for and holds, and its bytes';
+
+-- For roles granted usage, not for PUBLIC; they join the privilege's list
+-- (dedup.functions_of, above): run dedup_grant_usage(role) again.
+REVOKE ALL ON FUNCTION
+    @extschema@.dedup_seen(text, text),
+    @extschema@.dedup_seen(text, bytea),
+    @extschema@.dedup_seen(text, uuid),
+    @extschema@.dedup_seen(text, @extschema@.dedup_fingerprint),
+    @extschema@.dedup_history(text)
+FROM PUBLIC;

@@ -35,7 +35,7 @@ SELECT volatility_is('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]'], 'i
 SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text']);
 SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text']);
 SELECT ok((SELECT proconfig @> ARRAY['search_path=pg_catalog, pg_temp'] FROM pg_proc
-           WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval, integer, text)'::regprocedure),
+           WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision)'::regprocedure),
           'dedup_set_scope pins its search_path');
 SELECT ok((SELECT bool_and(proconfig IS NOT NULL) FROM pg_proc
            WHERE prosecdef AND pronamespace = 'public'::regnamespace AND proname LIKE 'dedup%'),

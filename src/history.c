@@ -1,0 +1,867 @@
+/*-------------------------------------------------------------------------
+ *
+ * history.c
+ *	  The history tier of a scope: an approximate memory of its expired
+ *	  claims, behind the exact window, in blocked Bloom filters that are
+ *	  WAL-logged like any table and expire by whole generations.
+ *
+ * The exact claims decide every race, rollback and live key (store.c).  A
+ * scope with a history (dedup.scopes.history, its window, and
+ * false_positive_rate) has a history_id, which each of its claims carries
+ * in dedup.claims.history.  When the cleanup retires a time bucket (every
+ * row of it has expired, bucket.c), it first folds, in the same
+ * transaction, the fingerprints of the bucket's claims of such scopes that
+ * expired less than a window ago into the scope's open generation; calls
+ * stop reading the bucket only once that commits.  So only committed,
+ * expired claims ever enter a history, and a key is answered from it only
+ * when no live claim has it.  An expired claim not yet folded still counts
+ * (store.c): a claim is a duplicate while its key has a live claim, an
+ * expired one within the window, or a generation that may hold it.
+ *
+ * Generations.  A generation takes the folds of one slice of time, as long
+ * as the window, and is deleted whole (its row and its chunks, never a
+ * key) once its slice ended a window ago: a key folded at t, which expired
+ * before t, is remembered until at least t + window, and at most about two
+ * windows.  A look-up reads the two slices still kept, and each slice's
+ * generations are sized for half the scope's rate, so that the two add up
+ * to it: a generation's filter has the bits a key and positions that keep
+ * a blocked filter's rate at its share (history_geometry), for the keys it
+ * is sized for.  That size is a guess made when a slice opens: the keys of
+ * the first fold, times the folds a window holds (the window over the time
+ * the bucket was written).  A fold that would pass it starts another
+ * generation in the same slice, at half the rate and twice the size, as a
+ * scalable Bloom filter does, so a sudden rise never raises the rate past
+ * 1.5 times the scope's.  Bloom filters of different sizes cannot be
+ * merged without their keys, so a slice's folds go into one open filter,
+ * rewritten chunk by chunk at each fold, rather than into small write-once
+ * filters merged later.
+ *
+ * Layout.  A key's block is chosen by the first four bytes of its
+ * fingerprint, its positions by the others (filter.c, shared with the
+ * buckets' filters); blocks are 64 bytes.  The bits are kept in
+ * dedup.history_blocks, 125 blocks (8000 bytes, about a page) a row; a
+ * chunk no fold has touched has no row.  Look-ups read a generation from
+ * shared memory (filter.c: read once by the first call that needs it, and
+ * again after each fold, which makes a new version), or, without room
+ * there, the one chunk of the key, through the primary key.  Every backend
+ * keeps the list of generations, read again after a relcache invalidation
+ * of dedup.history_generations, which each fold and expiry sends; a
+ * standby replays both, so it answers as the primary does.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_type_d.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "dedup.h"
+#include "history.h"
+#include "store.h"
+
+/* a chunk: one row of dedup.history_blocks */
+#define HISTORY_CHUNK_BLOCKS	125
+#define HISTORY_CHUNK_BYTES		(HISTORY_CHUNK_BLOCKS * DEDUP_FILTER_BLOCK_BYTES)
+#define HISTORY_BLOCK_BITS		(DEDUP_FILTER_BLOCK_BYTES * 8)
+
+/* the smallest generation, in keys, and the largest */
+#define HISTORY_MIN_CAPACITY	1024
+#define HISTORY_MAX_CAPACITY	((int64) 1 << 32)
+
+/* Columns of dedup.history_generations */
+#define Anum_generations_generation	1
+#define Anum_generations_history_id	2
+#define Anum_generations_opened_at	3
+#define Anum_generations_slice_end	4
+#define Anum_generations_rate		5
+#define Anum_generations_k			6
+#define Anum_generations_nblocks	7
+#define Anum_generations_capacity	8
+#define Anum_generations_keys		9
+
+/* Columns of dedup.history_blocks */
+#define Anum_blocks_generation		1
+#define Anum_blocks_chunk			2
+#define Anum_blocks_bits			3
+
+typedef struct HistoryGeneration
+{
+	int64		generation;
+	int32		history_id;
+	TimestampTz opened_at;
+	TimestampTz slice_end;
+	double		rate;
+	int			k;
+	uint32		nblocks;
+	int64		capacity;
+	int64		keys;			/* the version: it grows at every fold */
+	bool		no_room;		/* could not be read into shared memory */
+} HistoryGeneration;
+
+/* ---------------------------------------------------------------------
+ * Geometry
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The rate of false positives of a blocked Bloom filter of 512-bit blocks
+ * at bits_per_key bits a key and k positions: the keys of a block are
+ * Poisson-distributed around 512 / bits_per_key (Putze, Sanders, Singler,
+ * "Cache-, hash- and space-efficient Bloom filters", 2007).
+ */
+static double
+history_blocked_rate(double bits_per_key, int k)
+{
+	double		lambda = HISTORY_BLOCK_BITS / bits_per_key;
+	double		p = exp(-lambda);
+	double		sum = 0;
+	int			top = (int) (lambda * 4) + 50;
+
+	for (int x = 0; x <= top; x++)
+	{
+		if (x > 0)
+			p *= lambda / x;
+		sum += p * pow(1.0 - pow(1.0 - 1.0 / HISTORY_BLOCK_BITS, (double) k * x), k);
+	}
+	return sum;
+}
+
+/*
+ * The fewest bits a key, in steps of 1/20, and the positions that go with
+ * them, for a blocked filter whose rate is at most "rate".  The ideal
+ * Bloom filter needs -ln(rate) / ln(2)^2 bits; blocks cost a few percent
+ * more (7.8 % at 0.001).
+ */
+static void
+history_geometry(double rate, double *bits_per_key, int *k)
+{
+	double		ideal = -log(rate) / (M_LN2 * M_LN2);
+
+	for (double c = ideal;; c += 0.05)
+	{
+		for (int j = 1; j <= DEDUP_FILTER_MAX_K; j++)
+		{
+			if (history_blocked_rate(c, j) <= rate)
+			{
+				*bits_per_key = c;
+				*k = j;
+				return;
+			}
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * The list of generations, cached by each backend
+ * ---------------------------------------------------------------------
+ */
+static HistoryGeneration *history_list = NULL;
+static int	history_count = 0;
+static bool history_valid = false;
+static Oid	history_relid = InvalidOid;
+
+static void
+history_list_callback(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == history_relid)
+		history_valid = false;
+}
+
+/*
+ * Read dedup.history_generations if it changed, with a snapshot taken after
+ * the table is locked (and so after every invalidation sent before).  False
+ * when the database has no history tier (still at 1.0's SQL).
+ */
+static bool
+history_list_read(void)
+{
+	static bool registered = false;
+	Oid			relid = dedup_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
+	Relation	rel;
+	Snapshot	snapshot;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	int			n = 0;
+	int			size = 8;
+	HistoryGeneration *list;
+
+	if (!OidIsValid(relid))
+		return false;
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(history_list_callback, (Datum) 0);
+		registered = true;
+	}
+	rel = table_open(relid, AccessShareLock);
+	if (history_valid && relid == history_relid)
+	{
+		table_close(rel, AccessShareLock);
+		return true;
+	}
+	history_relid = relid;
+	history_valid = true;		/* an invalidation from here on reads it again */
+	snapshot = RegisterSnapshot(IsInParallelMode() ? GetTransactionSnapshot() : GetLatestSnapshot());
+	list = MemoryContextAlloc(TopMemoryContext, sizeof(HistoryGeneration) * size);
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+	while ((tuple = systable_getnext(scan)) != NULL)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		HistoryGeneration *g;
+		bool		isnull;
+
+		if (n == size)
+		{
+			size *= 2;
+			list = repalloc(list, sizeof(HistoryGeneration) * size);
+		}
+		g = &list[n++];
+		g->generation = DatumGetInt64(heap_getattr(tuple, Anum_generations_generation, desc, &isnull));
+		g->history_id = DatumGetInt32(heap_getattr(tuple, Anum_generations_history_id, desc, &isnull));
+		g->opened_at = DatumGetTimestampTz(heap_getattr(tuple, Anum_generations_opened_at, desc, &isnull));
+		g->slice_end = DatumGetTimestampTz(heap_getattr(tuple, Anum_generations_slice_end, desc, &isnull));
+		g->rate = DatumGetFloat8(heap_getattr(tuple, Anum_generations_rate, desc, &isnull));
+		g->k = DatumGetInt32(heap_getattr(tuple, Anum_generations_k, desc, &isnull));
+		g->nblocks = (uint32) DatumGetInt32(heap_getattr(tuple, Anum_generations_nblocks, desc, &isnull));
+		g->capacity = DatumGetInt64(heap_getattr(tuple, Anum_generations_capacity, desc, &isnull));
+		g->keys = DatumGetInt64(heap_getattr(tuple, Anum_generations_keys, desc, &isnull));
+		g->no_room = false;
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	if (history_list != NULL)
+		pfree(history_list);
+	history_list = list;
+	history_count = n;
+	return true;
+}
+
+/*
+ * Whether a generation exists at that version, as this backend last read
+ * the list (filter.c frees the memory of those that do not).
+ */
+bool
+dedup_history_generation_is(int64 generation, int64 version)
+{
+	for (int i = 0; i < history_count; i++)
+	{
+		if (history_list[i].generation == generation)
+			return history_list[i].keys == version;
+	}
+	return false;
+}
+
+/* ---------------------------------------------------------------------
+ * Look-ups
+ * ---------------------------------------------------------------------
+ */
+
+/* Copy a generation's chunks into the zeroed bits of its filter (filter.c). */
+static void
+history_fill(uint8 *bits, void *arg)
+{
+	const HistoryGeneration *g = (const HistoryGeneration *) arg;
+	Relation	rel = dedup_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Size		total = (Size) g->nblocks * DEDUP_FILTER_BLOCK_BYTES;
+
+	ScanKeyInit(&key, Anum_blocks_generation, BTEqualStrategyNumber, F_INT8EQ,
+				Int64GetDatum(g->generation));
+	scan = systable_beginscan(rel, dedup_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
+							  snapshot, 1, &key);
+	while ((tuple = systable_getnext(scan)) != NULL)
+	{
+		bool		isnull;
+		int32		chunk = DatumGetInt32(heap_getattr(tuple, Anum_blocks_chunk,
+													   RelationGetDescr(rel), &isnull));
+		bytea	   *b = DatumGetByteaPP(heap_getattr(tuple, Anum_blocks_bits,
+													 RelationGetDescr(rel), &isnull));
+		Size		offset = (Size) chunk * HISTORY_CHUNK_BYTES;
+
+		CHECK_FOR_INTERRUPTS();
+		if (offset < total)
+			memcpy(bits + offset, VARDATA_ANY(b), Min(VARSIZE_ANY_EXHDR(b), total - offset));
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+}
+
+/* A key's chunk of a generation, read from the table: whether it may hold the key. */
+static bool
+history_probe_table(const HistoryGeneration *g, const DedupFingerprint *fp)
+{
+	uint32		block = dedup_filter_block_of(fp, g->nblocks);
+	Relation	rel = dedup_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		maybe = false;
+
+	ScanKeyInit(&key[0], Anum_blocks_generation, BTEqualStrategyNumber, F_INT8EQ,
+				Int64GetDatum(g->generation));
+	ScanKeyInit(&key[1], Anum_blocks_chunk, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(block / HISTORY_CHUNK_BLOCKS));
+	scan = systable_beginscan(rel, dedup_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
+							  snapshot, 2, key);
+	tuple = systable_getnext(scan);
+	if (tuple != NULL)
+	{
+		bool		isnull;
+		bytea	   *b = DatumGetByteaPP(heap_getattr(tuple, Anum_blocks_bits,
+													 RelationGetDescr(rel), &isnull));
+		Size		offset = (Size) (block % HISTORY_CHUNK_BLOCKS) * DEDUP_FILTER_BLOCK_BYTES;
+
+		if (VARSIZE_ANY_EXHDR(b) >= offset + DEDUP_FILTER_BLOCK_BYTES)
+			maybe = dedup_filter_test((const uint8 *) VARDATA_ANY(b) + offset, fp, g->k);
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	return maybe;
+}
+
+/*
+ * Whether a history may hold a key: true when one of its generations says
+ * so (a fold of the key, or a false positive), false when none does.
+ */
+bool
+dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp)
+{
+	HistoryGeneration *mine;
+	int			n = 0;
+	bool		maybe = false;
+
+	if (history_id == 0 || !history_list_read())
+		return false;
+	/* copied: reading a generation may read the list again */
+	mine = palloc(sizeof(HistoryGeneration) * Max(history_count, 1));
+	for (int i = 0; i < history_count; i++)
+	{
+		if (history_list[i].history_id == history_id && history_list[i].keys > 0)
+			mine[n++] = history_list[i];
+	}
+	for (int i = 0; i < n; i++)
+	{
+		HistoryGeneration *g = &mine[i];
+		int			answer = dedup_filter_history_test(g->generation, g->keys, fp);
+
+		if (answer == DEDUP_FILTER_UNKNOWN && !g->no_room)
+		{
+			if (dedup_filter_history_load(g->generation, g->keys, g->nblocks, g->k,
+										  history_fill, g))
+				answer = dedup_filter_history_test(g->generation, g->keys, fp);
+			else
+			{
+				/* not again until the list changes */
+				for (int j = 0; j < history_count; j++)
+				{
+					if (history_list[j].generation == g->generation)
+						history_list[j].no_room = true;
+				}
+			}
+		}
+		if (answer == DEDUP_FILTER_UNKNOWN)
+			answer = history_probe_table(g, fp) ? DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
+		if (answer == DEDUP_FILTER_MAYBE)
+		{
+			maybe = true;
+			break;
+		}
+	}
+	pfree(mine);
+	return maybe;
+}
+
+/* ---------------------------------------------------------------------
+ * Folds: the cleanup's retire step (bucket.c), with SPI connected, as
+ * the owner of the extension's tables
+ * ---------------------------------------------------------------------
+ */
+
+/* A history, as the fold needs it. */
+typedef struct HistoryScope
+{
+	int32		history_id;
+	double		window_secs;
+	double		rate;
+	TimestampTz cutoff;			/* claims that expired before it are not folded */
+	int64		count;			/* claims of the bucket to fold */
+} HistoryScope;
+
+/* Whether a row of a bucket is a claim to fold into h; its fingerprint if so. */
+static const DedupFingerprint *
+history_row_for(TupleTableSlot *slot, const HistoryScope *h)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, Anum_claims_history, &isnull);
+
+	if (isnull || DatumGetInt32(d) != h->history_id)
+		return NULL;
+	(void) slot_getattr(slot, Anum_claims_record, &isnull);
+	if (!isnull)
+		return NULL;
+	if (DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at, &isnull)) <= h->cutoff)
+		return NULL;
+	return (const DedupFingerprint *) DatumGetPointer(slot_getattr(slot, Anum_key_key, &isnull));
+}
+
+/* Count the claims of a bucket to fold into each history. */
+static void
+history_count_bucket(Relation bucket, Snapshot snapshot, HistoryScope *scopes, int nscopes)
+{
+	TableScanDesc scan = table_beginscan(bucket, snapshot, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(bucket, NULL);
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		CHECK_FOR_INTERRUPTS();
+		for (int i = 0; i < nscopes; i++)
+		{
+			if (history_row_for(slot, &scopes[i]) != NULL)
+			{
+				scopes[i].count++;
+				break;
+			}
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+}
+
+/* The generation a fold of h goes into: the open one, or a new one. */
+static void
+history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGeneration *g)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(h->history_id)};
+	TimestampTz now = GetCurrentTimestamp();
+	bool		found = false;
+	double		rate;
+	int64		capacity;
+	TimestampTz slice_end;
+	double		bits_per_key;
+
+	if (SPI_execute_with_args("SELECT generation, slice_end, rate, k, nblocks, capacity, keys"
+							  " FROM dedup.history_generations"
+							  " WHERE history_id OPERATOR(pg_catalog.=) $1"
+							  " ORDER BY generation DESC LIMIT 1",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the generations of history %d", h->history_id);
+	if (SPI_processed == 1)
+	{
+		HeapTuple	t = SPI_tuptable->vals[0];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		g->generation = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
+		g->slice_end = DatumGetTimestampTz(SPI_getbinval(t, d, 2, &isnull));
+		g->rate = DatumGetFloat8(SPI_getbinval(t, d, 3, &isnull));
+		g->k = DatumGetInt32(SPI_getbinval(t, d, 4, &isnull));
+		g->nblocks = (uint32) DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
+		g->capacity = DatumGetInt64(SPI_getbinval(t, d, 6, &isnull));
+		g->keys = DatumGetInt64(SPI_getbinval(t, d, 7, &isnull));
+		found = g->slice_end > now;
+	}
+	if (found && g->keys + h->count <= g->capacity)
+		return;					/* the open generation takes the fold */
+
+	if (found)
+	{
+		/* full before its slice ends: half the rate, twice the keys */
+		rate = g->rate / 2;
+		capacity = Max(h->count, g->capacity * 2);
+		slice_end = g->slice_end;
+	}
+	else
+	{
+		/* a new slice: the fold's keys times the folds a window holds */
+		double		folds = h->window_secs / Max(bucket_secs, 1.0);
+
+		rate = h->rate / 2;
+		capacity = (int64) Min((double) HISTORY_MAX_CAPACITY, ceil(h->count * Max(folds, 1.0)));
+		slice_end = now + (TimestampTz) (h->window_secs * USECS_PER_SEC);
+	}
+	capacity = Min(Max(capacity, Max(h->count, HISTORY_MIN_CAPACITY)), HISTORY_MAX_CAPACITY);
+	history_geometry(rate, &bits_per_key, &g->k);
+	g->nblocks = (uint32) Max(1, ceil(capacity * bits_per_key / HISTORY_BLOCK_BITS));
+	g->rate = rate;
+	g->capacity = capacity;
+	g->slice_end = slice_end;
+	g->keys = 0;
+	{
+		Oid			itypes[7] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, FLOAT8OID, INT4OID,
+		INT4OID, INT8OID};
+		Datum		ivalues[7];
+		bool		isnull;
+
+		ivalues[0] = Int32GetDatum(h->history_id);
+		ivalues[1] = TimestampTzGetDatum(now);
+		ivalues[2] = TimestampTzGetDatum(slice_end);
+		ivalues[3] = Float8GetDatum(rate);
+		ivalues[4] = Int32GetDatum(g->k);
+		ivalues[5] = Int32GetDatum((int32) g->nblocks);
+		ivalues[6] = Int64GetDatum(capacity);
+		if (SPI_execute_with_args("INSERT INTO dedup.history_generations"
+								  " (history_id, opened_at, slice_end, rate, k, nblocks, capacity)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING generation",
+								  7, itypes, ivalues, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not open a generation of history %d", h->history_id);
+		g->generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	}
+}
+
+/*
+ * Fold the claims of a bucket into generation g of history h: in passes
+ * over ranges of its chunks that fit in maintenance_work_mem, each reading
+ * the range's chunks, setting the bits of the bucket's keys that fall in
+ * it, and writing back the chunks it changed.
+ */
+static void
+history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
+				  HistoryGeneration *g)
+{
+	int64		nchunks = ((int64) g->nblocks + HISTORY_CHUNK_BLOCKS - 1) / HISTORY_CHUNK_BLOCKS;
+	int64		per_pass = Max(1, (int64) maintenance_work_mem * 1024 / HISTORY_CHUNK_BYTES);
+	Oid			rtypes[3] = {INT8OID, INT4OID, INT4OID};
+	Oid			wtypes[3] = {INT8OID, INT4OID, BYTEAOID};
+	SPIPlanPtr	write;
+
+	write = SPI_prepare("INSERT INTO dedup.history_blocks AS b (generation, chunk, bits)"
+						" VALUES ($1, $2, $3) ON CONFLICT (generation, chunk)"
+						" DO UPDATE SET bits = excluded.bits", 3, wtypes);
+	if (write == NULL)
+		elog(ERROR, "could not prepare the write of a history chunk");
+
+	for (int64 first = 0; first < nchunks; first += per_pass)
+	{
+		int64		last = Min(nchunks, first + per_pass);
+		int64		n = last - first;
+		uint8	   *bits = palloc_extended((Size) n * HISTORY_CHUNK_BYTES, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		bool	   *dirty = palloc0(sizeof(bool) * n);
+		Datum		rvalues[3];
+		TableScanDesc scan;
+		TupleTableSlot *slot;
+
+		/* the range's chunks as they are */
+		rvalues[0] = Int64GetDatum(g->generation);
+		rvalues[1] = Int32GetDatum((int32) first);
+		rvalues[2] = Int32GetDatum((int32) last);
+		if (SPI_execute_with_args("SELECT chunk, bits FROM dedup.history_blocks"
+								  " WHERE generation OPERATOR(pg_catalog.=) $1"
+								  " AND chunk OPERATOR(pg_catalog.>=) $2"
+								  " AND chunk OPERATOR(pg_catalog.<) $3",
+								  3, rtypes, rvalues, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read generation " INT64_FORMAT, g->generation);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			bool		isnull;
+			int32		chunk = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
+															SPI_tuptable->tupdesc, 1, &isnull));
+			bytea	   *b = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[r],
+														  SPI_tuptable->tupdesc, 2, &isnull));
+
+			memcpy(bits + (Size) (chunk - first) * HISTORY_CHUNK_BYTES, VARDATA_ANY(b),
+				   Min(VARSIZE_ANY_EXHDR(b), HISTORY_CHUNK_BYTES));
+		}
+		SPI_freetuptable(SPI_tuptable);
+
+		/* the bucket's keys that fall in the range */
+		scan = table_beginscan(bucket, snapshot, 0, NULL);
+		slot = table_slot_create(bucket, NULL);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		{
+			const DedupFingerprint *fp = history_row_for(slot, h);
+			uint32		block;
+			int64		chunk;
+
+			CHECK_FOR_INTERRUPTS();
+			if (fp == NULL)
+				continue;
+			block = dedup_filter_block_of(fp, g->nblocks);
+			chunk = block / HISTORY_CHUNK_BLOCKS;
+			if (chunk < first || chunk >= last)
+				continue;
+			dedup_filter_set(bits + (Size) (chunk - first) * HISTORY_CHUNK_BYTES +
+							 (Size) (block % HISTORY_CHUNK_BLOCKS) * DEDUP_FILTER_BLOCK_BYTES,
+							 fp, g->k);
+			dirty[chunk - first] = true;
+		}
+		ExecDropSingleTupleTableSlot(slot);
+		table_endscan(scan);
+
+		/* the chunks it changed; the last one is as long as its blocks */
+		for (int64 c = 0; c < n; c++)
+		{
+			int64		blocks = Min((int64) HISTORY_CHUNK_BLOCKS,
+									 (int64) g->nblocks - (first + c) * HISTORY_CHUNK_BLOCKS);
+			Size		len = (Size) blocks * DEDUP_FILTER_BLOCK_BYTES;
+			bytea	   *b;
+			Datum		wvalues[3];
+
+			if (!dirty[c])
+				continue;
+			b = palloc(VARHDRSZ + len);
+			SET_VARSIZE(b, VARHDRSZ + len);
+			memcpy(VARDATA(b), bits + (Size) c * HISTORY_CHUNK_BYTES, len);
+			wvalues[0] = Int64GetDatum(g->generation);
+			wvalues[1] = Int32GetDatum((int32) (first + c));
+			wvalues[2] = PointerGetDatum(b);
+			if (SPI_execute_plan(write, wvalues, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not write a chunk of generation " INT64_FORMAT, g->generation);
+			pfree(b);
+		}
+		pfree(bits);
+		pfree(dirty);
+	}
+	SPI_freeplan(write);
+
+	{
+		Oid			types[2] = {INT8OID, INT8OID};
+		Datum		values[2] = {Int64GetDatum(g->generation), Int64GetDatum(h->count)};
+
+		if (SPI_execute_with_args("UPDATE dedup.history_generations"
+								  " SET keys = keys OPERATOR(pg_catalog.+) $2"
+								  " WHERE generation OPERATOR(pg_catalog.=) $1",
+								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not count the keys of generation " INT64_FORMAT, g->generation);
+	}
+}
+
+/*
+ * Fold the claims of a bucket about to be retired into the histories of
+ * their scopes; returns the keys folded.  Claims of a scope that has no
+ * history any more, and those that expired a window ago or more, are left.
+ */
+int64
+dedup_history_fold(Oid bucket_relid)
+{
+	Oid			gens = dedup_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
+	Relation	bucket;
+	Snapshot	snapshot;
+	HistoryScope *scopes;
+	int			nscopes;
+	double		bucket_secs = dedup_bucket_interval;
+	int64		folded = 0;
+
+	if (!OidIsValid(gens))
+		return 0;
+	if (SPI_execute("SELECT history_id, pg_catalog.date_part('epoch', history),"
+					" false_positive_rate, pg_catalog.now() OPERATOR(pg_catalog.-) history"
+					" FROM dedup.scopes WHERE history_id IS NOT NULL AND history IS NOT NULL",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the histories of dedup.scopes");
+	nscopes = (int) SPI_processed;
+	if (nscopes == 0)
+		return 0;
+	scopes = palloc0(sizeof(HistoryScope) * nscopes);
+	for (int i = 0; i < nscopes; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		scopes[i].history_id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		scopes[i].window_secs = DatumGetFloat8(SPI_getbinval(t, d, 2, &isnull));
+		scopes[i].rate = DatumGetFloat8(SPI_getbinval(t, d, 3, &isnull));
+		scopes[i].cutoff = DatumGetTimestampTz(SPI_getbinval(t, d, 4, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	/* how long the bucket took new claims: the folds a window holds */
+	{
+		Oid			types[1] = {OIDOID};
+		Datum		values[1] = {ObjectIdGetDatum(bucket_relid)};
+
+		if (SPI_execute_with_args("SELECT pg_catalog.date_part('epoch', closed_at OPERATOR(pg_catalog.-) opened_at)"
+								  " FROM dedup.buckets WHERE relid OPERATOR(pg_catalog.=) $1"
+								  " AND pg_catalog.isfinite(opened_at) AND closed_at IS NOT NULL",
+								  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read dedup.buckets");
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+
+			bucket_secs = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+
+	bucket = table_open(bucket_relid, AccessShareLock);
+	if (RelationGetDescr(bucket)->natts < Anum_claims_history)
+	{
+		table_close(bucket, AccessShareLock);
+		return 0;
+	}
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	history_count_bucket(bucket, snapshot, scopes, nscopes);
+	for (int i = 0; i < nscopes; i++)
+	{
+		HistoryGeneration g;
+
+		if (scopes[i].count == 0)
+			continue;
+		history_open_generation(&scopes[i], bucket_secs, &g);
+		history_fold_into(bucket, snapshot, &scopes[i], &g);
+		folded += scopes[i].count;
+	}
+	UnregisterSnapshot(snapshot);
+	table_close(bucket, AccessShareLock);
+	if (folded > 0)
+		CacheInvalidateRelcacheByRelid(gens);
+	return folded;
+}
+
+/*
+ * Delete the generations whose slice ended a window ago, and those of
+ * scopes that have no history any more: each whole, its row and its
+ * chunks.  Returns how many went.
+ */
+int64
+dedup_history_expire(void)
+{
+	Oid			gens = dedup_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
+	uint64		n;
+	int64	   *gone;
+	Oid			types[1] = {INT8OID};
+
+	if (!OidIsValid(gens))
+		return 0;
+	if (SPI_execute("DELETE FROM dedup.history_generations AS g"
+					" WHERE NOT EXISTS (SELECT FROM dedup.scopes AS s"
+					"  WHERE s.history_id OPERATOR(pg_catalog.=) g.history_id"
+					"  AND s.history IS NOT NULL"
+					"  AND g.slice_end OPERATOR(pg_catalog.+) s.history"
+					"      OPERATOR(pg_catalog.>) pg_catalog.now())"
+					" RETURNING g.generation", false, 0) != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "could not delete the generations of histories that passed");
+	n = SPI_processed;
+	if (n == 0)
+		return 0;
+	gone = palloc(sizeof(int64) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		gone[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+											  1, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum		values[1] = {Int64GetDatum(gone[i])};
+
+		if (SPI_execute_with_args("DELETE FROM dedup.history_blocks"
+								  " WHERE generation OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not delete generation " INT64_FORMAT, gone[i]);
+		dedup_filter_history_free(gone[i]);
+	}
+	CacheInvalidateRelcacheByRelid(gens);
+	return (int64) n;
+}
+
+/* ---------------------------------------------------------------------
+ * SQL functions
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * dedup_seen(scope text, key <text|bytea|uuid|dedup_fingerprint>): why a
+ * claim of the key would be answered as it would now, without claiming:
+ * 'exact' (a live claim), 'history' (an expired claim within the history
+ * window, or a generation that may hold the key), or 'absent'.  A claim
+ * written by a transaction still in progress is not seen.
+ */
+static Datum
+history_seen(FunctionCallInfo fcinfo, int16 typlen)
+{
+	DedupScopeSettings settings;
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, &settings);
+	DedupFingerprint fp;
+	KeyStore	ks;
+	KeyRow		row;
+	const char *answer = "absent";
+
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, false);
+	key_store_use_history(&ks, &settings);
+	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
+		answer = "exact";
+	else if (key_store_history_seen(&ks, &fp, &row))
+		answer = "history";
+	key_store_close(&ks);
+	PG_RETURN_TEXT_P(cstring_to_text(answer));
+}
+
+PG_FUNCTION_INFO_V1(dedup_seen_varlena);
+Datum
+dedup_seen_varlena(PG_FUNCTION_ARGS)
+{
+	return history_seen(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_seen_fixed);
+Datum
+dedup_seen_fixed(PG_FUNCTION_ARGS)
+{
+	return history_seen(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+/* dedup_history(scope text): the generations of a scope's history. */
+PG_FUNCTION_INFO_V1(dedup_history);
+Datum
+dedup_history(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DedupScopeSettings settings;
+
+	(void) dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, &settings);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (settings.history_id == 0 || !history_list_read())
+		return (Datum) 0;
+	for (int i = 0; i < history_count; i++)
+	{
+		const HistoryGeneration *g = &history_list[i];
+		Datum		values[9];
+		bool		nulls[9] = {false};
+
+		if (g->history_id != settings.history_id)
+			continue;
+		values[0] = Int64GetDatum(g->generation);
+		values[1] = TimestampTzGetDatum(g->opened_at);
+		values[2] = TimestampTzGetDatum(g->slice_end);
+		values[3] = TimestampTzGetDatum(dedup_timestamp_plus(g->slice_end, &settings.history));
+		values[4] = Float8GetDatum(g->rate);
+		values[5] = Int32GetDatum(g->k);
+		values[6] = Int64GetDatum(g->capacity);
+		values[7] = Int64GetDatum(g->keys);
+		values[8] = Int64GetDatum((int64) g->nblocks * DEDUP_FILTER_BLOCK_BYTES);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

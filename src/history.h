@@ -1,0 +1,40 @@
+/*-------------------------------------------------------------------------
+ *
+ * history.h
+ *	  The history tier of a scope (history.c): what its expired claims
+ *	  leave behind, as blocked Bloom filters, and the bit routines it
+ *	  shares with the filters of sealed buckets (filter.c).
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
+ *-------------------------------------------------------------------------
+ */
+#ifndef DEDUP_HISTORY_H
+#define DEDUP_HISTORY_H
+
+#include "dedup.h"
+
+/* filter.c: a key's block and bits, the same in every filter */
+#define DEDUP_FILTER_BLOCK_BYTES	64
+#define DEDUP_FILTER_MAX_K			13
+extern uint32 dedup_filter_block_of(const DedupFingerprint *fp, uint32 nblocks);
+extern void dedup_filter_set(uint8 *block, const DedupFingerprint *fp, int k);
+extern bool dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, int k);
+
+/* filter.c: generations read into shared memory */
+#define DEDUP_FILTER_UNKNOWN	(-1)	/* not in memory */
+#define DEDUP_FILTER_ABSENT		0
+#define DEDUP_FILTER_MAYBE		1
+extern int	dedup_filter_history_test(int64 generation, int64 version,
+									  const DedupFingerprint *fp);
+extern bool dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks,
+									  int k, void (*fill) (uint8 *bits, void *arg),
+									  void *arg);
+extern void dedup_filter_history_free(int64 generation);
+
+/* history.c */
+extern bool dedup_history_generation_is(int64 generation, int64 version);
+extern bool dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp);
+extern int64 dedup_history_fold(Oid bucket_relid);
+extern int64 dedup_history_expire(void);
+
+#endif							/* DEDUP_HISTORY_H */
