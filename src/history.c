@@ -26,9 +26,10 @@
  * generations are sized for half the scope's rate, so that the two add up
  * to it: a generation's filter has the bits a key and positions that keep
  * a blocked filter's rate at its share (history_geometry), for the keys it
- * is sized for.  That size is a guess made when a slice opens: the keys of
- * the first fold, times the folds a window holds (the window over the time
- * the bucket was written).  A fold that would pass it starts another
+ * is sized for.  That size is a guess made when a slice opens: the keys
+ * the last slice took, or for a history's first slice the keys of its
+ * first fold times the folds a window holds (the window over the time the
+ * bucket was written).  A fold that would pass it starts another
  * generation in the same slice, at half the rate and twice the size, as a
  * scalable Bloom filter does, so a sudden rise never raises the rate past
  * 1.5 times the scope's.  Bloom filters of different sizes cannot be
@@ -451,6 +452,24 @@ history_count_bucket(Relation bucket, Snapshot snapshot, HistoryScope *scopes, i
 	table_endscan(scan);
 }
 
+/* The keys folded into a history's slice that ended at slice_end. */
+static int64
+history_slice_keys(int32 history_id, TimestampTz slice_end)
+{
+	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum		values[2] = {Int32GetDatum(history_id), TimestampTzGetDatum(slice_end)};
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_execute_with_args("SELECT pg_catalog.sum(keys)::bigint FROM dedup.history_generations"
+							  " WHERE history_id OPERATOR(pg_catalog.=) $1"
+							  " AND slice_end OPERATOR(pg_catalog.=) $2",
+							  2, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the generations of history %d", history_id);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
 /* The generation a fold of h goes into: the open one, or a new one. */
 static void
 history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGeneration *g)
@@ -459,6 +478,7 @@ history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGenera
 	Datum		values[1] = {Int32GetDatum(h->history_id)};
 	TimestampTz now = GetCurrentTimestamp();
 	bool		found = false;
+	bool		any = false;
 	double		rate;
 	int64		capacity;
 	TimestampTz slice_end;
@@ -483,6 +503,7 @@ history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGenera
 		g->nblocks = (uint32) DatumGetInt32(SPI_getbinval(t, d, 5, &isnull));
 		g->capacity = DatumGetInt64(SPI_getbinval(t, d, 6, &isnull));
 		g->keys = DatumGetInt64(SPI_getbinval(t, d, 7, &isnull));
+		any = true;
 		found = g->slice_end > now;
 	}
 	if (found && g->keys + h->count <= g->capacity)
@@ -497,11 +518,18 @@ history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGenera
 	}
 	else
 	{
-		/* a new slice: the fold's keys times the folds a window holds */
+		/*
+		 * A new slice: as many keys as the last slice took, if there was
+		 * one; else the fold's keys times the folds a window holds.
+		 */
+		int64		last_slice = any ? history_slice_keys(h->history_id, g->slice_end) : 0;
 		double		folds = h->window_secs / Max(bucket_secs, 1.0);
 
 		rate = h->rate / 2;
-		capacity = (int64) Min((double) HISTORY_MAX_CAPACITY, ceil(h->count * Max(folds, 1.0)));
+		if (last_slice > 0)
+			capacity = last_slice;
+		else
+			capacity = (int64) Min((double) HISTORY_MAX_CAPACITY, ceil(h->count * Max(folds, 1.0)));
 		slice_end = now + (TimestampTz) (h->window_secs * USECS_PER_SEC);
 	}
 	capacity = Min(Max(capacity, Max(h->count, HISTORY_MIN_CAPACITY)), HISTORY_MAX_CAPACITY);

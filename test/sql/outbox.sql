@@ -3,7 +3,7 @@
 -- retention, and every error (with nothing changed).
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
          dedup.outbox_dead, dedup.outbox_keys;
-SELECT dedup_set_scope('orders', lease => '1 minute', retention => '1 hour') IS NOT NULL AS set;
+SELECT (dedup_set_scope('orders', lease => '1 minute', retention => '1 hour')).configured AS set;
 -- the events a relay holds now, and those waiting in outbox_retry
 CREATE TEMP VIEW in_flight AS
 SELECT m.id, m.seq, m.aggregateid, m.attempts, m.payload->>'key' AS key
