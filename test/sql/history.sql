@@ -34,7 +34,7 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 CREATE TEMP VIEW generations AS
   SELECT history_id, rate, k, capacity, keys,
-         slice_end - opened_at AS slice,
+         slice_end > clock_timestamp() AS open,
          (SELECT count(*) FROM dedup.history_blocks b WHERE b.generation = g.generation) AS chunks
   FROM dedup.history_generations g ORDER BY generation;
 
@@ -106,6 +106,7 @@ SELECT state, claims FROM dedup.buckets ORDER BY bucket;
 -- (1,000, and a, b, c and stays, all expired 10 minutes ago by then), not
 -- the record, nor the claim that rolled back
 SELECT * FROM generations;
+SELECT slice_end - opened_at AS slice FROM dedup.history_generations;
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'k' || g) = 'history') AS folded_seen
 FROM generate_series(1, 1000) g;
 SELECT dedup_seen('h', 'b') AS b, dedup_seen('h', 'stays') AS stays,
