@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(95);
+SELECT plan(101);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -32,8 +32,8 @@ SELECT function_returns('public', 'dedup_claim_batch', ARRAY['text', 'text[]', '
 SELECT has_function('public', 'dedup_fingerprint', ARRAY['text']);
 SELECT has_function('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]']);
 SELECT volatility_is('public', 'dedup_fingerprint', ARRAY['jsonb', 'text[]'], 'immutable');
-SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text']);
-SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text']);
+SELECT has_function('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text', 'interval', 'double precision']);
+SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text', 'interval', 'double precision']);
 SELECT ok((SELECT proconfig @> ARRAY['search_path=pg_catalog, pg_temp'] FROM pg_proc
            WHERE oid = 'public.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision)'::regprocedure),
           'dedup_set_scope pins its search_path');
@@ -63,7 +63,16 @@ SELECT function_privs_are('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb'
 
 -- the tables
 SELECT has_table('dedup', 'claims', 'dedup.claims');
-SELECT columns_are('dedup', 'claims', ARRAY['key', 'expires_at', 'record']);
+SELECT columns_are('dedup', 'claims', ARRAY['key', 'expires_at', 'record', 'history']);
+-- the history tier: generations and their chunks, and the functions that read them
+SELECT columns_are('dedup', 'history_generations',
+    ARRAY['generation', 'history_id', 'opened_at', 'slice_end', 'rate', 'k', 'nblocks', 'capacity', 'keys']);
+SELECT col_is_pk('dedup', 'history_blocks', ARRAY['generation', 'chunk']::name[], 'a chunk is keyed by its generation and number');
+SELECT has_function('public', 'dedup_seen', ARRAY['text', 'text']);
+SELECT has_function('public', 'dedup_seen', ARRAY['text', 'dedup_fingerprint']);
+SELECT function_returns('public', 'dedup_history', ARRAY['text'], 'setof record');
+SELECT function_privs_are('public', 'dedup_seen', ARRAY['text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC cannot ask what a scope has seen');
 SELECT col_type_is('dedup', 'claims', 'key', 'dedup_fingerprint', 'claims are keyed by fingerprint');
 SELECT indexes_are('dedup', 'claims', ARRAY['claims_pkey'], 'one index: the unique fingerprint');
 SELECT has_table('dedup', 'scopes', 'dedup.scopes');
@@ -71,7 +80,7 @@ SELECT has_table('dedup', 'scopes', 'dedup.scopes');
 -- privileges: PUBLIC may not claim, set scopes or read the tables
 SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot claim');
-SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text'],
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text', 'interval', 'double precision'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot change scopes');
 SELECT table_privs_are('dedup', 'claims', 'public', ARRAY[]::text[], 'PUBLIC cannot read claims');
 SELECT schema_privs_are('dedup', 'public', ARRAY[]::text[], 'PUBLIC cannot use schema dedup');
@@ -81,7 +90,7 @@ CREATE ROLE regress_dedup_tap_app NOLOGIN;
 SELECT dedup_grant_usage('regress_dedup_tap_app');
 SELECT function_privs_are('public', 'dedup_claim_batch', ARRAY['text', 'uuid[]', 'interval', 'boolean'],
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim batches');
-SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text'],
+SELECT function_privs_are('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text', 'interval', 'double precision'],
                           'regress_dedup_tap_app', ARRAY[]::text[], 'granted role still cannot change scopes');
 SELECT function_privs_are('public', 'dedup_claim', ARRAY['text', 'uuid', 'interval', 'boolean'],
                           'regress_dedup_tap_app', ARRAY['EXECUTE'], 'granted role can claim uuid keys');
@@ -139,7 +148,7 @@ SELECT has_function('public', 'dedup_outbox_redrive', ARRAY['text', 'uuid[]']);
 SELECT has_function('public', 'dedup_outbox_stats', ARRAY['text']);
 SELECT isnt_definer('public', 'dedup_outbox_take', ARRAY['text', 'integer'],
                     'dedup_outbox_take runs as its caller, then its work as the owner (the caller''s relay privilege is checked)');
-SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text'],
+SELECT is_definer('public', 'dedup_set_scope', ARRAY['text', 'interval', 'interval', 'interval', 'integer', 'text', 'interval', 'double precision'],
                   'dedup_set_scope writes the settings as the owner');
 SELECT is((SELECT count(*)::integer FROM pg_proc
            WHERE proname LIKE 'dedup\_outbox\_%' AND prosecdef
