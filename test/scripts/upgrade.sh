@@ -178,6 +178,22 @@ for v in $versions; do
 	check "$db: a claim of 1.0 is a duplicate across buckets, a new one goes into bucket 1" \
 		"$(q -d "$db" -c "SELECT dedup_claim('orders', 'o-1'), dedup_claim('orders', 'o-new')" -c "SELECT count(*) FROM dedup.claims_1")" "f|t
 1"
+	# a scope of 1.0 given a history: its claims carry it, an expired one
+	# stays a duplicate, and the fold of its bucket keeps it
+	check "$db: a 1.0 scope given a history: an expired claim is still a duplicate" \
+		"$(q -d "$db" -c "SELECT history FROM dedup_set_scope('orders', history => '1 day')" \
+			-c "SELECT dedup_claim('orders', 'o-hist', ttl => '1 second')" -c "SELECT pg_sleep(1.1)" \
+			-c "SELECT dedup_claim('orders', 'o-hist'), dedup_seen('orders', 'o-hist')")" "1 day
+t
+
+f|history"
+	q -d "$db" -c "UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c'" >/dev/null
+	q -d "$db" -c "CALL dedup_cleanup()" >/dev/null
+	q -d "$db" -c "UPDATE dedup.buckets SET max_expires_at = now() - interval '1 minute'" >/dev/null
+	q -d "$db" -c "CALL dedup_cleanup()" >/dev/null
+	check "$db: once its bucket is folded and gone, the history answers" \
+		"$(q -d "$db" -c "SELECT count(*) FROM dedup.buckets WHERE bucket = 1" -c "SELECT dedup_seen('orders', 'o-hist'), keys FROM dedup_history('orders')")" "0
+history|1"
 	q -d "$db" -c "DROP EXTENSION dedup"
 	check "$db: DROP EXTENSION leaves nothing behind" \
 		"$(q -d "$db" -c "SELECT (SELECT count(*) FROM pg_proc WHERE proname LIKE '%dedup%')
