@@ -33,6 +33,10 @@ const char *const consumer_statements[] = {
 	"complete", "SELECT dedup_complete($1::text, $2::text, 201, $3::jsonb, attempt => $4::int)",
 	"release", "SELECT dedup_release($1::text, $2::text, attempt => $3::int)",
 	"lookup", "SELECT count(*) FROM dedup_lookup($1::text, $2::text)",
+	"seen", "WITH s AS (SELECT dedup_seen($1::text, $2::text) = 'history' AS history,"
+	" NOT EXISTS (SELECT FROM sim.ledger WHERE message_id = $2::bigint) AS never),"
+	" r AS (INSERT INTO sim.refused SELECT $2::bigint FROM s WHERE history AND never"
+	" ON CONFLICT DO NOTHING) SELECT history, history AND never FROM s",
 	NULL
 };
 
@@ -164,6 +168,29 @@ consumer_check_rolled_back(SimConn *sc, const ConsumerText *t)
 	PQclear(res);
 }
 
+/*
+ * With a history: whether the history answered a duplicate (a late copy
+ * past the ttl, or a false positive), and whether the message was never
+ * applied, which makes it a false positive: the claim and the payment
+ * commit together, so a message with no ledger row was never claimed.
+ */
+static bool
+consumer_why_duplicate(SimConn *sc, const char *const *claim)
+{
+	PGresult   *res = db_exec(sc, "seen", 2, claim);
+	bool		refused = false;
+
+	if (db_ok(res) && strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+	{
+		atomic_fetch_add(&sim_counters.history_caught, 1);
+		refused = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+		if (refused)
+			atomic_fetch_add(&sim_counters.history_false, 1);
+	}
+	PQclear(res);
+	return refused;
+}
+
 /* The claim path: claim and business writes in one transaction. */
 static void
 consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
@@ -198,10 +225,14 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 	if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
 	{
 		/* a duplicate: nothing to do but ack */
+		bool		refused = false;
+
 		PQclear(res);
+		if (sim_options.history_seconds > 0)
+			refused = consumer_why_duplicate(sc, claim);
 		db_end(sc, true);
 		atomic_fetch_add(&sim_counters.dup_claims, 1);
-		if (m->amount < 0)
+		if (m->amount < 0 && !refused)
 			atomic_fetch_add(&sim_counters.poison_dup, 1);
 		else
 			feed_applied(index);

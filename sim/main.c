@@ -33,6 +33,7 @@ SimOptions	sim_options = {
 	.crashes = 0,
 	.crash_command = NULL,
 	.ttl_seconds = 10,
+	.history_rate = 0.001,
 	.lease_ms = 1000,
 	.progress_seconds = 0,
 	.timeout_seconds = 600,
@@ -128,6 +129,11 @@ main_usage(void)
 		   "                          SIGKILL and starts the server again\n"
 		   "      --no-faults         no kills, rollbacks, failures, hangs or relay faults\n"
 		   "      --ttl=SECONDS       dedup window of the simulation's scopes [10]\n"
+		   "      --history=SECONDS   give the claim scopes (consumers' and downstream)\n"
+		   "                          a history of SECONDS: late copies past the ttl\n"
+		   "                          are caught by it, and its false positives (new\n"
+		   "                          messages refused) counted [0: none]\n"
+		   "      --history-rate=R    the history's false_positive_rate [0.001]\n"
 		   "      --lease-ms=MS       lease of the records scope [1000]\n"
 		   "      --progress=SECONDS  a progress line every SECONDS (0: live line\n"
 		   "                          on a terminal, every 5 s otherwise) [0]\n"
@@ -199,6 +205,8 @@ main_options(int argc, char **argv)
 		{"crash-command", required_argument, NULL, 'X'},
 		{"no-faults", no_argument, NULL, '0'},
 		{"ttl", required_argument, NULL, 'T'},
+		{"history", required_argument, NULL, 'j'},
+		{"history-rate", required_argument, NULL, 'Y'},
 		{"lease-ms", required_argument, NULL, 'E'},
 		{"progress", required_argument, NULL, 'p'},
 		{"seed", required_argument, NULL, 'S'},
@@ -268,6 +276,12 @@ main_options(int argc, char **argv)
 				break;
 			case 'T':
 				o->ttl_seconds = main_count("ttl", optarg, 1, 86400);
+				break;
+			case 'j':
+				o->history_seconds = main_count("history", optarg, 0, 86400);
+				break;
+			case 'Y':
+				o->history_rate = main_number("history-rate", optarg, 0.0001, 0.1);
 				break;
 			case 'E':
 				o->lease_ms = main_count("lease-ms", optarg, 10, 3600000);
@@ -391,6 +405,14 @@ main_setup(void)
 			 " message_id bigint NOT NULL, amount bigint NOT NULL,"
 			 " received_at timestamptz NOT NULL DEFAULT clock_timestamp())");
 	main_sql(conn, "CREATE INDEX ON sim.notifications (event_id)");
+	/*
+	 * messages whose first delivery a history refused (--history): its false
+	 * positives, never applied, and left out of what is to be applied
+	 */
+	main_sql(conn, "CREATE TABLE sim.refused (message_id bigint PRIMARY KEY)");
+	main_sql(conn,
+			 "CREATE VIEW sim.to_apply AS SELECT * FROM sim.messages AS m"
+			 " WHERE NOT EXISTS (SELECT FROM sim.refused AS r WHERE r.message_id = m.id)");
 	snprintf(sql, sizeof(sql),
 			 "INSERT INTO sim.accounts (id) SELECT generate_series(1, %d)",
 			 sim_options.accounts);
@@ -435,6 +457,15 @@ main_setup(void)
 			 sim_scope_downstream, sim_options.ttl_seconds,
 			 sim_topic, sim_options.ttl_seconds);
 	main_sql(conn, sql);
+	if (sim_options.history_seconds > 0)
+	{
+		snprintf(sql, sizeof(sql),
+				 "SELECT dedup_set_scope('%s', history => '%d s', false_positive_rate => %g);"
+				 "SELECT dedup_set_scope('%s', history => '%d s', false_positive_rate => %g)",
+				 sim_scope_claims, sim_options.history_seconds, sim_options.history_rate,
+				 sim_scope_downstream, sim_options.history_seconds, sim_options.history_rate);
+		main_sql(conn, sql);
+	}
 	PQfinish(conn);
 }
 
@@ -505,6 +536,10 @@ main(int argc, char **argv)
 	printf("   scopes %s (claims), %s (records), %s (downstream), topic %s; ttl %d s\n",
 		   sim_scope_claims, sim_scope_records, sim_scope_downstream, sim_topic,
 		   sim_options.ttl_seconds);
+	if (sim_options.history_seconds > 0)
+		printf("   history of %s and %s: %d s, false_positive_rate %g\n",
+			   sim_scope_claims, sim_scope_downstream, sim_options.history_seconds,
+			   sim_options.history_rate);
 
 	conns = calloc(sim_options.consumers, sizeof(SimConn));
 	consumers = calloc(sim_options.consumers, sizeof(pthread_t));

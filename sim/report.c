@@ -131,9 +131,18 @@ report_happened(int64_t elapsed_ms)
 		   " and suppressed %ld published again\n",
 		   (long) c->published, (long) c->acked, (long) c->downstream_new,
 		   (long) c->downstream_dup);
+	if (sim_options.history_seconds > 0)
+		printf("  history               %ld duplicates answered by the history (copies past the"
+			   " ttl, expired or folded);\n"
+			   "                        %ld of them first deliveries of messages never applied:"
+			   " false positives,\n"
+			   "                        %.5f of the %ld messages (false_positive_rate %g)\n",
+			   (long) c->history_caught, (long) c->history_false,
+			   (double) c->history_false / (sim_options.messages > 0 ? sim_options.messages : 1),
+			   sim_options.messages, sim_options.history_rate);
 	printf("  dedup window          the longest a copy arrived after its message's"
 		   " commit: %.1f s (ttl %d s)\n", c->max_gap_ms / 1000.0, sim_options.ttl_seconds);
-	if (c->max_gap_ms >= sim_options.ttl_seconds * 1000L)
+	if (c->max_gap_ms >= sim_options.ttl_seconds * 1000L && sim_options.history_seconds == 0)
 		printf("  NOTE: copies arrived after the dedup window: they count as new messages,"
 			   " and double effects are\n"
 			   "        expected; make --ttl longer than the redeliveries, or --window"
@@ -152,26 +161,31 @@ report_print(int64_t elapsed_ms)
 
 	printf("\n== invariants, checked in the database%*s %10s %10s\n", 38, "",
 		   "expected", "found");
-	expected_applied = report_number("SELECT count(*) FROM sim.messages WHERE amount > 0", NULL);
+	expected_applied = report_number("SELECT count(*) FROM sim.to_apply WHERE amount > 0", NULL);
 	ledger = report_number("SELECT count(*) FROM sim.ledger", NULL);
 	report_check("business effects = messages to apply (ledger rows)", expected_applied, ledger);
 	report_check("messages applied more than once", 0,
 				 report_number("SELECT count(*) FROM (SELECT FROM sim.ledger"
 							   " GROUP BY message_id HAVING count(*) > 1) AS d", NULL));
 	report_check("messages lost (never applied)", 0,
-				 report_number("SELECT count(*) FROM sim.messages AS m WHERE m.amount > 0"
+				 report_number("SELECT count(*) FROM sim.to_apply AS m WHERE m.amount > 0"
 							   " AND NOT EXISTS (SELECT FROM sim.ledger AS l"
 							   " WHERE l.message_id = m.id)", NULL));
+	if (sim_options.history_seconds > 0)
+		report_check("messages the history refused, yet applied (not false positives)", 0,
+					 report_number("SELECT count(*) FROM sim.refused AS r"
+								   " WHERE EXISTS (SELECT FROM sim.ledger AS l"
+								   " WHERE l.message_id = r.message_id)", NULL));
 	report_check("messages applied by the wrong path (claim vs record)", 0,
 				 report_number("SELECT count(*) FROM sim.ledger AS l JOIN sim.messages AS m"
 							   " ON m.id = l.message_id WHERE l.path <> m.path", NULL));
 	report_check("accounts whose balance is not the sum of their messages", 0,
 				 report_number("SELECT count(*) FROM sim.accounts AS a LEFT JOIN"
-							   " (SELECT account, sum(amount) AS s FROM sim.messages"
+							   " (SELECT account, sum(amount) AS s FROM sim.to_apply"
 							   " WHERE amount > 0 GROUP BY account) AS e ON e.account = a.id"
 							   " WHERE a.balance <> coalesce(e.s, 0)", NULL));
 	report_check("sum of all balances",
-				 report_number("SELECT sum(amount) FROM sim.messages WHERE amount > 0", NULL),
+				 report_number("SELECT sum(amount) FROM sim.to_apply WHERE amount > 0", NULL),
 				 report_number("SELECT sum(balance) FROM sim.accounts", NULL));
 	report_check("events left in the outbox (pending, in flight, dead)", 0,
 				 report_number("SELECT sum(pending + in_flight + dead)"

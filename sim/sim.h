@@ -43,6 +43,8 @@ typedef struct SimOptions
 	int			crashes;		/* postmaster kills (needs crash_command) */
 	const char *crash_command;
 	int			ttl_seconds;	/* dedup window of every scope */
+	int			history_seconds;	/* a history of the claim scopes; 0: none */
+	double		history_rate;	/* its false_positive_rate */
 	int			lease_ms;		/* lease of the records scope */
 	int			progress_seconds;
 	int			timeout_seconds;	/* give up (exit 1) after this long */
@@ -74,6 +76,8 @@ typedef struct SimCounters
 	atomic_long applied;		/* business transactions committed */
 	atomic_long applied_record; /* ... of them through records */
 	atomic_long dup_claims;		/* dedup_claim returned false */
+	atomic_long history_caught; /* ... and dedup_seen said "history" */
+	atomic_long history_false;	/* ... for a message never applied: a false positive */
 	atomic_long replays;		/* dedup_begin returned replay */
 	atomic_long busy_nowait;	/* 55P03: a copy was being applied */
 	atomic_long busy_in_progress;	/* dedup_begin: in_progress */

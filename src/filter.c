@@ -68,8 +68,6 @@
 #include "store.h"
 
 #define FILTER_PAGE_BYTES	(64 * 1024)
-#define FILTER_BLOCK_BYTES	64
-#define FILTER_BLOCKS_PER_PAGE	(FILTER_PAGE_BYTES / FILTER_BLOCK_BYTES)
 #define FILTER_BITS_PER_KEY	24
 #define FILTER_K			13
 #define FILTER_MAX_SLOTS	256
@@ -92,6 +90,7 @@ typedef struct FilterSlot
 	int64		ident;			/* the bucket's relation, or the generation */
 	int64		version;		/* of a generation: its keys when read */
 	int			k;				/* positions a key */
+	int			width;			/* log2 of a block's bits */
 	uint32		nblocks;
 	uint32		npages;
 	int32		first_page;		/* pages first_page .. first_page + npages - 1 */
@@ -169,27 +168,32 @@ static inline uint8 *
 filter_block(const FilterSlot *slot, const DedupFingerprint *fp)
 {
 	uint32		block = dedup_filter_block_of(fp, slot->nblocks);
+	Size		block_bytes = DEDUP_FILTER_BLOCK_BYTES(slot->width);
 
-	return (uint8 *) filter_shared->data +
-		(Size) (slot->first_page + block / FILTER_BLOCKS_PER_PAGE) * FILTER_PAGE_BYTES +
-		(Size) (block % FILTER_BLOCKS_PER_PAGE) * FILTER_BLOCK_BYTES;
+	return (uint8 *) filter_shared->data + (Size) slot->first_page * FILTER_PAGE_BYTES +
+		(Size) block * block_bytes;
 }
 
 /*
- * The FILTER_K bit positions of a key in its block, 9 bits each: ten from
- * the fingerprint's bytes 4 to 15 (seven from the first eight, three from
- * the last four), three from a 64-bit mix of all sixteen bytes (murmur3's
- * finalizer), so that none is a function of another.
+ * The FILTER_K bit positions of a key in a block of 2^width bits, width bits
+ * each: from the fingerprint's bytes 4 to 15 as many as they hold (at 9
+ * bits, seven from the first eight and three from the last four; at 10,
+ * six and three), the rest from a 64-bit mix of all sixteen bytes
+ * (murmur3's finalizer), so that none is a function of another.
  */
 static inline void
-filter_positions(const DedupFingerprint *fp, uint32 *pos)
+filter_positions(const DedupFingerprint *fp, uint32 *pos, int width)
 {
+	uint32		mask = (1u << width) - 1;
+	int			j = 0;
+
 	uint64		h;
 	uint64		m;
 	uint32		l;
 
-	StaticAssertStmt(DEDUP_FINGERPRINT_LEN >= 16 && FILTER_K == 13,
-					 "a filter takes ten 9-bit positions from bytes 4 to 15 and three from their mix");
+	StaticAssertStmt(DEDUP_FINGERPRINT_LEN >= 16 && FILTER_K == DEDUP_FILTER_MAX_K &&
+					 FILTER_K * DEDUP_FILTER_HISTORY_WIDTH - 90 <= 64,
+					 "a filter takes its positions from bytes 4 to 15 and the rest from their mix");
 	memcpy(&h, fp->bytes + 4, sizeof(h));
 	memcpy(&l, fp->bytes + 12, sizeof(l));
 	memcpy(&m, fp->bytes, sizeof(m));
@@ -199,34 +203,34 @@ filter_positions(const DedupFingerprint *fp, uint32 *pos)
 	m ^= m >> 33;
 	m *= UINT64CONST(0xc4ceb9fe1a85ec53);
 	m ^= m >> 33;
-	for (int j = 0; j < 7; j++, h >>= 9)
-		pos[j] = h & 511;
-	for (int j = 7; j < 10; j++, l >>= 9)
-		pos[j] = l & 511;
-	for (int j = 10; j < FILTER_K; j++, m >>= 9)
-		pos[j] = m & 511;
+	for (int i = 0; i < 64 / width; i++, h >>= width)
+		pos[j++] = h & mask;
+	for (int i = 0; i < 32 / width; i++, l >>= width)
+		pos[j++] = l & mask;
+	for (; j < FILTER_K; m >>= width)
+		pos[j++] = m & mask;
 }
 
-/* Set the first k positions of a key in its block (DEDUP_FILTER_BLOCK_BYTES). */
+/* Set the first k positions of a key in its block of 2^width bits. */
 void
-dedup_filter_set(uint8 *block, const DedupFingerprint *fp, int k)
+dedup_filter_set(uint8 *block, const DedupFingerprint *fp, int k, int width)
 {
 	uint32		pos[FILTER_K];
 
 	Assert(k >= 1 && k <= FILTER_K);
-	filter_positions(fp, pos);
+	filter_positions(fp, pos, width);
 	for (int j = 0; j < k; j++)
 		block[pos[j] >> 3] |= (1 << (pos[j] & 7));
 }
 
 /* Whether the first k positions of a key are all set in its block. */
 bool
-dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, int k)
+dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, int k, int width)
 {
 	uint32		pos[FILTER_K];
 
 	Assert(k >= 1 && k <= FILTER_K);
-	filter_positions(fp, pos);
+	filter_positions(fp, pos, width);
 	for (int j = 0; j < k; j++)
 	{
 		if ((block[pos[j] >> 3] & (1 << (pos[j] & 7))) == 0)
@@ -302,7 +306,7 @@ dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp)
 
 	if (slot == NULL)
 		return true;
-	return dedup_filter_test(filter_block(slot, fp), fp, FILTER_K);
+	return dedup_filter_test(filter_block(slot, fp), fp, FILTER_K, DEDUP_FILTER_BUCKET_WIDTH);
 }
 
 /*
@@ -413,7 +417,9 @@ filter_free_orphans(void)
 static FilterSlot *
 filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
 {
-	uint32		npages = (nblocks + FILTER_BLOCKS_PER_PAGE - 1) / FILTER_BLOCKS_PER_PAGE;
+	int			width = kind == FILTER_HISTORY ? DEDUP_FILTER_HISTORY_WIDTH : DEDUP_FILTER_BUCKET_WIDTH;
+	Size		bytes = (Size) nblocks * DEDUP_FILTER_BLOCK_BYTES(width);
+	uint32		npages = (uint32) ((bytes + FILTER_PAGE_BYTES - 1) / FILTER_PAGE_BYTES);
 	FilterSlot *slot = NULL;
 	int32		run = 0;
 	int32		first = -1;
@@ -445,6 +451,7 @@ filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
 	slot->ident = ident;
 	slot->version = version;
 	slot->k = k;
+	slot->width = width;
 	slot->nblocks = nblocks;
 	slot->npages = npages;
 	slot->first_page = first;
@@ -498,7 +505,7 @@ dedup_filter_build(Oid relid, int64 nkeys)
 			CHECK_FOR_INTERRUPTS();
 			fp = (const DedupFingerprint *)
 				DatumGetPointer(slot_getattr(tslot, Anum_key_key, &isnull));
-			dedup_filter_set(filter_block(slot, fp), fp, FILTER_K);
+			dedup_filter_set(filter_block(slot, fp), fp, FILTER_K, DEDUP_FILTER_BUCKET_WIDTH);
 			added++;
 		}
 		ExecDropSingleTupleTableSlot(tslot);
@@ -540,7 +547,7 @@ dedup_filter_history_test(int64 generation, int64 version, const DedupFingerprin
 
 	if (slot == NULL)
 		return DEDUP_FILTER_UNKNOWN;
-	return dedup_filter_test(filter_block(slot, fp), fp, slot->k) ?
+	return dedup_filter_test(filter_block(slot, fp), fp, slot->k, slot->width) ?
 		DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
 }
 

@@ -13,12 +13,18 @@
 
 #include "dedup.h"
 
-/* filter.c: a key's block and bits, the same in every filter */
-#define DEDUP_FILTER_BLOCK_BYTES	64
+/*
+ * filter.c: a key's block and bits, by one routine for every filter.  A
+ * block is 2^width bits: 512 (64 bytes, one cache line) in the buckets'
+ * filters, 1024 (128 bytes, two adjacent lines) in the histories'.
+ */
+#define DEDUP_FILTER_BUCKET_WIDTH	9
+#define DEDUP_FILTER_HISTORY_WIDTH	10
+#define DEDUP_FILTER_BLOCK_BYTES(width)	((1 << (width)) / 8)
 #define DEDUP_FILTER_MAX_K			13
 extern uint32 dedup_filter_block_of(const DedupFingerprint *fp, uint32 nblocks);
-extern void dedup_filter_set(uint8 *block, const DedupFingerprint *fp, int k);
-extern bool dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, int k);
+extern void dedup_filter_set(uint8 *block, const DedupFingerprint *fp, int k, int width);
+extern bool dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, int k, int width);
 
 /* filter.c: generations read into shared memory */
 #define DEDUP_FILTER_UNKNOWN	(-1)	/* not in memory */

@@ -1517,7 +1517,7 @@ ALTER TABLE dedup.claims ADD COLUMN history integer;
 -- A generation takes the folds of one slice of time (as long as the
 -- window), and goes whole once its slice ended a window ago: a fold at
 -- time t is remembered until at least t + window.  Its bits are kept in
--- chunks of 125 blocks of 64 bytes (one row a chunk, about one page); a
+-- chunks of 63 blocks of 128 bytes (one row a chunk, about one page); a
 -- chunk no fold has touched has no row.  A generation's rate of false
 -- positives is half the scope's, so that the two slices a look-up reads
 -- add up to the scope's rate; a generation that fills before its slice
@@ -1551,7 +1551,7 @@ CREATE TABLE dedup.history_blocks (
     CONSTRAINT history_blocks_pkey PRIMARY KEY (generation, chunk)
 ) USING heap;
 ALTER TABLE dedup.history_blocks ALTER COLUMN bits SET STORAGE PLAIN;
-COMMENT ON TABLE dedup.history_blocks IS 'the bits of the history generations, a chunk of 8000 bytes a row';
+COMMENT ON TABLE dedup.history_blocks IS 'the bits of the history generations, a chunk of 8064 bytes a row';
 SELECT pg_catalog.pg_extension_config_dump('dedup.history_blocks', '');
 
 -- dedup_set_scope takes and returns the history and its false_positive_rate
