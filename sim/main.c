@@ -129,10 +129,10 @@ main_usage(void)
 		   "                          SIGKILL and starts the server again\n"
 		   "      --no-faults         no kills, rollbacks, failures, hangs or relay faults\n"
 		   "      --ttl=SECONDS       dedup window of the simulation's scopes [10]\n"
-		   "      --history=SECONDS   give the claim scopes (consumers' and downstream)\n"
-		   "                          a history of SECONDS: late copies past the ttl\n"
-		   "                          are caught by it, and its false positives (new\n"
-		   "                          messages refused) counted [0: none]\n"
+		   "      --history=SECONDS   give the consumers' claim scope a history of\n"
+		   "                          SECONDS: late copies past the ttl are caught by\n"
+		   "                          it, and its false positives (new messages it\n"
+		   "                          refused) counted and left out [0: none]\n"
 		   "      --history-rate=R    the history's false_positive_rate [0.001]\n"
 		   "      --lease-ms=MS       lease of the records scope [1000]\n"
 		   "      --progress=SECONDS  a progress line every SECONDS (0: live line\n"
@@ -460,10 +460,8 @@ main_setup(void)
 	if (sim_options.history_seconds > 0)
 	{
 		snprintf(sql, sizeof(sql),
-				 "SELECT dedup_set_scope('%s', history => '%d s', false_positive_rate => %g);"
 				 "SELECT dedup_set_scope('%s', history => '%d s', false_positive_rate => %g)",
-				 sim_scope_claims, sim_options.history_seconds, sim_options.history_rate,
-				 sim_scope_downstream, sim_options.history_seconds, sim_options.history_rate);
+				 sim_scope_claims, sim_options.history_seconds, sim_options.history_rate);
 		main_sql(conn, sql);
 	}
 	PQfinish(conn);
@@ -537,9 +535,8 @@ main(int argc, char **argv)
 		   sim_scope_claims, sim_scope_records, sim_scope_downstream, sim_topic,
 		   sim_options.ttl_seconds);
 	if (sim_options.history_seconds > 0)
-		printf("   history of %s and %s: %d s, false_positive_rate %g\n",
-			   sim_scope_claims, sim_scope_downstream, sim_options.history_seconds,
-			   sim_options.history_rate);
+		printf("   history of %s: %d s, false_positive_rate %g\n",
+			   sim_scope_claims, sim_options.history_seconds, sim_options.history_rate);
 
 	conns = calloc(sim_options.consumers, sizeof(SimConn));
 	consumers = calloc(sim_options.consumers, sizeof(pthread_t));
