@@ -85,6 +85,7 @@
 typedef struct FilterSlot
 {
 	pg_atomic_uint32 state;
+	pg_atomic_uint64 frees;		/* counts the times the slot was freed */
 	Oid			dboid;
 	int			kind;			/* FILTER_BUCKET or FILTER_HISTORY */
 	int64		ident;			/* the bucket's relation, or the generation */
@@ -148,7 +149,10 @@ dedup_filter_shmem_startup(void)
 		filter_shared->lock = &(GetNamedLWLockTranche("dedup filters"))->lock;
 		filter_shared->npages = filter_npages();
 		for (int i = 0; i < FILTER_MAX_SLOTS; i++)
+		{
 			pg_atomic_init_u32(&filter_shared->slots[i].state, FILTER_FREE);
+			pg_atomic_init_u64(&filter_shared->slots[i].frees, 0);
+		}
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -343,6 +347,9 @@ dedup_filter_exists(Oid relid)
 static void
 filter_release(FilterSlot *slot)
 {
+	/* a reader that began before sees the count change (filter_history_test) */
+	pg_atomic_fetch_add_u64(&slot->frees, 1);
+	pg_write_barrier();
 	for (uint32 p = 0; p < slot->npages; p++)
 		filter_shared->page_used[slot->first_page + p] = false;
 	slot->ident = 0;
@@ -543,12 +550,30 @@ dedup_filter_build(Oid relid, int64 nkeys)
 int
 dedup_filter_history_test(int64 generation, int64 version, const DedupFingerprint *fp)
 {
-	FilterSlot *slot = filter_slot_find(FILTER_HISTORY, generation, version);
+	FilterSlot *slot;
+	uint64		frees;
+	bool		maybe;
 
+	if (filter_shared == NULL)
+		return DEDUP_FILTER_UNKNOWN;
+	slot = filter_slot_find(FILTER_HISTORY, generation, version);
 	if (slot == NULL)
 		return DEDUP_FILTER_UNKNOWN;
-	return dedup_filter_test(filter_block(slot, fp), fp, slot->k, slot->width) ?
-		DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
+
+	/*
+	 * Unlike a bucket's, a generation's filter may be freed while its keys
+	 * are still asked for (a fold made a new version), and its pages taken
+	 * by another filter: an answer read while that happened does not count.
+	 */
+	frees = pg_atomic_read_u64(&slot->frees);
+	pg_read_barrier();
+	if (!filter_slot_is(slot, FILTER_HISTORY, generation, version))
+		return DEDUP_FILTER_UNKNOWN;
+	maybe = dedup_filter_test(filter_block(slot, fp), fp, slot->k, slot->width);
+	pg_read_barrier();
+	if (pg_atomic_read_u64(&slot->frees) != frees)
+		return DEDUP_FILTER_UNKNOWN;
+	return maybe ? DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
 }
 
 /*

@@ -271,12 +271,14 @@ history_list_read(void)
 }
 
 /*
- * Whether a generation exists at that version, as this backend last read
- * the list (filter.c frees the memory of those that do not).
+ * Whether a generation exists at that version (filter.c frees the memory
+ * of those that do not).
  */
 bool
 dedup_history_generation_is(int64 generation, int64 version)
 {
+	if (!history_list_read())
+		return false;
 	for (int i = 0; i < history_count; i++)
 	{
 		if (history_list[i].generation == generation)

@@ -69,6 +69,18 @@ seen() {	# PREFIX N: how many of PREFIX-1..N dedup_seen() answers "history"
 	q -c "SELECT count(*) FILTER (WHERE dedup_seen('h', '$1-' || g) = 'history') FROM generate_series(1, $2) g"
 }
 folded() { q -c "SELECT coalesce(sum(keys), 0) FROM dedup.history_generations"; }
+# same_answers WHAT VAR=VALUE...: with those PG* variables, dedup_seen answers
+# as on the primary for every bucket's keys and for keys never claimed
+same_answers() {
+	local what=$1 prefix n
+	shift
+	for prefix in a b c d never; do
+		n=100000
+		[ "$prefix" = never ] && n=20000
+		check "$what answers as the primary for $prefix" \
+			"$(export "$@"; seen "$prefix" "$n")" "$(seen "$prefix" "$n")"
+	done
+}
 
 fill_bucket a 100000
 claimed_a=$(q -c "SELECT claims FROM dedup.buckets WHERE state = 's'")
@@ -139,12 +151,7 @@ fill_bucket d 100000
 fold
 want=$(folded)
 PGHOST=$sdir PGPORT=$sport wait_for "SELECT coalesce(sum(keys), 0) FROM dedup.history_generations" "$want" 60
-for prefix in a b c d never; do
-	n=100000
-	[ "$prefix" = never ] && n=20000
-	check "the standby answers as the primary for $prefix" \
-		"$(PGHOST=$sdir PGPORT=$sport seen "$prefix" "$n")" "$(seen "$prefix" "$n")"
-done
+same_answers "the standby" PGHOST="$sdir" PGPORT="$sport"
 server_stop "$dir"
 as_server "$PG_BINDIR/pg_ctl" -D "$sdir/data" -w promote >/dev/null
 PGHOST=$sdir PGPORT=$sport wait_for "SELECT pg_is_in_recovery()" f
@@ -156,12 +163,7 @@ as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE restored"
 as_server "$PG_BINDIR/pg_dump" -h "$dir" -p "$port" -U postgres -Fc -f "$dir/app.dump" app
 as_server "$PG_BINDIR/pg_restore" -h "$dir" -p "$port" -U postgres --exit-on-error -d restored "$dir/app.dump"
-for prefix in a b c d never; do
-	n=100000
-	[ "$prefix" = never ] && n=20000
-	check "restored: dedup_seen answers as the original for $prefix" \
-		"$(PGDATABASE=restored seen "$prefix" "$n")" "$(seen "$prefix" "$n")"
-done
+same_answers "the restored database" PGDATABASE=restored
 check "restored: the same generations" \
 	"$(PGDATABASE=restored q -c "SELECT string_agg(generation || ':' || keys || ':' || nblocks, ' ' ORDER BY generation) FROM dedup.history_generations")" \
 	"$(q -c "SELECT string_agg(generation || ':' || keys || ':' || nblocks, ' ' ORDER BY generation) FROM dedup.history_generations")"
