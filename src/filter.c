@@ -57,6 +57,7 @@
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -92,6 +93,7 @@ typedef struct FilterSlot
 	int64		version;		/* of a generation: its keys when read */
 	int			k;				/* positions a key */
 	int			width;			/* log2 of a block's bits */
+	int			builder;		/* the pid that reads it in (BUILDING) */
 	uint32		nblocks;
 	uint32		npages;
 	int32		first_page;		/* pages first_page .. first_page + npages - 1 */
@@ -356,7 +358,25 @@ filter_release(FilterSlot *slot)
 	pg_atomic_write_u32(&slot->state, FILTER_FREE);
 }
 
-/* Free every version of a filter of this database. */
+/*
+ * Whether a slot may be freed by this process: a ready one, or one being
+ * built by a process that is gone.  A bucket's filter is built by the
+ * cleanup that frees it; a generation's by any backend, and only its
+ * builder frees it while it builds.  The lock is held.
+ */
+static bool
+filter_may_release(const FilterSlot *slot)
+{
+	uint32		state = pg_atomic_read_u32((pg_atomic_uint32 *) &slot->state);
+
+	if (state == FILTER_READY)
+		return true;
+	return state == FILTER_BUILDING &&
+		(slot->kind == FILTER_BUCKET || slot->builder == MyProcPid ||
+		 BackendPidGetProc(slot->builder) == NULL);
+}
+
+/* Free every version of a filter of this database (not one another process builds). */
 static void
 filter_free(int kind, int64 ident)
 {
@@ -368,7 +388,7 @@ filter_free(int kind, int64 ident)
 		FilterSlot *slot = &filter_shared->slots[i];
 
 		if (slot->ident == ident && slot->kind == kind && slot->dboid == MyDatabaseId &&
-			pg_atomic_read_u32(&slot->state) != FILTER_FREE)
+			filter_may_release(slot))
 			filter_release(slot);
 	}
 	LWLockRelease(filter_shared->lock);
@@ -418,11 +438,12 @@ filter_free_orphans(void)
 }
 
 /*
- * Take a free slot and a run of free pages for a filter of nkeys keys;
- * NULL when there is no room.  The slot is left BUILDING.
+ * Take a free slot and a run of free pages for a filter of nblocks blocks;
+ * NULL when there is no room.  The slot is left BUILDING, its pages not
+ * yet zeroed.  The lock is held.
  */
 static FilterSlot *
-filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
+filter_allocate_locked(int kind, int64 ident, int64 version, uint32 nblocks, int k)
 {
 	int			width = kind == FILTER_HISTORY ? DEDUP_FILTER_HISTORY_WIDTH : DEDUP_FILTER_BUCKET_WIDTH;
 	Size		bytes = (Size) nblocks * DEDUP_FILTER_BLOCK_BYTES(width);
@@ -431,7 +452,6 @@ filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
 	int32		run = 0;
 	int32		first = -1;
 
-	LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < FILTER_MAX_SLOTS && slot == NULL; i++)
 	{
 		if (pg_atomic_read_u32(&filter_shared->slots[i].state) == FILTER_FREE)
@@ -447,10 +467,7 @@ filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
 		}
 	}
 	if (slot == NULL || first < 0)
-	{
-		LWLockRelease(filter_shared->lock);
 		return NULL;
-	}
 	for (uint32 p = 0; p < npages; p++)
 		filter_shared->page_used[first + p] = true;
 	slot->dboid = MyDatabaseId;
@@ -463,10 +480,23 @@ filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
 	slot->npages = npages;
 	slot->first_page = first;
 	slot->keys = 0;
+	slot->builder = MyProcPid;
 	pg_atomic_write_u32(&slot->state, FILTER_BUILDING);
+	return slot;
+}
+
+/* filter_allocate_locked(), taking the lock, with the pages zeroed. */
+static FilterSlot *
+filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
+{
+	FilterSlot *slot;
+
+	LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
+	slot = filter_allocate_locked(kind, ident, version, nblocks, k);
 	LWLockRelease(filter_shared->lock);
-	memset(filter_shared->data + (Size) first * FILTER_PAGE_BYTES, 0,
-		   (Size) npages * FILTER_PAGE_BYTES);
+	if (slot != NULL)
+		memset(filter_shared->data + (Size) slot->first_page * FILTER_PAGE_BYTES, 0,
+			   (Size) slot->npages * FILTER_PAGE_BYTES);
 	return slot;
 }
 
@@ -577,35 +607,71 @@ dedup_filter_history_test(int64 generation, int64 version, const DedupFingerprin
 }
 
 /*
- * Read a version of a generation into memory: fill() writes its nblocks
- * blocks into the zeroed memory it is given.  The other versions of the
- * generation are freed first.  False when there is no room, or no shared
- * memory for filters.
+ * Read a version of a generation into memory, unless it is there or another
+ * backend is reading it in: fill() writes its nblocks blocks into the
+ * zeroed memory it is given.  The generation's other versions are freed
+ * (those ready).  True when the version is in memory; false when another
+ * backend is reading it in, when there is no room, or no shared memory for
+ * filters (the caller reads the table; *no_room says which).  Only this backend writes the slot
+ * while it is BUILDING, and nobody frees it then (filter_may_release).
  */
 bool
 dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks, int k,
-						  void (*fill) (uint8 *bits, void *arg), void *arg)
+						  void (*fill) (uint8 *bits, void *arg), void *arg, bool *no_room)
 {
-	FilterSlot *slot;
+	FilterSlot *slot = NULL;
 
+	*no_room = (filter_shared == NULL);
 	if (filter_shared == NULL)
 		return false;
-	filter_free(FILTER_HISTORY, generation);
-	slot = filter_allocate(FILTER_HISTORY, generation, version, nblocks, k);
-	if (slot == NULL)
+	for (int attempt = 0; attempt < 2 && slot == NULL; attempt++)
 	{
-		filter_free_orphans();
-		slot = filter_allocate(FILTER_HISTORY, generation, version, nblocks, k);
+		bool		elsewhere = false;
+
+		if (attempt > 0)
+			filter_free_orphans();
+		LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < FILTER_MAX_SLOTS; i++)
+		{
+			FilterSlot *s = &filter_shared->slots[i];
+
+			if (pg_atomic_read_u32(&s->state) == FILTER_FREE || s->kind != FILTER_HISTORY ||
+				s->ident != generation || s->dboid != MyDatabaseId)
+				continue;
+			if (s->version == version && pg_atomic_read_u32(&s->state) == FILTER_READY)
+			{
+				LWLockRelease(filter_shared->lock);
+				return true;
+			}
+			if (filter_may_release(s))
+				filter_release(s);
+			else if (s->version == version)
+				elsewhere = true;
+		}
+		if (elsewhere)
+		{
+			LWLockRelease(filter_shared->lock);
+			return false;
+		}
+		slot = filter_allocate_locked(FILTER_HISTORY, generation, version, nblocks, k);
+		LWLockRelease(filter_shared->lock);
 	}
 	if (slot == NULL)
+	{
+		*no_room = true;
 		return false;
+	}
+	memset(filter_shared->data + (Size) slot->first_page * FILTER_PAGE_BYTES, 0,
+		   (Size) slot->npages * FILTER_PAGE_BYTES);
 	PG_TRY();
 	{
 		fill((uint8 *) filter_shared->data + (Size) slot->first_page * FILTER_PAGE_BYTES, arg);
 	}
 	PG_CATCH();
 	{
-		filter_free(FILTER_HISTORY, generation);
+		LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
+		filter_release(slot);
+		LWLockRelease(filter_shared->lock);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

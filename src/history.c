@@ -389,10 +389,12 @@ dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp)
 
 		if (answer == DEDUP_FILTER_UNKNOWN && !g->no_room)
 		{
+			bool		no_room;
+
 			if (dedup_filter_history_load(g->generation, g->keys, g->nblocks, g->k,
-										  history_fill, g))
+										  history_fill, g, &no_room))
 				answer = dedup_filter_history_test(g->generation, g->keys, fp);
-			else
+			else if (no_room)
 			{
 				/* not again until the list changes */
 				for (int j = 0; j < history_count; j++)

@@ -34,7 +34,7 @@ extern int	dedup_filter_history_test(int64 generation, int64 version,
 									  const DedupFingerprint *fp);
 extern bool dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks,
 									  int k, void (*fill) (uint8 *bits, void *arg),
-									  void *arg);
+									  void *arg, bool *no_room);
 extern void dedup_filter_history_free(int64 generation);
 
 /* history.c */

@@ -69,6 +69,7 @@ status=0
 "$DEDUP_ROOT/sim/dedup-sim" --messages 15000 --consumers 4 --window 0 --ttl 1 --no-faults \
 	--records 0 --history 3600 --progress 10 \
 	"host=$dir port=$port user=postgres dbname=dedup_sim" >"$dir/sim-history.log" || status=$?
+grep -A 2 '^  history ' "$dir/sim-history.log"
 tail -n 25 "$dir/sim-history.log"
 check "exit status with a history behind a short window" "$status" 0
 caught=$(sed -n 's/^  history *\([0-9][0-9]*\) duplicates answered by the history.*/\1/p' "$dir/sim-history.log")
