@@ -15,15 +15,21 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace_d.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -221,6 +227,8 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_HISTORY_BLOCKS] = "history_blocks",
 	[DEDUP_REL_HISTORY_BLOCKS_PKEY] = "history_blocks_pkey",
 };
+static bool dedup_reldist[DEDUP_NUM_RELATIONS];	/* distributed by Citus */
+static bool dedup_citus_worker = false;	/* this node is a Citus worker */
 static bool dedup_callback_registered = false;
 
 static void
@@ -234,6 +242,65 @@ dedup_relcache_callback(Datum arg, Oid relid)
 			break;
 		}
 	}
+}
+
+/*
+ * Whether Citus distributes a relation (a row of its catalog
+ * pg_dist_partition: a distributed, reference or Citus local table).  Its
+ * rows are then in shards, and the table dedup would open on this node is
+ * the shell Citus never reads.
+ */
+static bool
+dedup_relation_is_distributed(Oid relid)
+{
+	Oid			catalog = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	bool		found;
+
+	if (!OidIsValid(catalog) || !OidIsValid(relid))
+		return false;
+	rel = table_open(catalog, AccessShareLock);
+	/* its first column, logicalrelid */
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * Whether this node is a worker of a Citus cluster: its group in Citus's
+ * catalog pg_dist_local_group is not the coordinator's (0).  dedup's state
+ * is on the coordinator; a worker's own copy of dedup's tables would be a
+ * second, separate state.
+ */
+static bool
+dedup_node_is_citus_worker(void)
+{
+	Oid			catalog = get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE);
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		worker = false;
+
+	if (!OidIsValid(catalog))
+		return false;
+	rel = table_open(catalog, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		group = heap_getattr(tuple, 1, RelationGetDescr(rel), &isnull);
+
+		worker = !isnull && DatumGetInt32(group) > 0;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return worker;
 }
 
 /*
@@ -255,8 +322,13 @@ dedup_relation_lookup(DedupRelation rel)
 	{
 		Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
 
-		dedup_relids[rel] = OidIsValid(nsp) ?
+		Oid			relid = OidIsValid(nsp) ?
 			get_relname_relid(dedup_relnames[rel], nsp) : InvalidOid;
+
+		dedup_reldist[rel] = dedup_relation_is_distributed(relid);
+		if (rel == DEDUP_REL_CLAIMS)
+			dedup_citus_worker = OidIsValid(relid) && dedup_node_is_citus_worker();
+		dedup_relids[rel] = relid;
 	}
 	return dedup_relids[rel];
 }
@@ -277,6 +349,20 @@ dedup_relation_oid(DedupRelation rel)
 				 errdetail("Relation \"%s.%s\" does not exist.",
 						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
 				 errhint("Run CREATE EXTENSION dedup.")));
+	if (dedup_citus_worker)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dedup runs on the coordinator of a Citus cluster, not on its workers"),
+				 errdetail("This node is a worker of a Citus cluster; its copy of dedup's tables is not the one the coordinator's calls use."),
+				 errhint("Connect to the coordinator to call dedup's functions.")));
+	if (dedup_reldist[rel])
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dedup does not run on tables distributed by Citus"),
+				 errdetail("Table \"%s.%s\" is distributed: its rows are in shards, which dedup, reading and writing its tables on the node a call runs on, does not reach.",
+						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
+				 errhint("Keep dedup's tables local: SELECT undistribute_table('%s.%s').",
+						 DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel])));
 	return relid;
 }
 

@@ -41,9 +41,13 @@
  *
  * Concurrency.  The slot table and page map are changed under the lock; a
  * reader takes no lock: it checks that the slot names its bucket and is
- * ready, then reads bits.  A slot is freed only when its bucket is retired
- * or dropped, whose rows have all expired, so a reader that still reads it
- * (a stale list of buckets) can get any answer without harm.
+ * ready, copies its fields and checks them against the memory's bounds,
+ * reads bits, and counts the answer only if the slot's count of frees did
+ * not move meanwhile: a bucket's slot is freed as it retires, while calls
+ * with the old list of buckets may still read it, and a retired bucket's
+ * expired claims still count for a scope with a history; a generation's
+ * slot is freed when a fold made a new version.  A reader that cannot
+ * count on a slot reads the bucket, or the generation's table.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -169,7 +173,10 @@ dedup_filter_block_of(const DedupFingerprint *fp, uint32 nblocks)
 	return h % nblocks;
 }
 
-/* The block of a key in the filter of a slot. */
+static inline bool filter_slot_is(const FilterSlot *slot, int kind, int64 ident,
+								  int64 version);
+
+/* The block of a key in the filter of a slot the caller owns (it builds it). */
 static inline uint8 *
 filter_block(const FilterSlot *slot, const DedupFingerprint *fp)
 {
@@ -178,6 +185,61 @@ filter_block(const FilterSlot *slot, const DedupFingerprint *fp)
 
 	return (uint8 *) filter_shared->data + (Size) slot->first_page * FILTER_PAGE_BYTES +
 		(Size) block * block_bytes;
+}
+
+/*
+ * The block of a key in a slot read without the lock, its fields copied
+ * and checked against the memory's bounds first (the slot may be freed and
+ * taken again meanwhile); NULL when they do not hold.
+ */
+static inline const uint8 *
+filter_block_unlocked(const FilterSlot *slot, const DedupFingerprint *fp, int *k, int *width)
+{
+	uint32		nblocks = slot->nblocks;
+	int32		first = slot->first_page;
+	Size		block_bytes;
+	Size		offset;
+
+	*k = slot->k;
+	*width = slot->width;
+	if (nblocks == 0 || first < 0 || *k < 1 || *k > FILTER_K ||
+		(*width != DEDUP_FILTER_BUCKET_WIDTH && *width != DEDUP_FILTER_HISTORY_WIDTH))
+		return NULL;
+	block_bytes = DEDUP_FILTER_BLOCK_BYTES(*width);
+	offset = (Size) first * FILTER_PAGE_BYTES +
+		(Size) dedup_filter_block_of(fp, nblocks) * block_bytes;
+	if (offset + block_bytes > (Size) filter_shared->npages * FILTER_PAGE_BYTES)
+		return NULL;
+	return (const uint8 *) filter_shared->data + offset;
+}
+
+/*
+ * Test a key in a ready slot, read without the lock: DEDUP_FILTER_MAYBE or
+ * _ABSENT, or _UNKNOWN when the slot was freed while it was read (a
+ * bucket's when it retires, a generation's when a fold made a new version)
+ * and its pages may have been taken by another filter.
+ */
+static int
+filter_slot_test(FilterSlot *slot, int kind, int64 ident, int64 version,
+				 const DedupFingerprint *fp)
+{
+	uint64		frees = pg_atomic_read_u64(&slot->frees);
+	const uint8 *block;
+	int			k;
+	int			width;
+	bool		maybe;
+
+	pg_read_barrier();
+	if (!filter_slot_is(slot, kind, ident, version))
+		return DEDUP_FILTER_UNKNOWN;
+	block = filter_block_unlocked(slot, fp, &k, &width);
+	if (block == NULL)
+		return DEDUP_FILTER_UNKNOWN;
+	maybe = dedup_filter_test(block, fp, k, width);
+	pg_read_barrier();
+	if (pg_atomic_read_u64(&slot->frees) != frees)
+		return DEDUP_FILTER_UNKNOWN;
+	return maybe ? DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
 }
 
 /*
@@ -312,7 +374,7 @@ dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp)
 
 	if (slot == NULL)
 		return true;
-	return dedup_filter_test(filter_block(slot, fp), fp, FILTER_K, DEDUP_FILTER_BUCKET_WIDTH);
+	return filter_slot_test(slot, FILTER_BUCKET, relid, 0, fp) != DEDUP_FILTER_ABSENT;
 }
 
 /*
@@ -325,9 +387,12 @@ dedup_filter_prefetch(Oid relid, const DedupFingerprint *fp)
 {
 #if defined(__GNUC__) || defined(__clang__)
 	FilterSlot *slot = filter_slot_of(relid);
+	const uint8 *block;
+	int			k;
+	int			width;
 
-	if (slot != NULL)
-		__builtin_prefetch(filter_block(slot, fp));
+	if (slot != NULL && (block = filter_block_unlocked(slot, fp, &k, &width)) != NULL)
+		__builtin_prefetch(block);
 #endif
 }
 
@@ -580,30 +645,11 @@ dedup_filter_build(Oid relid, int64 nkeys)
 int
 dedup_filter_history_test(int64 generation, int64 version, const DedupFingerprint *fp)
 {
-	FilterSlot *slot;
-	uint64		frees;
-	bool		maybe;
+	FilterSlot *slot = filter_slot_find(FILTER_HISTORY, generation, version);
 
-	if (filter_shared == NULL)
-		return DEDUP_FILTER_UNKNOWN;
-	slot = filter_slot_find(FILTER_HISTORY, generation, version);
 	if (slot == NULL)
 		return DEDUP_FILTER_UNKNOWN;
-
-	/*
-	 * Unlike a bucket's, a generation's filter may be freed while its keys
-	 * are still asked for (a fold made a new version), and its pages taken
-	 * by another filter: an answer read while that happened does not count.
-	 */
-	frees = pg_atomic_read_u64(&slot->frees);
-	pg_read_barrier();
-	if (!filter_slot_is(slot, FILTER_HISTORY, generation, version))
-		return DEDUP_FILTER_UNKNOWN;
-	maybe = dedup_filter_test(filter_block(slot, fp), fp, slot->k, slot->width);
-	pg_read_barrier();
-	if (pg_atomic_read_u64(&slot->frees) != frees)
-		return DEDUP_FILTER_UNKNOWN;
-	return maybe ? DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
+	return filter_slot_test(slot, FILTER_HISTORY, generation, version, fp);
 }
 
 /*

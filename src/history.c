@@ -184,13 +184,17 @@ history_geometry(double rate, double *bits_per_key, int *k)
 static HistoryGeneration *history_list = NULL;
 static int	history_count = 0;
 static bool history_valid = false;
+static uint64 history_invalidations = 0;	/* counts them, as bucket.c does */
 static Oid	history_relid = InvalidOid;
 
 static void
 history_list_callback(Datum arg, Oid relid)
 {
 	if (!OidIsValid(relid) || relid == history_relid)
+	{
 		history_valid = false;
+		history_invalidations++;
+	}
 }
 
 /*
@@ -210,6 +214,7 @@ history_list_read(void)
 	int			n = 0;
 	int			size = 8;
 	HistoryGeneration *list;
+	uint64		invalidations;
 
 	if (!OidIsValid(relid))
 		return false;
@@ -233,9 +238,10 @@ history_list_read(void)
 		return true;
 	}
 	history_relid = relid;
-	history_valid = true;		/* an invalidation from here on reads it again */
+	invalidations = history_invalidations;
 	snapshot = RegisterSnapshot(IsInParallelMode() ? GetTransactionSnapshot() : GetLatestSnapshot());
-	list = MemoryContextAlloc(TopMemoryContext, sizeof(HistoryGeneration) * size);
+	/* built in the caller's memory: an error while reading leaves the old list, invalid */
+	list = palloc(sizeof(HistoryGeneration) * size);
 	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
 	while ((tuple = systable_getnext(scan)) != NULL)
 	{
@@ -265,8 +271,12 @@ history_list_read(void)
 	table_close(rel, AccessShareLock);
 	if (history_list != NULL)
 		pfree(history_list);
-	history_list = list;
+	history_list = MemoryContextAlloc(TopMemoryContext, sizeof(HistoryGeneration) * Max(n, 1));
+	memcpy(history_list, list, sizeof(HistoryGeneration) * n);
+	pfree(list);
 	history_count = n;
+	/* valid unless an invalidation came while it was read */
+	history_valid = (invalidations == history_invalidations);
 	return true;
 }
 
@@ -422,6 +432,27 @@ dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * A read of the fold, with a snapshot taken now: the chunks and generations
+ * as the last fold left them, whatever snapshot the cleanup's transaction
+ * holds (an earlier fold of the same transaction, or one committed since a
+ * repeatable read transaction began), so that a fold never writes back a
+ * chunk without bits an earlier fold set.  Returns SPI's code.
+ */
+static int
+history_select(const char *sql, int nargs, Oid *types, Datum *values, long tcount)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+	int			rc;
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare: %s", sql);
+	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							  false, false, tcount);
+	SPI_freeplan(plan);
+	return rc;
+}
+
 /* A history, as the fold needs it. */
 typedef struct HistoryScope
 {
@@ -481,10 +512,10 @@ history_slice_keys(int32 history_id, TimestampTz slice_end)
 	bool		isnull;
 	Datum		d;
 
-	if (SPI_execute_with_args("SELECT pg_catalog.sum(keys)::bigint FROM dedup.history_generations"
-							  " WHERE history_id OPERATOR(pg_catalog.=) $1"
-							  " AND slice_end OPERATOR(pg_catalog.=) $2",
-							  2, types, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (history_select("SELECT pg_catalog.sum(keys)::bigint FROM dedup.history_generations"
+					   " WHERE history_id OPERATOR(pg_catalog.=) $1"
+					   " AND slice_end OPERATOR(pg_catalog.=) $2",
+					   2, types, values, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the generations of history %d", history_id);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
@@ -504,11 +535,11 @@ history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGenera
 	TimestampTz slice_end;
 	double		bits_per_key;
 
-	if (SPI_execute_with_args("SELECT generation, slice_end, rate, k, nblocks, capacity, keys"
-							  " FROM dedup.history_generations"
-							  " WHERE history_id OPERATOR(pg_catalog.=) $1"
-							  " ORDER BY generation DESC LIMIT 1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
+	if (history_select("SELECT generation, slice_end, rate, k, nblocks, capacity, keys"
+					   " FROM dedup.history_generations"
+					   " WHERE history_id OPERATOR(pg_catalog.=) $1"
+					   " ORDER BY generation DESC LIMIT 1",
+					   1, types, values, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the generations of history %d", h->history_id);
 	if (SPI_processed == 1)
 	{
@@ -618,11 +649,11 @@ history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
 		rvalues[0] = Int64GetDatum(g->generation);
 		rvalues[1] = Int32GetDatum((int32) first);
 		rvalues[2] = Int32GetDatum((int32) last);
-		if (SPI_execute_with_args("SELECT chunk, bits FROM dedup.history_blocks"
-								  " WHERE generation OPERATOR(pg_catalog.=) $1"
-								  " AND chunk OPERATOR(pg_catalog.>=) $2"
-								  " AND chunk OPERATOR(pg_catalog.<) $3",
-								  3, rtypes, rvalues, NULL, true, 0) != SPI_OK_SELECT)
+		if (history_select("SELECT chunk, bits FROM dedup.history_blocks"
+						   " WHERE generation OPERATOR(pg_catalog.=) $1"
+						   " AND chunk OPERATOR(pg_catalog.>=) $2"
+						   " AND chunk OPERATOR(pg_catalog.<) $3",
+						   3, rtypes, rvalues, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read generation " INT64_FORMAT, g->generation);
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
@@ -717,10 +748,10 @@ dedup_history_fold(Oid bucket_relid)
 
 	if (!OidIsValid(gens))
 		return 0;
-	if (SPI_execute("SELECT history_id, pg_catalog.date_part('epoch', history),"
-					" false_positive_rate, pg_catalog.now() OPERATOR(pg_catalog.-) history"
-					" FROM dedup.scopes WHERE history_id IS NOT NULL AND history IS NOT NULL",
-					true, 0) != SPI_OK_SELECT)
+	if (history_select("SELECT history_id, pg_catalog.date_part('epoch', history),"
+					   " false_positive_rate, pg_catalog.now() OPERATOR(pg_catalog.-) history"
+					   " FROM dedup.scopes WHERE history_id IS NOT NULL AND history IS NOT NULL",
+					   0, NULL, NULL, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the histories of dedup.scopes");
 	nscopes = (int) SPI_processed;
 	if (nscopes == 0)
@@ -744,10 +775,10 @@ dedup_history_fold(Oid bucket_relid)
 		Oid			types[1] = {OIDOID};
 		Datum		values[1] = {ObjectIdGetDatum(bucket_relid)};
 
-		if (SPI_execute_with_args("SELECT pg_catalog.date_part('epoch', closed_at OPERATOR(pg_catalog.-) opened_at)"
-								  " FROM dedup.buckets WHERE relid OPERATOR(pg_catalog.=) $1"
-								  " AND pg_catalog.isfinite(opened_at) AND closed_at IS NOT NULL",
-								  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		if (history_select("SELECT pg_catalog.date_part('epoch', closed_at OPERATOR(pg_catalog.-) opened_at)"
+						   " FROM dedup.buckets WHERE relid OPERATOR(pg_catalog.=) $1"
+						   " AND pg_catalog.isfinite(opened_at) AND closed_at IS NOT NULL",
+						   1, types, values, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not read dedup.buckets");
 		if (SPI_processed == 1)
 		{

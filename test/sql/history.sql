@@ -151,6 +151,32 @@ SELECT * FROM generations;
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'k' || g) = 'history') < 10 AS k_forgotten,
        count(*) FILTER (WHERE dedup_seen('h', 'n' || g) = 'history') AS n_seen
 FROM generate_series(1, 100) g;
+-- two buckets retired by one pass fold into one generation, one after the
+-- other in the same transaction: the second fold keeps the first's bits
+SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'p' || g FROM generate_series(1, 300) g));
+-- (the current bucket aged: a pass opens the next, switches, seals this one)
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'q' || g FROM generate_series(1, 300) g));
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT count(*) AS sealed FROM dedup.buckets WHERE state = 's';
+CALL pg_temp.expire_sealed();
+CALL dedup_cleanup();
+SELECT count(*) AS sealed FROM dedup.buckets WHERE state = 's';
+SELECT count(*) FILTER (WHERE dedup_seen('h', 'p' || g) = 'history') AS p_seen,
+       count(*) FILTER (WHERE dedup_seen('h', 'q' || g) = 'history') AS q_seen
+FROM generate_series(1, 300) g;
+
+-- a record begun over a claim that expired within the window replays it as
+-- complete (it counts as a live claim would), and leaves the claim to be folded
+SELECT dedup_claim('h', 'claimed-then-begun');
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute'
+WHERE key = pg_temp.key_fp('h', 'claimed-then-begun');
+SELECT outcome, status, response FROM dedup_begin('h', 'claimed-then-begun');
+SELECT record IS NULL AS still_a_claim, history IS NOT NULL AS carries_history
+FROM dedup.claims WHERE key = pg_temp.key_fp('h', 'claimed-then-begun');
+
 -- a scope whose history is taken away loses its generations at the next pass
 SELECT scope, history, false_positive_rate FROM dedup_set_scope('h', history => '0');
 SELECT count(*) AS claims_with_history FROM dedup.claims WHERE history IS NOT NULL;
