@@ -361,7 +361,7 @@ dedup_relation_oid(DedupRelation rel)
 				 errmsg("dedup does not run on tables distributed by Citus"),
 				 errdetail("Table \"%s.%s\" is distributed: its rows are in shards, which dedup, reading and writing its tables on the node a call runs on, does not reach.",
 						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
-				 errhint("Keep dedup's tables local: SELECT undistribute_table('%s.%s').",
+				 errhint("Keep dedup's tables local to the coordinator; the README's \"Distributed (Citus)\" section says how to undistribute %s.%s.",
 						 DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel])));
 	return relid;
 }
