@@ -229,6 +229,7 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 };
 static bool dedup_reldist[DEDUP_NUM_RELATIONS];	/* distributed by Citus */
 static bool dedup_citus_worker = false;	/* this node is a Citus worker */
+static uint64 dedup_relids_resets = 0;	/* counts the resets of dedup_relids */
 static bool dedup_callback_registered = false;
 
 static void
@@ -239,6 +240,7 @@ dedup_relcache_callback(Datum arg, Oid relid)
 		if (!OidIsValid(relid) || dedup_relids[i] == relid)
 		{
 			memset(dedup_relids, 0, sizeof(dedup_relids));
+			dedup_relids_resets++;
 			break;
 		}
 	}
@@ -318,16 +320,24 @@ dedup_relation_lookup(DedupRelation rel)
 	}
 	/* a cheap check, so that a re-created extension is seen at once */
 	AcceptInvalidationMessages();
-	if (!OidIsValid(dedup_relids[rel]))
+	while (!OidIsValid(dedup_relids[rel]))
 	{
+		uint64		resets = dedup_relids_resets;
 		Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
-
 		Oid			relid = OidIsValid(nsp) ?
 			get_relname_relid(dedup_relnames[rel], nsp) : InvalidOid;
+		bool		distributed;
+		bool		worker;
 
-		dedup_reldist[rel] = dedup_relation_is_distributed(relid);
-		if (rel == DEDUP_REL_CLAIMS)
-			dedup_citus_worker = OidIsValid(relid) && dedup_node_is_citus_worker();
+		if (!OidIsValid(relid))
+			return InvalidOid;
+		/* Citus's catalogs, read under a lock that takes in invalidations */
+		distributed = dedup_relation_is_distributed(relid);
+		worker = dedup_node_is_citus_worker();
+		if (resets != dedup_relids_resets)
+			continue;			/* an invalidation came: look the name up again */
+		dedup_reldist[rel] = distributed;
+		dedup_citus_worker = worker;
 		dedup_relids[rel] = relid;
 	}
 	return dedup_relids[rel];

@@ -232,6 +232,8 @@ filter_slot_test(FilterSlot *slot, int kind, int64 ident, int64 version,
 	pg_read_barrier();
 	if (!filter_slot_is(slot, kind, ident, version))
 		return DEDUP_FILTER_UNKNOWN;
+	/* its fields as they were when it became ready */
+	pg_read_barrier();
 	block = filter_block_unlocked(slot, fp, &k, &width);
 	if (block == NULL)
 		return DEDUP_FILTER_UNKNOWN;
@@ -414,13 +416,17 @@ dedup_filter_exists(Oid relid)
 static void
 filter_release(FilterSlot *slot)
 {
-	/* a reader that began before sees the count change (filter_history_test) */
+	/*
+	 * Not ready any more, then the count of frees (a full barrier), then the
+	 * pages free for another filter: a reader that saw the slot ready read
+	 * the count before it moved, and reads it again after its bits
+	 * (filter_slot_test), so it sees the move if the pages were taken.
+	 */
+	pg_atomic_write_u32(&slot->state, FILTER_FREE);
+	slot->ident = 0;
 	pg_atomic_fetch_add_u64(&slot->frees, 1);
-	pg_write_barrier();
 	for (uint32 p = 0; p < slot->npages; p++)
 		filter_shared->page_used[slot->first_page + p] = false;
-	slot->ident = 0;
-	pg_atomic_write_u32(&slot->state, FILTER_FREE);
 }
 
 /*

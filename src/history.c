@@ -269,10 +269,15 @@ history_list_read(void)
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(rel, AccessShareLock);
-	if (history_list != NULL)
-		pfree(history_list);
-	history_list = MemoryContextAlloc(TopMemoryContext, sizeof(HistoryGeneration) * Max(n, 1));
-	memcpy(history_list, list, sizeof(HistoryGeneration) * n);
+	{
+		HistoryGeneration *kept = MemoryContextAlloc(TopMemoryContext,
+													 sizeof(HistoryGeneration) * Max(n, 1));
+
+		memcpy(kept, list, sizeof(HistoryGeneration) * n);
+		if (history_list != NULL)
+			pfree(history_list);
+		history_list = kept;
+	}
 	pfree(list);
 	history_count = n;
 	/* valid unless an invalidation came while it was read */

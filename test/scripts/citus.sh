@@ -91,7 +91,14 @@ check "two sessions, one key: one true" "$(grep -v '^$' "$dir/race1" | head -n 1
 check "dedup_claim on a worker: 0A000" \
 	"$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U postgres -c "SELECT dedup_claim('citus', 'on-a-worker')")" \
 	"ERROR:  0A000"
-check "nothing written on the worker" "$(worker 1 -c "SELECT count(*) FROM ONLY dedup.claims")" 0
+check "dedup_advance on a worker, in a new session: 0A000" \
+	"$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U postgres -c "SELECT dedup_advance('citus', 'stream', 1)")" \
+	"ERROR:  0A000"
+check "dedup_outbox_put on a worker, in a new session: 0A000" \
+	"$(sqlstate -h "${wdirs[1]}" -p "$((port + 2))" -U postgres -c "SELECT dedup_outbox_put('citus', 'a', '{}')")" \
+	"ERROR:  0A000"
+check "nothing written on the worker" \
+	"$(worker 1 -c "SELECT (SELECT count(*) FROM ONLY dedup.claims) + (SELECT count(*) FROM dedup.streams)")" 0
 
 # 3. dedup.claims distributed: refused, by a session that claimed before too
 psql -X -q -At -v ON_ERROR_STOP=1 >"$dir/long-session" 2>&1 <<'SQL' &
