@@ -249,17 +249,13 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_wr
 void
 key_store_use_history(KeyStore *ks, const DedupScopeSettings *settings)
 {
-	Interval	minus;
-
 	if (settings->history_id == 0 || ks->table != DEDUP_REL_CLAIMS ||
 		RelationGetDescr(ks->heap)->natts < Anum_claims_history)
 		return;
 	ks->history_id = settings->history_id;
-	minus = settings->history;
-	minus.month = -minus.month;
-	minus.day = -minus.day;
-	minus.time = -minus.time;
-	ks->history_from = dedup_timestamp_plus(ks->now, &minus);
+	ks->history_from = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+															   TimestampTzGetDatum(ks->now),
+															   IntervalPGetDatum(&settings->history)));
 }
 
 /*

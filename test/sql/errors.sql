@@ -139,6 +139,13 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SELECT dedup_complete('rs', 'busy', 200, attempt => 0)$$),
   ($$SELECT dedup_release('rs', NULL)$$),
   ($$SELECT * FROM dedup_lookup(NULL, 'k')$$),
+  -- the history's look-ups: NULLs (22004), empty (22023), too long (22001)
+  ($$SELECT dedup_seen(NULL, 'k')$$),
+  ($$SELECT dedup_seen('rs', NULL::text)$$),
+  ($$SELECT dedup_seen('', 'k')$$),
+  ($$SELECT dedup_seen('rs', '')$$),
+  ($$SELECT count(*) FROM dedup_history('')$$),
+  ($$SELECT count(*) FROM dedup_history(repeat('s', 201))$$),
   -- records: wrong-state transitions (42704, 55000, 55006)
   ($$SELECT dedup_complete('rs', 'never-begun', 200)$$),
   ($$SELECT dedup_release('rs', 'never-begun')$$),
