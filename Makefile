@@ -17,6 +17,7 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(EXTENSION).
 MODULE_big = dedup
 OBJS = \
 	src/dedup.o \
+	src/cluster.o \
 	src/fingerprint.o \
 	src/scope.o \
 	src/bucket.o \
@@ -50,6 +51,7 @@ SQL_PARTS = \
 	sql/functions/streams.sql \
 	sql/functions/history.sql \
 	sql/functions/cleanup.sql \
+	sql/functions/cluster.sql \
 	sql/grants.sql
 
 DATA_built = $(EXTENSION)--$(EXTVERSION).sql

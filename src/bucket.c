@@ -350,11 +350,16 @@ dedup_bucket_open_current(LOCKMODE lockmode)
 	}
 }
 
-/* Whether this database keeps claims in buckets (not at 1.0). */
+/*
+ * Whether this database keeps claims in buckets: not at 1.0, and not on a
+ * Citus cluster, where dedup.claims is one distributed table (cluster.c)
+ * and a worker has no list of buckets of its own.
+ */
 bool
 dedup_bucket_storage(void)
 {
-	return OidIsValid(dedup_relation_lookup(DEDUP_REL_BUCKETS));
+	return OidIsValid(dedup_relation_lookup(DEDUP_REL_BUCKETS)) &&
+		!dedup_relation_hashed(DEDUP_REL_CLAIMS) && !dedup_node_is_citus_worker_cached();
 }
 
 /* ---------------------------------------------------------------------

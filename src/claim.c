@@ -19,6 +19,7 @@
 #include "utils/lsyscache.h"
 
 #include "store.h"
+#include "cluster.h"
 
 /* ---------------------------------------------------------------------
  * Arguments
@@ -42,18 +43,23 @@ static Datum
 claim_single(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_claim", DEDUP_PRIV_USAGE, &settings);
+	text	   *scope;
+	Datum		route_result;
 	bool		nowait;
 	Interval   *ttl;
 	DedupFingerprint fp;
 	KeyStore	ks;
 	bool		claimed;
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_claim", DEDUP_PRIV_USAGE, &settings);
+
 	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	nowait = dedup_bool_arg(fcinfo, 3, "nowait");
 	ttl = claim_ttl(fcinfo, 2, &settings);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
 	key_store_use_history(&ks, &settings);
 	claimed = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
 	key_store_close(&ks);
@@ -177,7 +183,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 		fps[nkeys++] = entries[i].fp;
 	}
 	claimed_key = palloc(sizeof(bool) * Max(nkeys, 1));
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, NULL, true);
 	key_store_use_history(&ks, &settings);
 	expires_at = dedup_timestamp_plus(ks.now, ttl);
 	key_store_claim_batch(&ks, fps, nkeys, expires_at, nowait, claimed_key);

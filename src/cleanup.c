@@ -65,6 +65,7 @@
 #include "cleanup.h"
 #include "store.h"
 #include "bucket.h"
+#include "cluster.h"
 
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
@@ -77,17 +78,37 @@ static const DedupRelation cleanup_stages[] = {
 #define CLEANUP_NSTAGES lengthof(cleanup_stages)
 
 /*
+ * A position: the block in its low 32 bits, the stage in the next 8, and on
+ * a Citus cluster the ordinal of the shard of the stage's table on this
+ * node above them.
+ */
+#define CLEANUP_STAGE_MASK	0xFF
+#define CLEANUP_SHARD_SHIFT 40
+
+/* A shard read to its end: the next batch starts at the next one. */
+static void
+cleanup_next_shard(DedupRelation table, int *shard, BlockNumber *position)
+{
+	if (*position == InvalidBlockNumber && dedup_relation_hashed(table))
+	{
+		(*shard)++;
+		*position = 0;
+	}
+}
+
+/*
  * Delete up to batch_size expired rows of a key table (dedup.claims or
  * dedup.outbox_keys, which have the same columns), reading it from block
  * *position on, and count them by kind in deleted[].  Sets *position to
  * where the next batch starts, or to InvalidBlockNumber when this batch
- * reached the end of the table.
+ * reached the end of the table.  On a Citus cluster, the table is its
+ * shards on this node, and *shard the ordinal of the one being read.
  */
 static int64
-cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
+cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int batch_size,
 				  int64 deleted_by_kind[DEDUP_NUM_KINDS])
 {
-	Relation	rel;
+	Relation	rel = NULL;
 	BlockNumber nblocks;
 	BlockNumber start = *position;
 	BlockNumber end;
@@ -107,29 +128,56 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 	 */
 	if (!OidIsValid(dedup_relation_lookup(table)) ||
 		(table == DEDUP_REL_STREAMS &&
-		 pg_class_aclcheck(dedup_relation_lookup(table), GetUserId(), ACL_DELETE) != ACLCHECK_OK))
+		 pg_class_aclcheck(dedup_relation_lookup(table), GetUserId(), ACL_DELETE) != ACLCHECK_OK) ||
+		(dedup_node_is_citus_worker_cached() && !dedup_relation_hashed(table)))
 	{
 		*position = InvalidBlockNumber;
 		return 0;
 	}
-	rel = dedup_relation_open(table, RowExclusiveLock);
-	if (table == DEDUP_REL_CLAIMS)
+	if (dedup_relation_hashed(table))
+	{
+		/*
+		 * On a Citus cluster: the table's shards on this node, one after the
+		 * other (a shard moved away meanwhile is skipped), so that each node
+		 * cleans the shards it holds, and only those.
+		 */
+		Oid		   *shards = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+		int			nshards = dedup_cluster_local_shards(table, shards, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+
+		while (rel == NULL && *shard < nshards)
+		{
+			rel = try_relation_open(shards[*shard], RowExclusiveLock);
+			if (rel == NULL)
+			{
+				(*shard)++;
+				start = 0;
+			}
+		}
+		pfree(shards);
+		if (rel == NULL)
+		{
+			*position = InvalidBlockNumber;
+			return 0;
+		}
+	}
+	else if (table == DEDUP_REL_CLAIMS)
 	{
 		/* the current bucket, where rows with a ttl shorter than it expire */
-		Relation	current = dedup_bucket_open_current(RowExclusiveLock);
-
+		rel = dedup_relation_open(table, RowExclusiveLock);
 		table_close(rel, RowExclusiveLock);
-		rel = current;
+		rel = dedup_bucket_open_current(RowExclusiveLock);
 	}
+	else
+		rel = dedup_relation_open(table, RowExclusiveLock);
 	nblocks = RelationGetNumberOfBlocks(rel);
+	end = Min(nblocks, start + CLEANUP_MAX_BLOCKS_PER_BATCH);
+	*position = end < nblocks ? end : InvalidBlockNumber;
 	if (start >= nblocks)
 	{
 		table_close(rel, RowExclusiveLock);
-		*position = InvalidBlockNumber;
+		cleanup_next_shard(table, shard, position);
 		return 0;
 	}
-	end = Min(nblocks, start + CLEANUP_MAX_BLOCKS_PER_BATCH);
-	*position = end < nblocks ? end : InvalidBlockNumber;
 
 	snapshot = RegisterSnapshot(GetTransactionSnapshot());
 	ItemPointerSet(&mintid, start, FirstOffsetNumber);
@@ -179,6 +227,7 @@ cleanup_key_table(DedupRelation table, BlockNumber *position, int batch_size,
 	table_close(rel, RowExclusiveLock);
 	if (deleted > 0)
 		CommandCounterIncrement();	/* the rest of the statement sees the deletes */
+	cleanup_next_shard(table, shard, position);
 	return deleted;
 }
 
@@ -201,7 +250,8 @@ cleanup_outbox_log(int batch_size, bool *done)
 	bool		isnull;
 	int64		deleted;
 
-	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS)))
+	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS)) ||
+		dedup_node_is_citus_worker_cached())
 	{
 		*done = true;
 		return 0;
@@ -226,7 +276,8 @@ cleanup_outbox_log(int batch_size, bool *done)
 bool
 dedup_cleanup_position_valid(int64 position)
 {
-	return position >= 0 && (position >> 32) < (int64) CLEANUP_NSTAGES &&
+	return position >= 0 && ((position >> 32) & CLEANUP_STAGE_MASK) < (int64) CLEANUP_NSTAGES &&
+		(position >> CLEANUP_SHARD_SHIFT) < DEDUP_CLUSTER_MAX_LOCAL_SHARDS &&
 		(position & 0xFFFFFFFF) <= MaxBlockNumber;
 }
 
@@ -242,7 +293,8 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 {
 	int64		deleted_by_kind[DEDUP_NUM_KINDS] = {0};
 	bool		pass_start = (*position == 0);
-	uint32		stage = (uint32) (*position >> 32);
+	uint32		stage = (uint32) ((*position >> 32) & CLEANUP_STAGE_MASK);
+	int			shard = (int) (*position >> CLEANUP_SHARD_SHIFT);
 	BlockNumber block = (BlockNumber) (*position & 0xFFFFFFFF);
 	int64		deleted;
 
@@ -265,9 +317,9 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 		block = done ? InvalidBlockNumber : 0;
 	}
 	else
-		deleted = cleanup_key_table(cleanup_stages[stage], &block, batch_size, deleted_by_kind);
+		deleted = cleanup_key_table(cleanup_stages[stage], &shard, &block, batch_size, deleted_by_kind);
 	if (block != InvalidBlockNumber)
-		*position = ((int64) stage << 32) | block;
+		*position = ((int64) shard << CLEANUP_SHARD_SHIFT) | ((int64) stage << 32) | block;
 	else if (stage + 1 < CLEANUP_NSTAGES)
 		*position = (int64) (stage + 1) << 32;
 	else

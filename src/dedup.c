@@ -36,6 +36,7 @@
 #include "utils/varlena.h"
 
 #include "dedup.h"
+#include "cluster.h"
 #include "cleanup.h"
 #include "bucket.h"
 #include "bucket.h"
@@ -227,7 +228,8 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_HISTORY_BLOCKS] = "history_blocks",
 	[DEDUP_REL_HISTORY_BLOCKS_PKEY] = "history_blocks_pkey",
 };
-static bool dedup_reldist[DEDUP_NUM_RELATIONS];	/* distributed by Citus */
+static DedupCitusKind dedup_relkind[DEDUP_NUM_RELATIONS];	/* Citus's kind of each */
+static bool dedup_relremote[DEDUP_NUM_RELATIONS];	/* one shard, not on this node */
 static bool dedup_citus_worker = false;	/* this node is a Citus worker */
 static uint64 dedup_relids_resets = 0;	/* counts the resets of dedup_relids */
 static bool dedup_callback_registered = false;
@@ -235,49 +237,48 @@ static bool dedup_callback_registered = false;
 static void
 dedup_relcache_callback(Datum arg, Oid relid)
 {
-	for (int i = 0; i < DEDUP_NUM_RELATIONS; i++)
+	bool		reset = !OidIsValid(relid) || dedup_cluster_forget(relid);
+
+	for (int i = 0; i < DEDUP_NUM_RELATIONS && !reset; i++)
+		reset = (dedup_relids[i] == relid);
+	if (reset)
 	{
-		if (!OidIsValid(relid) || dedup_relids[i] == relid)
-		{
-			memset(dedup_relids, 0, sizeof(dedup_relids));
-			dedup_relids_resets++;
-			break;
-		}
+		memset(dedup_relids, 0, sizeof(dedup_relids));
+		dedup_cluster_reset();
+		dedup_relids_resets++;
+	}
+}
+
+/* The table an index or sequence of the extension belongs to; a table itself. */
+static DedupRelation
+dedup_relation_table(DedupRelation rel)
+{
+	switch (rel)
+	{
+		case DEDUP_REL_CLAIMS_PKEY:
+			return DEDUP_REL_CLAIMS;
+		case DEDUP_REL_SCOPES_PKEY:
+			return DEDUP_REL_SCOPES;
+		case DEDUP_REL_OUTBOX_KEYS_PKEY:
+			return DEDUP_REL_OUTBOX_KEYS;
+		case DEDUP_REL_STREAMS_PKEY:
+			return DEDUP_REL_STREAMS;
+		case DEDUP_REL_OUTBOX_PKEY:
+		case DEDUP_REL_OUTBOX_SEQ:
+			return DEDUP_REL_OUTBOX;
+		case DEDUP_REL_HISTORY_BLOCKS_PKEY:
+			return DEDUP_REL_HISTORY_BLOCKS;
+		default:
+			return rel;
 	}
 }
 
 /*
- * Whether Citus distributes a relation (a row of its catalog
- * pg_dist_partition: a distributed, reference or Citus local table).  Its
- * rows are then in shards, and the table dedup would open on this node is
- * the shell Citus never reads.
- */
-static bool
-dedup_relation_is_distributed(Oid relid)
-{
-	Oid			catalog = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	bool		found;
-
-	if (!OidIsValid(catalog) || !OidIsValid(relid))
-		return false;
-	rel = table_open(catalog, AccessShareLock);
-	/* its first column, logicalrelid */
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
-	found = HeapTupleIsValid(systable_getnext(scan));
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found;
-}
-
-/*
  * Whether this node is a worker of a Citus cluster: its group in Citus's
- * catalog pg_dist_local_group is not the coordinator's (0).  dedup's state
- * is on the coordinator; a worker's own copy of dedup's tables would be a
- * second, separate state.
+ * catalog pg_dist_local_group is not the coordinator's (0).  A worker holds
+ * shards of dedup's distributed tables; the tables Citus does not manage
+ * (the outbox, the buckets, the history) are the coordinator's, and a
+ * worker's own copy of them would be a second, separate state.
  */
 static bool
 dedup_node_is_citus_worker(void)
@@ -308,7 +309,10 @@ dedup_node_is_citus_worker(void)
 /*
  * OID of one of the extension's tables or indexes in the internal schema,
  * or InvalidOid when there is none (the extension is not installed, or at a
- * version that has no such relation).
+ * version that has no such relation).  Of a table Citus keeps in one shard
+ * (a reference table: dedup.scopes, dedup.grants on a cluster), the OID is
+ * that of the shard on this node, where the rows are; of a table distributed
+ * by hash, the shell's (cluster.c finds a key's shard).
  */
 Oid
 dedup_relation_lookup(DedupRelation rel)
@@ -324,19 +328,33 @@ dedup_relation_lookup(DedupRelation rel)
 	{
 		uint64		resets = dedup_relids_resets;
 		Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
+		DedupRelation table = dedup_relation_table(rel);
 		Oid			relid = OidIsValid(nsp) ?
 			get_relname_relid(dedup_relnames[rel], nsp) : InvalidOid;
-		bool		distributed;
+		Oid			table_relid = OidIsValid(nsp) ?
+			get_relname_relid(dedup_relnames[table], nsp) : InvalidOid;
+		DedupCitusKind kind;
+		bool		remote = false;
 		bool		worker;
 
 		if (!OidIsValid(relid))
 			return InvalidOid;
 		/* Citus's catalogs, read under a lock that takes in invalidations */
-		distributed = dedup_relation_is_distributed(relid);
+		kind = dedup_cluster_kind(table_relid);
 		worker = dedup_node_is_citus_worker();
+		if (kind == DEDUP_CITUS_SINGLE && rel != DEDUP_REL_OUTBOX_SEQ)
+		{
+			bool		local;
+			Oid			shard = dedup_cluster_single_shard(table_relid, dedup_relnames[rel], &local);
+
+			remote = !local || !OidIsValid(shard);
+			if (!remote)
+				relid = shard;
+		}
 		if (resets != dedup_relids_resets)
 			continue;			/* an invalidation came: look the name up again */
-		dedup_reldist[rel] = distributed;
+		dedup_relkind[rel] = kind;
+		dedup_relremote[rel] = remote;
 		dedup_citus_worker = worker;
 		dedup_relids[rel] = relid;
 	}
@@ -344,8 +362,27 @@ dedup_relation_lookup(DedupRelation rel)
 }
 
 /*
+ * Whether this node is a worker of a Citus cluster, where only the shards of
+ * dedup's distributed tables are dedup's to use.
+ */
+bool
+dedup_node_is_citus_worker_cached(void)
+{
+	(void) dedup_relation_lookup(DEDUP_REL_CLAIMS);
+	return dedup_citus_worker;
+}
+
+/* Whether Citus distributes one of dedup's tables by hash of its key. */
+bool
+dedup_relation_hashed(DedupRelation rel)
+{
+	return OidIsValid(dedup_relation_lookup(rel)) && dedup_relkind[rel] == DEDUP_CITUS_HASH;
+}
+
+/*
  * OID of one of the extension's tables or indexes in the internal schema,
- * or an error that says the extension is not (yet) installed here.
+ * or an error that says the extension is not (yet) installed here, or that
+ * the relation is not on this node of a Citus cluster.
  */
 Oid
 dedup_relation_oid(DedupRelation rel)
@@ -359,20 +396,32 @@ dedup_relation_oid(DedupRelation rel)
 				 errdetail("Relation \"%s.%s\" does not exist.",
 						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
 				 errhint("Run CREATE EXTENSION dedup.")));
-	if (dedup_citus_worker)
+	if (dedup_citus_worker && dedup_relkind[rel] == DEDUP_CITUS_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("dedup runs on the coordinator of a Citus cluster, not on its workers"),
-				 errdetail("This node is a worker of a Citus cluster; its copy of dedup's tables is not the one the coordinator's calls use."),
-				 errhint("Connect to the coordinator to call dedup's functions.")));
-	if (dedup_reldist[rel])
+				 errmsg("dedup's %s run on the coordinator of a Citus cluster, not on its workers",
+						dedup_relation_table(rel) == DEDUP_REL_BUCKETS ? "buckets" :
+						dedup_relation_table(rel) == DEDUP_REL_HISTORY_GENERATIONS ||
+						dedup_relation_table(rel) == DEDUP_REL_HISTORY_BLOCKS ? "histories" :
+						dedup_relation_table(rel) == DEDUP_REL_CLAIMS ? "claims" :
+						dedup_relation_table(rel) == DEDUP_REL_STREAMS ? "sequence marks" : "outbox tables"),
+				 errdetail("This node is a worker of a Citus cluster; table \"%s.%s\" is not distributed, so its copy here is not the one the coordinator's calls use.",
+						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[dedup_relation_table(rel)]),
+				 errhint("Connect to the coordinator to call this function.")));
+	if (dedup_relkind[rel] == DEDUP_CITUS_HASH)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("dedup does not run on tables distributed by Citus"),
-				 errdetail("Table \"%s.%s\" is distributed: its rows are in shards, which dedup, reading and writing its tables on the node a call runs on, does not reach.",
-						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
-				 errhint("Keep dedup's tables local to the coordinator; the README's \"Distributed (Citus)\" section says how to undistribute %s.%s.",
-						 DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel])));
+				 errmsg("this call does not reach the shards of dedup.%s", dedup_relnames[dedup_relation_table(rel)]),
+				 errdetail("Table \"%s.%s\" is distributed by Citus: dedup reaches a row of it through its key, on the node that holds the key's shard.",
+						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[dedup_relation_table(rel)]),
+				 errhint("Call the functions that take a key, or query the table through the coordinator; the README's \"Distributed (Citus)\" section lists what runs on a cluster.")));
+	if (dedup_relremote[rel])
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s.%s\" has no placement on this node of the Citus cluster",
+						DEDUP_INTERNAL_SCHEMA, dedup_relnames[dedup_relation_table(rel)]),
+				 errdetail("Citus keeps it in one shard, and this node holds no copy of it."),
+				 errhint("Add this node to the cluster's metadata (citus_set_coordinator_host on the coordinator), or call from a node that holds it.")));
 	return relid;
 }
 

@@ -531,3 +531,44 @@ dedup_fingerprint_hash_extended(PG_FUNCTION_ARGS)
 
 	return hash_any_extended(fp->bytes, DEDUP_FINGERPRINT_LEN, PG_GETARG_INT64(1));
 }
+
+/*
+ * dedup_key(scope text, key <text|bytea|uuid|dedup_fingerprint>) and
+ * dedup_stream_key(scope text, stream text): the fingerprints a key and a
+ * stream are stored under, as a business table co-located with dedup's on a
+ * Citus cluster is distributed by them.
+ */
+static Datum
+fingerprint_key_sql(FunctionCallInfo fcinfo, int16 typlen)
+{
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
+
+	dedup_key_arg(fcinfo, 1, scope, typlen, result);
+	PG_RETURN_DEDUP_FINGERPRINT_P(result);
+}
+
+PG_FUNCTION_INFO_V1(dedup_key_varlena);
+Datum
+dedup_key_varlena(PG_FUNCTION_ARGS)
+{
+	return fingerprint_key_sql(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_key_fixed);
+Datum
+dedup_key_fixed(PG_FUNCTION_ARGS)
+{
+	return fingerprint_key_sql(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_stream_key_sql);
+Datum
+dedup_stream_key_sql(PG_FUNCTION_ARGS)
+{
+	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
+
+	dedup_stream_key(scope, dedup_scope_arg(fcinfo, 1, "stream"), result);
+	PG_RETURN_DEDUP_FINGERPRINT_P(result);
+}

@@ -82,6 +82,7 @@
 #include "dedup.h"
 #include "history.h"
 #include "store.h"
+#include "cluster.h"
 
 /* a block of 1024 bits; a chunk of 63 (8064 bytes): one row of dedup.history_blocks */
 #define HISTORY_WIDTH			DEDUP_FILTER_HISTORY_WIDTH
@@ -885,14 +886,19 @@ static Datum
 history_seen(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, &settings);
+	text	   *scope;
+	Datum		route_result;
 	DedupFingerprint fp;
 	KeyStore	ks;
 	KeyRow		row;
 	const char *answer = "absent";
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, &settings);
+
 	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, false);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, false);
 	key_store_use_history(&ks, &settings);
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
 		answer = "exact";

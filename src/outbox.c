@@ -167,7 +167,7 @@ outbox_legacy_key(const text *topic, const DedupFingerprint *fp)
 	table_close(keys, NoLock);
 	if (empty)
 		return false;
-	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, false);
+	key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, NULL, false);
 	state = key_store_read(&ks, fp, &row);
 	key_store_close(&ks);
 	return state == KEY_LIVE;
@@ -358,7 +358,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		/* 1.0's relay deletes what it acks: the key is kept on its own */
 		KeyStore	ks;
 
-		key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, true);
+		key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, NULL, true);
 		is_new = key_store_claim(&ks, &fp,
 								 dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
 								 false);

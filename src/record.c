@@ -37,6 +37,7 @@
 #include "utils/builtins.h"
 
 #include "store.h"
+#include "cluster.h"
 
 /* Columns of dedup_begin_result */
 #define BEGIN_RESULT_NATTS 7
@@ -88,7 +89,8 @@ Datum
 dedup_begin(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_begin", DEDUP_PRIV_USAGE, &settings);
+	text	   *scope;
+	Datum		route_result;
 	DedupFingerprint fp;
 	DedupFingerprint request;
 	bool		has_request;
@@ -103,6 +105,10 @@ dedup_begin(PG_FUNCTION_ARGS)
 	Datum		values[BEGIN_RESULT_NATTS];
 	bool		nulls[BEGIN_RESULT_NATTS];
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_begin", DEDUP_PRIV_USAGE, &settings);
+
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	has_request = record_request_arg(fcinfo, 2, &request);
 	lease = dedup_interval_arg(fcinfo, 3, "lease");
@@ -112,7 +118,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
 	key_store_use_history(&ks, &settings);
 	ks.whole_records = true;
 	for (;;)
@@ -349,17 +355,22 @@ Datum
 dedup_complete(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_complete", DEDUP_PRIV_USAGE, &settings);
+	text	   *scope;
+	Datum		route_result;
 	DedupFingerprint fp;
 	int32		attempt;
 	Interval   *ttl = &settings.value[DEDUP_SCOPE_TTL];
 	KeyStore	ks;
 	KeyRow		row;
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_complete", DEDUP_PRIV_USAGE, &settings);
+
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	attempt = record_attempt_arg(fcinfo, 4);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
 	ks.whole_records = true;
 	do
 	{
@@ -385,16 +396,21 @@ Datum
 dedup_release(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, &settings);
+	text	   *scope;
+	Datum		route_result;
 	DedupFingerprint fp;
 	int32		attempt;
 	KeyStore	ks;
 	KeyRow		row;
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, &settings);
+
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	attempt = record_attempt_arg(fcinfo, 2);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
 	ks.whole_records = true;
 	do
 	{
@@ -420,17 +436,22 @@ Datum
 dedup_lookup(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
+	text	   *scope;
+	Datum		route_result;
 	DedupFingerprint fp;
 	KeyStore	ks;
 	KeyRow		row;
 	Datum		values[LOOKUP_RESULT_NATTS];
 	bool		nulls[LOOKUP_RESULT_NATTS];
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
+
 	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
 	InitMaterializedSRF(fcinfo, 0);
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, false);
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, false);
 	ks.whole_records = true;
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
 	{

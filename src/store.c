@@ -62,6 +62,7 @@
 
 #include "history.h"
 #include "store.h"
+#include "cluster.h"
 
 /* Field numbers of dedup.record_state */
 #define Anum_record_status			1
@@ -203,8 +204,11 @@ store_parts_for_key(KeyStore *ks, const DedupFingerprint *fp, bool *probe)
  * (dedup_scope_of_call, the first thing every writer does).
  */
 void
-key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_write)
+key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
+			   const DedupFingerprint *key, bool for_write)
 {
+	bool		sharded;
+
 	Assert(table == DEDUP_REL_CLAIMS || table == DEDUP_REL_OUTBOX_KEYS ||
 		   table == DEDUP_REL_STREAMS);
 	ks->scope = scope;
@@ -212,14 +216,27 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope, bool for_wr
 	ks->lockmode = for_write ? RowExclusiveLock : AccessShareLock;
 	InitDirtySnapshot(ks->dirty);
 	ks->current = 0;
-	if (table == DEDUP_REL_CLAIMS)
+	sharded = dedup_relation_hashed(table);
+	if (sharded && key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("calls of many keys do not run on a Citus cluster"),
+				 errdetail("dedup.%s is distributed by Citus, and each key of a batch may be on another node.",
+						   table == DEDUP_REL_CLAIMS ? "claims" : "streams"),
+				 errhint("Call the single-key function for each key.")));
+	if (table == DEDUP_REL_CLAIMS && !sharded)
 		store_open_buckets(ks);
 	else
 	{
 		KeyStorePart *part = &ks->parts[0];
 
-		part->heap = dedup_relation_open(table, ks->lockmode);
-		part->index = dedup_relation_open(table + 1, ks->lockmode);
+		if (sharded)
+			dedup_cluster_shard_open(table, key, ks->lockmode, &part->heap, &part->index);
+		else
+		{
+			part->heap = dedup_relation_open(table, ks->lockmode);
+			part->index = dedup_relation_open(table + 1, ks->lockmode);
+		}
 		part->heap_oid = RelationGetRelid(part->heap);
 		part->index_oid = RelationGetRelid(part->index);
 		part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);

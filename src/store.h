@@ -172,7 +172,7 @@ typedef struct KeyStore
 } KeyStore;
 
 extern void key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
-						   bool for_write);
+						   const DedupFingerprint *key, bool for_write);
 extern bool key_store_claim(KeyStore *ks, const DedupFingerprint *fp,
 							TimestampTz expires_at, bool nowait);
 extern void key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,

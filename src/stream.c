@@ -42,6 +42,7 @@
 #include "utils/snapmgr.h"
 
 #include "store.h"
+#include "cluster.h"
 
 /* A stream's name and the arguments of one advance. */
 typedef struct StreamAdvance
@@ -172,11 +173,16 @@ Datum
 dedup_advance(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_advance", DEDUP_PRIV_USAGE, &settings);
+	text	   *scope;
+	Datum		route_result;
 	StreamAdvance a;
 	bool		nowait;
 	KeyStore	ks;
 	bool		moved;
+
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_advance", DEDUP_PRIV_USAGE, &settings);
 
 	a.stream = dedup_scope_arg(fcinfo, 1, "stream");
 	a.seq = stream_int8_arg(fcinfo, 2, "seq");
@@ -190,7 +196,7 @@ dedup_advance(PG_FUNCTION_ARGS)
 	nowait = dedup_bool_arg(fcinfo, 4, "nowait");
 	dedup_stream_key(scope, a.stream, &a.fp);
 
-	key_store_open(&ks, DEDUP_REL_STREAMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &a.fp, true);
 	moved = stream_advance(&ks, &a, settings.strict,
 						   dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
 						   nowait);
@@ -319,7 +325,7 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 					 errhint("Advance each stream once a call, to its highest sequence.")));
 
 	moved = palloc0(sizeof(bool) * Max(n, 1));
-	key_store_open(&ks, DEDUP_REL_STREAMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, NULL, true);
 	expires_at = dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]);
 	for (int i = 0; i < n; i++)
 		moved[adv[i].pos] = stream_advance(&ks, &adv[i], settings.strict, expires_at, nowait);
@@ -348,15 +354,20 @@ Datum
 dedup_new_epoch(PG_FUNCTION_ARGS)
 {
 	DedupScopeSettings settings;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_new_epoch", DEDUP_PRIV_USAGE, &settings);
+	text	   *scope;
+	Datum		route_result;
 	StreamAdvance a;
 	KeyStore	ks;
 	DedupStreamRow next;
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_new_epoch", DEDUP_PRIV_USAGE, &settings);
+
 	memset(&a, 0, sizeof(a));
 	a.stream = dedup_scope_arg(fcinfo, 1, "stream");
 	dedup_stream_key(scope, a.stream, &a.fp);
-	key_store_open(&ks, DEDUP_REL_STREAMS, scope, true);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &a.fp, true);
 	for (;;)
 	{
 		KeyRow		row;
@@ -405,17 +416,23 @@ Datum
 dedup_position(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
-	text	   *stream = dedup_scope_arg(fcinfo, 1, "stream");
+	text	   *scope;
+	Datum		route_result;
+	text	   *stream;
 	DedupFingerprint fp;
 	KeyStore	ks;
 	KeyRow		row;
 	Datum		values[POSITION_NATTS];
 	bool		nulls[POSITION_NATTS];
 
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
+	stream = dedup_scope_arg(fcinfo, 1, "stream");
+
 	dedup_stream_key(scope, stream, &fp);
 	InitMaterializedSRF(fcinfo, 0);
-	key_store_open(&ks, DEDUP_REL_STREAMS, scope, false);
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &fp, false);
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
 	{
 		stream_position_values(&row.stream, row.expires_at, values, nulls);

@@ -393,9 +393,9 @@ worker_check_database(Oid *roleoid)
 		state = DEDUP_DB_NO_ROLE;
 	else if (XactReadOnly)
 		state = DEDUP_DB_READ_ONLY;
-	else if (pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_CLAIMS), *roleoid,
+	else if (pg_class_aclcheck(dedup_relation_lookup(DEDUP_REL_CLAIMS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK ||
-			 pg_class_aclcheck(dedup_relation_oid(DEDUP_REL_OUTBOX_KEYS), *roleoid,
+			 pg_class_aclcheck(dedup_relation_lookup(DEDUP_REL_OUTBOX_KEYS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK)
 		state = DEDUP_DB_NOT_PERMITTED;
 	else

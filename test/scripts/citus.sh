@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Scripted test: dedup on a Citus cluster (a coordinator and two workers on
-# this machine), as far as 1.1 goes: dedup's tables stay local to the
-# coordinator, where every call runs, and a business table is distributed.
-#   - a claim and a business row in a distributed table commit or roll back
-#     together (Citus's two-phase commit across the coordinator and the
-#     worker holding the row); two sessions claiming one key: one true;
-#   - a call on a worker is refused (0A000), writing nothing there: a
-#     worker's copy of dedup's tables is not the coordinator's;
-#   - dedup.claims distributed with create_distributed_table is refused
-#     (0A000) by every call, from a new session and from one that claimed
-#     before, with nothing written; undistributed as the README says, the
-#     claims are back, calls work again and pg_dump dumps the table's rows;
-#   - the cleanup runs on the coordinator.
+# this machine), distributed by dedup_distribute():
+#   - claims, records and sequence marks made before are kept, the time
+#     buckets merged; the claims' shards are on both workers;
+#   - a claim and a business row of a table co-located with dedup.claims
+#     commit or roll back together, as a single-node transaction (one
+#     COMMIT, no PREPARE TRANSACTION); a redelivery is a duplicate;
+#   - one key claimed from three connections, to the coordinator and to each
+#     worker: exactly one true; records and sequence marks from any node;
+#   - what does not run on a cluster fails with 0A000 and writes nothing: a
+#     batch, a history, the outbox on a worker;
+#   - the cleanup on each node deletes the expired rows of the shards it
+#     holds, once: the coordinator none;
+#   - a shard moved (citus_move_shard_placement) under claim load, then a
+#     worker killed with kill -9 and restarted under load: every committed
+#     claim kept, with its business row, and none without.
 # Citus is installed from ../shared/citus when missing (about two minutes).
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
@@ -28,7 +31,9 @@ if [ ! -f "$(pg_config --pkglibdir)/citus.so" ]; then
 fi
 
 citus_conf=("shared_preload_libraries = 'citus, dedup'" "wal_level = logical"
-	"max_prepared_transactions = 20" "dedup.cleanup_enabled = off")
+	"max_prepared_transactions = 20" "dedup.cleanup_enabled = off"
+	"dedup.bucket_interval = '1s'"
+	"listen_addresses = 'localhost'")	# a shard move connects to localhost
 test_server citus 80 "${citus_conf[@]}"
 wdirs=()
 for n in 1 2; do
@@ -56,85 +61,151 @@ q -c "SELECT citus_set_coordinator_host('$dir', $port)" \
 q -c "CREATE EXTENSION dedup" >/dev/null
 check "dedup on every node" "$(worker 1 -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" \
 	"$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")"
-q -c "CREATE TABLE orders (message_id text PRIMARY KEY, amount int NOT NULL)" \
-  -c "SELECT create_distributed_table('orders', 'message_id')" >/dev/null
-check "orders has shards on both workers" \
-	"$(q -c "SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = 'orders'::regclass")" 2
 
-# 1. the claim and the distributed business row, one transaction
-q <<'SQL' >/dev/null
-BEGIN;
-INSERT INTO orders SELECT 'm-' || g, 1 FROM generate_series(1, 200) g
-WHERE dedup_claim('citus', 'm-' || g);
-COMMIT;
-BEGIN;
-INSERT INTO orders SELECT 'r-' || g, 1 FROM generate_series(1, 50) g
-WHERE dedup_claim('citus', 'r-' || g);
-ROLLBACK;
-SQL
-check "claims and business rows committed together" \
-	"$(q -c "SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM dedup.claims)")" "200|200"
-check "a rolled-back transaction left neither" \
-	"$(q -c "SELECT count(*) FROM orders WHERE message_id LIKE 'r-%'")|$(q -c "SELECT count(*) FROM generate_series(1, 50) g WHERE dedup_claim('citus', 'r-' || g)")" \
-	"0|50"
-check "a redelivery is a duplicate, the business row not written twice" \
-	"$(q -c "INSERT INTO orders SELECT 'm-' || g, 1 FROM generate_series(1, 200) g WHERE dedup_claim('citus', 'm-' || g) RETURNING 1" | wc -l)" 0
-# two sessions claim one key: the second waits for the first, then false
-psql -X -q -At -c "BEGIN" -c "SELECT dedup_claim('citus', 'race')" -c "INSERT INTO orders VALUES ('race', 1)" \
-	-c "SELECT pg_sleep(1)" -c "COMMIT" >"$dir/race1" &
-sleep 0.3
-psql -X -q -At -c "SELECT dedup_claim('citus', 'race')" >"$dir/race2"
+# 1. state made on one server, then distributed: claims in two buckets, a
+#    record, a mark, a scope setting
+q -c "SELECT count(*) FROM generate_series(1, 100) g WHERE dedup_claim('pre', 'p-' || g)" >/dev/null
+for _ in 1 2 3; do q -c "CALL dedup_cleanup()" >/dev/null; sleep 1.1; done
+check "before: the claims are in more than one bucket" \
+	"$(q -c "SELECT count(*) > 1 FROM dedup.buckets")" t
+q -c "SELECT count(*) FROM generate_series(101, 150) g WHERE dedup_claim('pre', 'p-' || g)" \
+  -c "SELECT dedup_begin('pre', 'rec')" -c "SELECT dedup_complete('pre', 'rec', 201, '{\"id\": 7}')" \
+  -c "SELECT dedup_advance('pre', 'stream', 41)" \
+  -c "SELECT scope FROM dedup_set_scope('pre', ttl => '2 days')" >/dev/null
+check "dedup_distribute() refuses a shard_count of 0: 22023" \
+	"$(sqlstate -c "SELECT dedup_distribute(0)")" "ERROR:  22023"
+q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
+check "claims and marks distributed by key, co-located; scopes and grants reference tables" \
+	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \
+	"dedup.claims:h,dedup.grants:n,dedup.scopes:n,dedup.streams:h|1"
+check "the claims' shards are on both workers, none on the coordinator" \
+	"$(q -c "SELECT string_agg(DISTINCT p.groupid::text, ',') FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass")" "1,2"
+check "the buckets are merged away" "$(q -c "SELECT count(*) FROM dedup.buckets")" 0
+check "every claim made before is there, once" "$(q -c "SELECT count(*) FROM dedup.claims")" 151
+check "and a duplicate, from the coordinator and from each worker" \
+	"$(q -c "SELECT count(*) FROM generate_series(1, 150) g WHERE dedup_claim('pre', 'p-' || g)")|$(worker 1 -c "SELECT count(*) FROM generate_series(1, 150) g WHERE dedup_claim('pre', 'p-' || g)")|$(worker 2 -c "SELECT count(*) FROM generate_series(1, 150) g WHERE dedup_claim('pre', 'p-' || g)")" \
+	"0|0|0"
+check "the record replays its response, the mark and the scope's ttl are kept" \
+	"$(worker 2 -c "SELECT outcome, response_code FROM dedup_begin('pre', 'rec')")|$(worker 1 -c "SELECT mark FROM dedup_position('pre', 'stream')")|$(worker 2 -c "SELECT ttl FROM dedup_scope('pre')")" \
+	"replay|201|41|2 days"
+check "dedup_distribute() a second time: 55000" "$(sqlstate -c "SELECT dedup_distribute()")" "ERROR:  55000"
+
+# 2. a claim and its business row, co-located: one node, one commit
+q -c "CREATE TABLE orders (key dedup_fingerprint PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)" \
+  -c "SELECT create_distributed_table('orders', 'key', colocate_with => 'dedup.claims')" >/dev/null
+{
+	for g in $(seq 1 100); do
+		echo "BEGIN;"
+		echo "SELECT dedup_claim('citus', 'm-$g') AS claimed \\gset"
+		echo "\\if :claimed"
+		echo "INSERT INTO orders VALUES (dedup_key('citus', 'm-$g'), 'm-$g', 1);"
+		echo "\\endif"
+		[ $((g % 10)) -eq 0 ] && echo "ROLLBACK;" || echo "COMMIT;"
+	done
+} >"$dir/business.sql"
+q -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+  -f "$dir/business.sql" >/dev/null 2>"$dir/business.log"
+check "90 claims with their business rows committed, 10 rolled back with theirs" \
+	"$(q -c "SELECT count(*) FROM orders")|$(q -c "SELECT count(*) FROM generate_series(1, 100) g WHERE dedup_seen('citus', 'm-' || g) = 'exact'")" \
+	"90|90"
+check "each a single-node transaction: 90 COMMITs and 10 ROLLBACKs sent, no PREPARE TRANSACTION" \
+	"$(grep -c 'issuing COMMIT' "$dir/business.log")|$(grep -c 'issuing ROLLBACK' "$dir/business.log")|$(grep -c 'PREPARE' "$dir/business.log" || true)" \
+	"90|10|0"
+check "the business rows are the claimed keys" \
+	"$(q -c "SELECT count(*) FROM orders WHERE dedup_seen('citus', message_id) = 'exact'")" 90
+check "one COMMIT on one worker, no PREPARE" \
+	"$(psql -X -q -At -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+		-c "BEGIN" -c "SELECT dedup_claim('citus', 'logged')" \
+		-c "INSERT INTO orders VALUES (dedup_key('citus', 'logged'), 'logged', 1)" -c "COMMIT" 2>&1 |
+		grep -o 'issuing [A-Z]*' | sort | uniq -c | awk '{print $3 "=" $1}' | tr '\n' ' ')" \
+	"BEGIN=1 COMMIT=1 INSERT=1 SELECT=1 "
+check "the redeliveries are duplicates, no business row written twice" \
+	"$(q -c "SELECT count(*) FROM generate_series(1, 100) g WHERE g % 10 <> 0 AND dedup_claim('citus', 'm-' || g)")|$(q -c "SELECT count(*) FROM orders")" \
+	"0|91"
+
+# 3. one key from three nodes: the first holds it, the others wait, then false
+worker 1 -c "BEGIN" -c "SELECT dedup_claim('citus', 'race')" -c "SELECT pg_sleep(1.5)" -c "COMMIT" >"$dir/race1" &
+sleep 0.4
+worker 2 -c "SELECT dedup_claim('citus', 'race')" >"$dir/race2" &
+q -c "SELECT dedup_claim('citus', 'race')" >"$dir/race0"
 wait
-check "two sessions, one key: one true" "$(grep -v '^$' "$dir/race1" | head -n 1),$(cat "$dir/race2")" "t,f"
+check "one key, three nodes: exactly one true" \
+	"$(grep -v '^$' "$dir/race1" | head -n 1),$(cat "$dir/race2"),$(cat "$dir/race0")" "t,f,f"
+check "records from any node" \
+	"$(worker 1 -c "SELECT outcome FROM dedup_begin('citus', 'r-1')")|$(q -c "SELECT outcome FROM dedup_begin('citus', 'r-1')")|$(worker 2 -c "SELECT dedup_complete('citus', 'r-1', 200)")$(q -c "SELECT outcome, response_code FROM dedup_begin('citus', 'r-1')")" \
+	"started|in_progress|replay|200"
+check "sequence marks from any node" \
+	"$(q -c "SELECT dedup_advance('citus', 's-1', 5)")|$(worker 1 -c "SELECT dedup_advance('citus', 's-1', 5)")|$(worker 2 -c "SELECT dedup_advance('citus', 's-1', 6)")|$(q -c "SELECT dedup_new_epoch('citus', 's-1')")|$(worker 2 -c "SELECT mark IS NULL, epoch FROM dedup_position('citus', 's-1')")" \
+	"t|f|t|1|t|1"
 
-# 2. a call on a worker is refused, nothing written there
-check "dedup_claim on a worker: 0A000" \
-	"$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U postgres -c "SELECT dedup_claim('citus', 'on-a-worker')")" \
-	"ERROR:  0A000"
-check "dedup_advance on a worker, in a new session: 0A000" \
-	"$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U postgres -c "SELECT dedup_advance('citus', 'stream', 1)")" \
-	"ERROR:  0A000"
-check "dedup_outbox_put on a worker, in a new session: 0A000" \
+# 4. what does not run on a cluster: 0A000, nothing written
+check "a batch: 0A000" \
+	"$(sqlstate -c "SELECT dedup_claim_batch('citus', ARRAY['b-1', 'b-2'])")" "ERROR:  0A000"
+check "a history: 0A000" \
+	"$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '1 day')")" "ERROR:  0A000"
+check "the outbox on a worker: 0A000" \
 	"$(sqlstate -h "${wdirs[1]}" -p "$((port + 2))" -U postgres -c "SELECT dedup_outbox_put('citus', 'a', '{}')")" \
 	"ERROR:  0A000"
-check "nothing written on the worker" \
-	"$(worker 1 -c "SELECT (SELECT count(*) FROM ONLY dedup.claims) + (SELECT count(*) FROM dedup.streams)")" 0
+check "nothing written" \
+	"$(q -c "SELECT dedup_seen('citus', 'b-1'), (SELECT count(*) FROM dedup.scopes WHERE scope = 'citus')")" "absent|0"
+check "the outbox on the coordinator" \
+	"$(q -c "SELECT dedup_outbox_put('citus', 'a', '{}') IS NOT NULL")" t
 
-# 3. dedup.claims distributed: refused, by a session that claimed before too
-psql -X -q -At -v ON_ERROR_STOP=1 >"$dir/long-session" 2>&1 <<'SQL' &
-SELECT dedup_claim('citus', 'before');
-SELECT pg_sleep(3);
-\set VERBOSITY sqlstate
-SELECT dedup_claim('citus', 'after');
-SQL
-sleep 1
-claims_before=$(q -c "SELECT count(*) FROM dedup.claims")
-q -c "SELECT create_distributed_table('dedup.claims', 'key')" >/dev/null 2>&1
-wait || true
-check "a session that claimed before the distribution is refused after it" \
-	"$(tail -n 1 "$dir/long-session")" "ERROR:  0A000"
-check "a new session is refused" \
-	"$(sqlstate -c "SELECT dedup_claim('citus', 'new-session')")" "ERROR:  0A000"
-check "the message names the table" \
-	"$(psql -X -q -At -c "SELECT dedup_claim('citus', 'x')" 2>&1 | grep -c 'Table "dedup.claims" is distributed')" 1
-check "the distributed claims are all there, nothing written" \
-	"$(q -c "SELECT count(*) FROM dedup.claims")" "$claims_before"
-# the way back, as the README gives it
-q <<'SQL' >/dev/null 2>&1
-ALTER EXTENSION dedup DROP TABLE dedup.claims;
-SELECT undistribute_table('dedup.claims');
-ALTER EXTENSION dedup ADD TABLE dedup.claims;
-UPDATE pg_catalog.pg_extension
-   SET extconfig = extconfig || 'dedup.claims'::regclass::oid, extcondition = extcondition || ''::text
- WHERE extname = 'dedup' AND NOT 'dedup.claims'::regclass::oid = ANY (extconfig);
-SQL
-check "undistributed: claims work again, the old ones are duplicates" \
-	"$(q -c "SELECT dedup_claim('citus', 'm-1'), dedup_claim('citus', 'after-undistribute')")" "f|t"
-check "and pg_dump dumps its rows again" \
-	"$(q -c "SELECT 'dedup.claims'::regclass::oid = ANY (extconfig) FROM pg_extension WHERE extname = 'dedup'")" t
-
-# 4. the cleanup on the coordinator
-q -c "SELECT dedup_claim('citus', 'short', ttl => '1 second')" >/dev/null
+# 5. the cleanup: each worker deletes the expired rows of its shards
+q -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('short', 's-' || g, ttl => '1 second')" >/dev/null
 sleep 1.2
-check "the cleanup deletes the expired claim on the coordinator" \
-	"$(q -c "CALL dedup_cleanup()")" 1
+c0=$(q -c "CALL dedup_cleanup()")
+c1=$(worker 1 -c "CALL dedup_cleanup()")
+c2=$(worker 2 -c "CALL dedup_cleanup()")
+check "the cleanup: none on the coordinator, some on each worker, 40 in all" \
+	"$c0|$((c1 > 0))|$((c2 > 0))|$((c1 + c2))" "0|1|1|40"
+check "once: a second pass finds none" \
+	"$(worker 1 -c "CALL dedup_cleanup()")|$(worker 2 -c "CALL dedup_cleanup()")" "0|0"
+check "the expired keys are new again" \
+	"$(q -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('short', 's-' || g)")" 40
+
+# 6. load: claims with their business rows, while a shard moves, then while
+#    worker 1 is killed and restarted.  The client goes on through errors.
+load() {	# load FROM TO: one transaction a key, a claim and its business row
+	local g
+	for g in $(seq "$1" "$2"); do
+		echo "BEGIN;"
+		echo "SELECT dedup_claim('load', 'k-$g') AS claimed \\gset"
+		echo "\\if :claimed"
+		echo "INSERT INTO orders VALUES (dedup_key('load', 'k-$g'), 'k-$g', 1);"
+		echo "\\endif"
+		echo "COMMIT;"
+	done | psql -X -q -At -v ON_ERROR_STOP=0 >/dev/null 2>>"$dir/load.err" || true
+}
+# every committed claim has its business row and every business row its claim
+check_load() {	# check_load N WHAT
+	local rows fresh
+	rows=$(q -c "SELECT count(*) FROM orders WHERE message_id LIKE 'k-%'")
+	q -c "SELECT message_id, dedup_seen('load', message_id) FROM orders WHERE message_id LIKE 'k-%' AND dedup_seen('load', message_id) <> 'exact'" >&2
+	fresh=$(q -c "SELECT count(*) FROM generate_series(1, $1) g WHERE dedup_claim('load', 'k-' || g)")
+	check "$2: every committed claim kept with its business row, none without" \
+		"$((rows + fresh))|$(q -c "SELECT count(*) FROM orders WHERE message_id LIKE 'k-%' AND dedup_seen('load', message_id) <> 'exact'")" \
+		"$1|0"
+	echo "   ($rows committed under load, $fresh not)"
+}
+shard=$(q -c "SELECT s.shardid FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
+              WHERE s.logicalrelid = 'dedup.claims'::regclass AND p.groupid = 1 ORDER BY 1 LIMIT 1")
+load 1 3000 &
+loader=$!
+sleep 1
+q -c "SELECT citus_move_shard_placement($shard, '${wdirs[0]}', $((port + 1)), '${wdirs[1]}', $((port + 2)))" >/dev/null
+moved_during_load=$(kill -0 "$loader" 2>/dev/null && echo yes || echo no)
+wait "$loader"
+check "the shard moved to worker 2 while the load ran" \
+	"$(q -c "SELECT groupid FROM pg_dist_placement WHERE shardid = $shard")|$moved_during_load" "2|yes"
+check_load 3000 "shard move"
+load 3001 6000 &
+loader=$!
+sleep 1
+server_crash "${wdirs[0]}"
+wait "$loader"
+check_load 6000 "worker killed"
+check "the errors the load met were connection failures or retries, nothing else" \
+	"$(grep -c 'ERROR' "$dir/load.err" | tr -d ' ')|$(grep 'ERROR' "$dir/load.err" | grep -vc 'connection\|server closed\|terminat\|40001\|shard of the key\|recovery\|not accepting\|current transaction is aborted' || true)" \
+	"$(grep -c 'ERROR' "$dir/load.err" | tr -d ' ')|0"
+echo "ok: citus"

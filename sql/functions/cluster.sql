@@ -1,0 +1,114 @@
+-------------------------------------------------------------------------
+-- Distributed PostgreSQL (Citus): a key's stored form for co-locating
+-- business tables, the distribution of dedup's tables, and the forwarded
+-- call (cluster.c)
+-------------------------------------------------------------------------
+-- The fingerprint a key is stored under in a scope (dedup.claims.key): a
+-- business table distributed by a column of it, co-located with
+-- dedup.claims, has each row on the node of its key's claim.
+CREATE FUNCTION @extschema@.dedup_key(scope text, key text)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_key_varlena' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_key(scope text, key bytea)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_key_varlena' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_key(scope text, key uuid)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_key_fixed' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.dedup_key(scope text, key @extschema@.dedup_fingerprint)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_key_fixed' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.dedup_key(text, text) IS
+    'the fingerprint a key is stored under in a scope: distribute a business table by it, co-located with dedup.claims, to keep a claim and its business row on one node';
+-- and a stream's, for a table co-located with dedup.streams
+CREATE FUNCTION @extschema@.dedup_stream_key(scope text, stream text)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_stream_key_sql' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.dedup_stream_key(text, text) IS
+    'the fingerprint a stream''s mark is stored under in a scope (dedup.streams.key)';
+
+-- A call forwarded to the node of its key's shard (cluster.c).  Citus
+-- delegates it there by its first argument once dedup_distribute() has
+-- distributed it.  Left executable by PUBLIC on purpose: it runs only
+-- dedup's own functions, as the role that called, whose EXECUTE privilege
+-- and scope grants are checked there as for any call; it grants nothing.
+CREATE FUNCTION dedup.call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'dedup_call_on_shard' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION dedup.call_on_shard(@extschema@.dedup_fingerprint, text, text[]) IS
+    'run a call of one of dedup''s functions on this node, the one of its key''s shard; for dedup''s routing only';
+
+-- Distribute dedup's tables on a Citus cluster, from its coordinator:
+-- claims and records (dedup.claims) and sequence marks (dedup.streams) by
+-- their key, co-located; scopes and grants as reference tables; the
+-- forwarded call by its key.  The time buckets of dedup.claims are merged
+-- into it first (the latest row of each key), since Citus distributes no
+-- table with inheritance children.  The outbox, its topics and the
+-- histories stay on the coordinator.  Once, by the extension's owner.
+CREATE FUNCTION @extschema@.dedup_distribute(shard_count integer DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b record;
+    n integer;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'Citus is not installed in this database'
+            USING ERRCODE = '55000',
+                  HINT = 'Run CREATE EXTENSION citus first, and add the worker nodes.';
+    END IF;
+    IF (SELECT groupid FROM pg_dist_local_group) <> 0 THEN
+        RAISE EXCEPTION 'dedup_distribute() runs on the coordinator of a Citus cluster'
+            USING ERRCODE = '55000';
+    END IF;
+    IF EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'dedup.claims'::regclass) THEN
+        RAISE EXCEPTION 'dedup''s tables are distributed already'
+            USING ERRCODE = '55000';
+    END IF;
+    IF shard_count IS NOT NULL AND (shard_count < 1 OR shard_count > 64000) THEN
+        RAISE EXCEPTION 'shard_count must be between 1 and 64000'
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT FROM dedup.scopes WHERE history_id IS NOT NULL) THEN
+        RAISE EXCEPTION 'a scope with a history does not run on a Citus cluster'
+            USING ERRCODE = '0A000',
+                  DETAIL = 'A history is folded from the time buckets of dedup.claims, which a distributed dedup.claims does not have.',
+                  HINT = 'Take the histories away first: dedup_set_scope(scope, history => ''0'').';
+    END IF;
+
+    -- no call reads or writes claims while the buckets are merged
+    LOCK TABLE dedup.buckets, dedup.claims IN ACCESS EXCLUSIVE MODE;
+    CREATE TEMP TABLE dedup_merged ON COMMIT DROP AS
+        SELECT * FROM ONLY dedup.claims WITH NO DATA;
+    ALTER TABLE dedup_merged ADD COLUMN bucket integer;
+    FOR b IN SELECT bucket, relid FROM dedup.buckets WHERE bucket <> 0 LOOP
+        EXECUTE format('INSERT INTO dedup_merged SELECT *, %s FROM %s', b.bucket, b.relid);
+    END LOOP;
+    -- a key's latest row is in its newest bucket; bucket 0 is dedup.claims itself
+    DELETE FROM ONLY dedup.claims c USING dedup_merged m WHERE c.key OPERATOR(@extschema@.=) m.key;
+    INSERT INTO dedup.claims
+        SELECT DISTINCT ON (key) key, expires_at, record, history FROM dedup_merged
+        ORDER BY key, bucket DESC;
+    FOR b IN SELECT bucket, relid FROM dedup.buckets WHERE bucket <> 0 LOOP
+        EXECUTE format('DROP TABLE %s', b.relid);
+    END LOOP;
+    DELETE FROM dedup.buckets;
+
+    n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
+    -- the triggers that tell each node's backends the scopes changed go
+    -- onto the shards of the reference tables, where the rows are written
+    PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    PERFORM create_reference_table('dedup.scopes');
+    PERFORM create_reference_table('dedup.grants');
+    PERFORM create_distributed_table('dedup.claims', 'key', shard_count => n);
+    PERFORM create_distributed_table('dedup.streams', 'key', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_function(
+        'dedup.call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
+        colocate_with => 'dedup.claims', force_delegation => true);
+END;
+$$;
+COMMENT ON FUNCTION @extschema@.dedup_distribute(integer) IS
+    'on a Citus coordinator: distribute dedup.claims and dedup.streams by key (shard_count shards, citus.shard_count by default), make the scopes and grants reference tables, and route calls to the node of their key';
+REVOKE ALL ON FUNCTION @extschema@.dedup_distribute(integer) FROM PUBLIC;

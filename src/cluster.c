@@ -1,0 +1,668 @@
+/*-------------------------------------------------------------------------
+ *
+ * cluster.c
+ *	  dedup on a Citus cluster: which shard, on which node, holds a key.
+ *
+ * dedup_distribute() (sql/functions/cluster.sql) distributes dedup.claims
+ * and dedup.streams by their key, the fingerprint of (scope, key), into
+ * co-located shards, and makes dedup.scopes and dedup.grants reference
+ * tables.  Citus finds a key's shard by the fingerprint's hash
+ * (dedup_fingerprint_hash, the type's hash operator class) within the
+ * shards' ranges in pg_dist_shard; this file does the same, from a copy of
+ * those ranges and of which of them have their placement on this node, kept
+ * per backend and dropped at any invalidation of the shell table (Citus
+ * sends one whenever a shard or placement of it changes).
+ *
+ * A call (dedup_claim, dedup_begin, dedup_advance, ...) made on a node that
+ * does not hold its key's shard is forwarded: dedup_cluster_route() sends
+ * it, arguments as text, through dedup.call_on_shard(key, function, args),
+ * a function Citus delegates to the node of the key's shard (distributed by
+ * its first argument, co-located with dedup.claims, force_delegation so that
+ * it is delegated inside transactions too).  There the same function runs
+ * again, finds the shard local and works on it, in the caller's
+ * transaction: a business row of a table co-located with dedup.claims,
+ * written in the same transaction, makes it a single-node transaction.
+ *
+ * On the node of the shard, dedup_cluster_shard_open() opens the shard's
+ * table and primary key (claims_<shardid>, claims_pkey_<shardid>) under
+ * the lock Citus's own writers take on the shard's metadata (ShareLock;
+ * moving a shard takes it in ExclusiveLock before the switch), and checks
+ * once it is held that the placement is still here: a call never writes a
+ * shard that has moved away.  If it has, the call fails with 40001, so that
+ * the caller runs its transaction again.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace_d.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/rel.h"
+
+#include "dedup.h"
+#include "cluster.h"
+#include "store.h"
+
+extern Datum dedup_fingerprint_hash(PG_FUNCTION_ARGS);
+
+/* Citus's lock on a shard's metadata: an advisory tag of its class 4 */
+#define CLUSTER_LOCKTAG_SHARD_METADATA 4
+
+/* One shard of a table distributed by hash */
+typedef struct ClusterShard
+{
+	int32		min;			/* the range of hashes it holds */
+	int32		max;
+	int64		shardid;
+	bool		local;			/* its placement is on this node */
+	Oid			heap;			/* its table here, once looked up */
+	Oid			index;			/* its primary key here, once looked up */
+} ClusterShard;
+
+typedef struct ClusterMap
+{
+	bool		valid;
+	int			nshards;
+	ClusterShard *shards;		/* by range, in TopMemoryContext */
+} ClusterMap;
+
+static ClusterMap cluster_maps[DEDUP_NUM_RELATIONS];
+static uint64 cluster_resets = 0;
+
+/* set while dedup.call_on_shard runs a forwarded call: it is not forwarded again */
+static bool cluster_forwarded = false;
+
+/* ---------------------------------------------------------------------
+ * Citus's catalogs
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Citus's kind of a relation: its row of pg_dist_partition, read without
+ * Citus's code, so that dedup works (as a single node) where Citus is not
+ * installed.
+ */
+DedupCitusKind
+dedup_cluster_kind(Oid relid)
+{
+	Oid			catalog = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	DedupCitusKind kind = DEDUP_CITUS_NONE;
+
+	if (!OidIsValid(catalog) || !OidIsValid(relid))
+		return DEDUP_CITUS_NONE;
+	rel = table_open(catalog, AccessShareLock);
+	/* its first column, logicalrelid; its second, partmethod */
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		bool		isnull;
+		Datum		method = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
+
+		kind = !isnull && DatumGetChar(method) == 'h' ? DEDUP_CITUS_HASH : DEDUP_CITUS_SINGLE;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return kind;
+}
+
+/*
+ * The shards of a distributed table, by range, with whether each has its
+ * placement on this node: the query Citus's metadata answers on every node
+ * that has it (the coordinator, and workers, which Citus gives it).
+ */
+static int
+cluster_read_shards(Oid relid, ClusterShard **result)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(relid)};
+	MemoryContext caller = CurrentMemoryContext;
+	int			n;
+	ClusterShard *shards;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT s.shardid,"
+							  "  coalesce(s.shardminvalue, '-2147483648')::pg_catalog.int4,"
+							  "  coalesce(s.shardmaxvalue, '2147483647')::pg_catalog.int4,"
+							  "  EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
+							  "          WHERE p.shardid = s.shardid AND p.groupid ="
+							  "                (SELECT groupid FROM pg_catalog.pg_dist_local_group))"
+							  " FROM pg_catalog.pg_dist_shard s WHERE s.logicalrelid = $1"
+							  " ORDER BY 2",
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the shards of relation %u", relid);
+	n = (int) SPI_processed;
+	shards = MemoryContextAllocZero(caller, sizeof(ClusterShard) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		shards[i].shardid = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		shards[i].min = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+		shards[i].max = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+		shards[i].local = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
+	}
+	SPI_finish();
+	*result = shards;
+	return n;
+}
+
+/* A shard's relation on this node: NAME_SHARDID in dedup's schema, or none */
+static Oid
+cluster_shard_relid(const char *relname, int64 shardid)
+{
+	Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
+	char	   *name = psprintf("%s_" INT64_FORMAT, relname, shardid);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
+
+	pfree(name);
+	return relid;
+}
+
+/*
+ * The relation on this node of a table Citus keeps in one shard (a
+ * reference table), named as relname's shard; *local says whether its
+ * placement is here.
+ */
+Oid
+dedup_cluster_single_shard(Oid relid, const char *relname, bool *local)
+{
+	ClusterShard *shards;
+	int			n = cluster_read_shards(relid, &shards);
+	Oid			result = InvalidOid;
+
+	*local = (n == 1 && shards[0].local);
+	if (*local)
+		result = cluster_shard_relid(relname, shards[0].shardid);
+	pfree(shards);
+	return result;
+}
+
+/* Forget every shard map: an invalidation came (dedup.c's callback). */
+void
+dedup_cluster_reset(void)
+{
+	for (int i = 0; i < DEDUP_NUM_RELATIONS; i++)
+		cluster_maps[i].valid = false;
+	cluster_resets++;
+}
+
+/* Whether a relation is one of the shards a map holds (its invalidation resets). */
+bool
+dedup_cluster_forget(Oid relid)
+{
+	for (int i = 0; i < DEDUP_NUM_RELATIONS; i++)
+	{
+		ClusterMap *map = &cluster_maps[i];
+
+		for (int j = 0; map->valid && j < map->nshards; j++)
+			if (map->shards[j].heap == relid || map->shards[j].index == relid)
+				return true;
+	}
+	return false;
+}
+
+/* The map of a table distributed by hash, read when not valid. */
+static ClusterMap *
+cluster_map(DedupRelation table)
+{
+	ClusterMap *map = &cluster_maps[table];
+
+	while (!map->valid)
+	{
+		uint64		resets = cluster_resets;
+		Oid			relid = dedup_relation_lookup(table);
+		MemoryContext old;
+		ClusterShard *shards;
+		int			n;
+
+		if (!dedup_relation_hashed(table))
+			elog(ERROR, "dedup.%s is not distributed by hash", get_rel_name(relid));
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		n = cluster_read_shards(relid, &shards);
+		MemoryContextSwitchTo(old);
+		if (n == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"%s.%s\" is distributed but has no shards",
+							DEDUP_INTERNAL_SCHEMA, get_rel_name(relid))));
+		if (resets != cluster_resets)
+		{
+			pfree(shards);
+			continue;			/* an invalidation came while it was read */
+		}
+		if (map->shards)
+			pfree(map->shards);
+		map->shards = shards;
+		map->nshards = n;
+		map->valid = true;
+	}
+	return map;
+}
+
+/* The shard of a key: the one whose range holds the fingerprint's hash. */
+static ClusterShard *
+cluster_shard_of(DedupRelation table, const DedupFingerprint *fp)
+{
+	ClusterMap *map = cluster_map(table);
+	int32		hash = DatumGetInt32(DirectFunctionCall1(dedup_fingerprint_hash,
+														 PointerGetDatum(fp)));
+	int			lo = 0;
+	int			hi = map->nshards - 1;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo + 1) / 2;
+
+		if (map->shards[mid].min <= hash)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	if (hash < map->shards[lo].min || hash > map->shards[lo].max)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no shard of \"%s.%s\" holds hash %d", DEDUP_INTERNAL_SCHEMA,
+						get_rel_name(dedup_relation_lookup(table)), hash),
+				 errdetail("The shards' ranges in pg_dist_shard do not cover every hash.")));
+	return &map->shards[lo];
+}
+
+static void
+cluster_not_here(DedupRelation table, int64 shardid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("the shard of the key is not on this node"),
+			 errdetail("Shard " INT64_FORMAT " of \"%s.%s\" moved to another node while the call was routed, or dedup.call_on_shard is not distributed.",
+					   shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_relation_lookup(table))),
+			 errhint("Run the transaction again; if this goes on, run SELECT dedup_distribute() on the coordinator.")));
+}
+
+/*
+ * Open the shard of a key's table (dedup.claims or dedup.streams) on this
+ * node, and its primary key, with lockmode, after taking Citus's lock on the
+ * shard's metadata as its writers do: once it is held, a move of the shard
+ * has either not switched yet (and waits for this transaction) or is seen.
+ */
+void
+dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
+						 LOCKMODE lockmode, Relation *heap, Relation *index)
+{
+	for (;;)
+	{
+		ClusterShard *shard = cluster_shard_of(table, fp);
+		int64		shardid = shard->shardid;
+		LOCKTAG		tag;
+
+		if (!shard->local)
+			cluster_not_here(table, shardid);
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (shardid >> 32), (uint32) shardid,
+							 CLUSTER_LOCKTAG_SHARD_METADATA);
+		(void) LockAcquire(&tag, ShareLock, false, false);
+		AcceptInvalidationMessages();
+		shard = cluster_shard_of(table, fp);
+		if (shard->shardid != shardid)
+			continue;			/* split meanwhile: the key's shard is another */
+		if (!shard->local)
+			cluster_not_here(table, shardid);
+		if (!OidIsValid(shard->heap))
+		{
+			Oid			heapid = cluster_shard_relid(get_rel_name(dedup_relation_lookup(table)), shardid);
+			Oid			indexid = cluster_shard_relid(get_rel_name(dedup_relation_lookup(table + 1)), shardid);
+
+			if (!OidIsValid(heapid) || !OidIsValid(indexid))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_TABLE),
+						 errmsg("shard " INT64_FORMAT " of \"%s.%s\" has no table or primary key on this node",
+								shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_relation_lookup(table))),
+						 errdetail("Citus's metadata places it here.")));
+			/* looking names up may take in invalidations: look the shard up again */
+			shard = cluster_shard_of(table, fp);
+			if (shard->shardid != shardid)
+				continue;
+			shard->heap = heapid;
+			shard->index = indexid;
+		}
+		LockRelationOid(shard->heap, lockmode);
+		LockRelationOid(shard->index, lockmode);
+		shard = cluster_shard_of(table, fp);
+		if (shard->shardid != shardid || !OidIsValid(shard->heap))
+			continue;			/* reset while locking: look again */
+		*heap = relation_open(shard->heap, NoLock);
+		*index = index_open(shard->index, NoLock);
+		return;
+	}
+}
+
+/*
+ * The tables of a key table's shards that are on this node, for the
+ * cleanup, up to max of them; the number of them.
+ */
+int
+dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max)
+{
+	ClusterMap *map = cluster_map(table);
+	const char *relname = get_rel_name(dedup_relation_lookup(table));
+	int			n = 0;
+
+	for (int i = 0; i < map->nshards && n < max; i++)
+	{
+		if (map->shards[i].local)
+		{
+			Oid			relid = cluster_shard_relid(relname, map->shards[i].shardid);
+
+			if (OidIsValid(relid))
+				heaps[n++] = relid;
+		}
+	}
+	return n;
+}
+
+/* ---------------------------------------------------------------------
+ * Forwarding a call to the node of its key's shard
+ * ---------------------------------------------------------------------
+ */
+
+/* The qualified name of the fingerprint type (of dedup.claims' key), for a literal of it */
+static char *
+cluster_fingerprint_type(void)
+{
+	return format_type_be_qualified(get_atttype(dedup_relation_lookup(DEDUP_REL_CLAIMS),
+												Anum_key_key));
+}
+
+/* The result of a forwarded call, as the call itself returns it */
+static Datum
+cluster_result(FunctionCallInfo fcinfo, ArrayType *row)
+{
+	Datum	   *elems = NULL;
+	bool	   *nulls = NULL;
+	int			n = 0;
+	char	  **values;
+	Oid			rettype;
+	TupleDesc	tupdesc;
+	TypeFuncClass class;
+
+	if (row)
+		deconstruct_array(row, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	values = palloc0(sizeof(char *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		values[i] = nulls[i] ? NULL : TextDatumGetCString(elems[i]);
+
+	if (get_func_retset(fcinfo->flinfo->fn_oid))
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+		InitMaterializedSRF(fcinfo, 0);
+		if (row)
+		{
+			AttInMetadata *meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
+
+			if (n != rsinfo->setDesc->natts)
+				elog(ERROR, "a forwarded call returned %d columns, not %d", n, rsinfo->setDesc->natts);
+			tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
+		}
+		return (Datum) 0;
+	}
+	class = get_call_result_type(fcinfo, &rettype, &tupdesc);
+	if (row == NULL)
+	{
+		fcinfo->isnull = true;
+		return (Datum) 0;
+	}
+	if (class == TYPEFUNC_COMPOSITE)
+	{
+		if (n != tupdesc->natts)
+			elog(ERROR, "a forwarded call returned %d columns, not %d", n, tupdesc->natts);
+		return HeapTupleGetDatum(BuildTupleFromCStrings(TupleDescGetAttInMetadata(BlessTupleDesc(tupdesc)),
+														values));
+	}
+	if (rettype == VOIDOID)
+		return (Datum) 0;
+	if (n != 1 || values[0] == NULL)
+	{
+		fcinfo->isnull = true;
+		return (Datum) 0;
+	}
+	else
+	{
+		Oid			input;
+		Oid			ioparam;
+
+		getTypeInputInfo(rettype, &input, &ioparam);
+		return OidInputFunctionCall(input, values[0], ioparam, -1);
+	}
+}
+
+/*
+ * Run the call of fcinfo on the node of its key's shard, through
+ * dedup.call_on_shard, which Citus delegates there by its first argument:
+ * every argument a literal, so that Citus's planner sees constants (it
+ * delegates nothing else inside a function).
+ */
+static Datum
+cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
+{
+	Oid			fnoid = fcinfo->flinfo->fn_oid;
+	Oid		   *argtypes;
+	int			nargs;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			dims[1];
+	int			lbs[1] = {1};
+	ArrayType  *args;
+	char	   *sql;
+	MemoryContext caller = CurrentMemoryContext;
+	ArrayType  *row = NULL;
+	bool		isnull;
+	Datum		d;
+
+	(void) get_func_signature(fnoid, &argtypes, &nargs);
+	nargs = Min(nargs, PG_NARGS());
+	elems = palloc0(sizeof(Datum) * Max(nargs, 1));
+	nulls = palloc0(sizeof(bool) * Max(nargs, 1));
+	for (int i = 0; i < nargs; i++)
+	{
+		nulls[i] = PG_ARGISNULL(i);
+		if (!nulls[i])
+		{
+			Oid			output;
+			bool		varlena;
+
+			getTypeOutputInfo(argtypes[i], &output, &varlena);
+			elems[i] = CStringGetTextDatum(OidOutputFunctionCall(output, PG_GETARG_DATUM(i)));
+		}
+	}
+	dims[0] = nargs;
+	args = construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
+	sql = psprintf("SELECT r FROM dedup.call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
+				   quote_literal_cstr(dedup_fingerprint_hex(fp)), cluster_fingerprint_type(),
+				   quote_literal_cstr(format_procedure_qualified(fnoid)),
+				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(args))));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(sql, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "a forwarded call returned " UINT64_FORMAT " rows", SPI_processed);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		row = DatumGetArrayTypePCopy(d);
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	return cluster_result(fcinfo, row);
+}
+
+/*
+ * Route a call by its key: when the key's table is distributed and its
+ * shard is on another node, run the call there and set *result to what it
+ * returned (true); otherwise (false) the caller goes on here.  The key is
+ * the fingerprint of the scope (argument 0) and of argument 1, a key of
+ * typlen or a stream name.
+ */
+bool
+dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey how,
+					int16 typlen, Datum *result)
+{
+	text	   *scope;
+	DedupFingerprint fp;
+	ClusterShard *shard;
+
+	if (!dedup_relation_hashed(table))
+		return false;
+	scope = dedup_scope_arg(fcinfo, 0, "scope");
+	if (how == DEDUP_ROUTE_STREAM)
+		dedup_stream_key(scope, dedup_scope_arg(fcinfo, 1, "stream"), &fp);
+	else
+		dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	shard = cluster_shard_of(table, &fp);
+	if (shard->local)
+		return false;
+	if (cluster_forwarded)
+		cluster_not_here(table, shard->shardid);
+	*result = cluster_forward(fcinfo, &fp);
+	return true;
+}
+
+/*
+ * dedup.call_on_shard(key dedup_fingerprint, function text, args text[])
+ *	RETURNS text[]
+ *
+ * A forwarded call, on the node Citus delegated it to: one of dedup's own
+ * functions, called with its arguments read from text, as the role that
+ * called it (EXECUTE on it is checked as for any call); its result row as
+ * text, or NULL for no row.  key only routes the call: the function finds
+ * its key's shard itself, and fails if it is not here.
+ */
+PG_FUNCTION_INFO_V1(dedup_call_on_shard);
+Datum
+dedup_call_on_shard(PG_FUNCTION_ARGS)
+{
+	Oid			fnoid;
+	Oid		   *argtypes;
+	int			nargs;
+	Datum	   *elems;
+	bool	   *elemnulls;
+	int			nelems;
+	Datum	   *values;
+	char	   *nulls;
+	StringInfoData sql;
+	MemoryContext caller = CurrentMemoryContext;
+	ArrayType  *result = NULL;
+	bool		save_forwarded = cluster_forwarded;
+
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("function and args must not be null")));
+	fnoid = DatumGetObjectId(DirectFunctionCall1(regprocedurein,
+												 CStringGetDatum(text_to_cstring(PG_GETARG_TEXT_PP(1)))));
+	if (getExtensionOfObject(ProcedureRelationId, fnoid) != get_extension_oid("dedup", false))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s is not a function of dedup that a call on a shard runs",
+						format_procedure(fnoid))));
+	(void) get_func_signature(fnoid, &argtypes, &nargs);
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &elemnulls, &nelems);
+	if (nelems != nargs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s takes %d arguments, not %d", format_procedure(fnoid), nargs, nelems)));
+	values = palloc0(sizeof(Datum) * Max(nargs, 1));
+	nulls = palloc(Max(nargs, 1) + 1);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT * FROM %s(",
+					 quote_qualified_identifier(get_namespace_name(get_func_namespace(fnoid)),
+												get_func_name(fnoid)));
+	for (int i = 0; i < nargs; i++)
+	{
+		nulls[i] = elemnulls[i] ? 'n' : ' ';
+		if (!elemnulls[i])
+		{
+			Oid			input;
+			Oid			ioparam;
+
+			getTypeInputInfo(argtypes[i], &input, &ioparam);
+			values[i] = OidInputFunctionCall(input, TextDatumGetCString(elems[i]), ioparam, -1);
+		}
+		appendStringInfo(&sql, "%s$%d", i > 0 ? ", " : "", i + 1);
+	}
+	nulls[nargs] = '\0';
+	appendStringInfoChar(&sql, ')');
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	cluster_forwarded = true;
+	PG_TRY();
+	{
+		if (SPI_execute_with_args(sql.data, nargs, argtypes, values, nulls, false, 2) != SPI_OK_SELECT ||
+			SPI_processed > 1)
+			elog(ERROR, "a call on a shard returned more than one row");
+	}
+	PG_FINALLY();
+	{
+		cluster_forwarded = save_forwarded;
+	}
+	PG_END_TRY();
+	if (SPI_processed == 1)
+	{
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		Datum	   *cols = palloc0(sizeof(Datum) * desc->natts);
+		bool	   *colnulls = palloc0(sizeof(bool) * desc->natts);
+		int			dims[1] = {desc->natts};
+		int			lbs[1] = {1};
+		MemoryContext spi;
+
+		for (int i = 0; i < desc->natts; i++)
+		{
+			char	   *value = SPI_getvalue(tuple, desc, i + 1);
+
+			colnulls[i] = (value == NULL);
+			if (value)
+				cols[i] = CStringGetTextDatum(value);
+		}
+		spi = MemoryContextSwitchTo(caller);
+		result = construct_md_array(cols, colnulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
+		MemoryContextSwitchTo(spi);
+	}
+	SPI_finish();
+	if (result == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_ARRAYTYPE_P(result);
+}
