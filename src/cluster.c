@@ -67,8 +67,12 @@
 
 extern Datum dedup_fingerprint_hash(PG_FUNCTION_ARGS);
 
-/* Citus's lock on a shard's metadata: an advisory tag of its class 4 */
-#define CLUSTER_LOCKTAG_SHARD_METADATA 4
+/*
+ * Citus's lock on the metadata of a shard of a hash-distributed table: an
+ * advisory tag of its class 8 on (shard index, colocation id), the same for
+ * every co-located shard of that index (SET_LOCKTAG_COLOCATED_SHARDS_METADATA_RESOURCE)
+ */
+#define CLUSTER_LOCKTAG_COLOCATED_SHARDS_METADATA 8
 
 /* One shard of a table distributed by hash */
 typedef struct ClusterShard
@@ -76,6 +80,8 @@ typedef struct ClusterShard
 	int32		min;			/* the range of hashes it holds */
 	int32		max;
 	int64		shardid;
+	int32		colocationid;	/* of its table */
+	int32		shardindex;		/* its place among the table's shards, by range */
 	bool		local;			/* its placement is on this node */
 	Oid			heap;			/* its table here, once looked up */
 	Oid			index;			/* its primary key here, once looked up */
@@ -154,7 +160,8 @@ cluster_read_shards(Oid relid, ClusterShard **result)
 							  "  coalesce(s.shardmaxvalue, '2147483647')::pg_catalog.int4,"
 							  "  EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
 							  "          WHERE p.shardid = s.shardid AND p.groupid ="
-							  "                (SELECT groupid FROM pg_catalog.pg_dist_local_group))"
+							  "                (SELECT groupid FROM pg_catalog.pg_dist_local_group)),"
+							  "  (SELECT colocationid FROM pg_catalog.pg_dist_partition d WHERE d.logicalrelid = $1)"
 							  " FROM pg_catalog.pg_dist_shard s WHERE s.logicalrelid = $1"
 							  " ORDER BY 2",
 							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
@@ -171,6 +178,8 @@ cluster_read_shards(Oid relid, ClusterShard **result)
 		shards[i].min = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
 		shards[i].max = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
 		shards[i].local = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
+		shards[i].colocationid = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+		shards[i].shardindex = i;
 	}
 	SPI_finish();
 	*result = shards;
@@ -310,6 +319,23 @@ cluster_not_here(DedupRelation table, int64 shardid)
 }
 
 /*
+ * Take Citus's lock on a shard's metadata in ShareLock, as its writers do,
+ * until the transaction ends, and the invalidations that came meanwhile: a
+ * shard move holds it in ExclusiveLock from before its last catch-up until
+ * its new placement commits.
+ */
+static void
+cluster_lock_shard(const ClusterShard *shard)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) shard->shardindex, (uint32) shard->colocationid,
+						 CLUSTER_LOCKTAG_COLOCATED_SHARDS_METADATA);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	AcceptInvalidationMessages();
+}
+
+/*
  * Open the shard of a key's table (dedup.claims or dedup.streams) on this
  * node, and its primary key, with lockmode, after taking Citus's lock on the
  * shard's metadata as its writers do: once it is held, a move of the shard
@@ -323,14 +349,10 @@ dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 	{
 		ClusterShard *shard = cluster_shard_of(table, fp);
 		int64		shardid = shard->shardid;
-		LOCKTAG		tag;
 
 		if (!shard->local)
 			cluster_not_here(table, shardid);
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (shardid >> 32), (uint32) shardid,
-							 CLUSTER_LOCKTAG_SHARD_METADATA);
-		(void) LockAcquire(&tag, ShareLock, false, false);
-		AcceptInvalidationMessages();
+		cluster_lock_shard(shard);
 		shard = cluster_shard_of(table, fp);
 		if (shard->shardid != shardid)
 			continue;			/* split meanwhile: the key's shard is another */
@@ -554,6 +576,18 @@ dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey 
 		return false;
 	if (cluster_forwarded)
 		cluster_not_here(table, shard->shardid);
+
+	/*
+	 * Take the shard's metadata lock here too, as Citus's executor does
+	 * before it sends a write: a move holds it until its switch commits on
+	 * this node, and Citus's delegation then sends the call to the shard's
+	 * new node.  Without it, a call could go to the old node while the
+	 * transaction's next statement went to the new one.
+	 */
+	cluster_lock_shard(shard);
+	shard = cluster_shard_of(table, &fp);
+	if (shard->local)
+		return false;
 	*result = cluster_forward(fcinfo, &fp);
 	return true;
 }
