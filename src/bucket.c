@@ -359,7 +359,7 @@ bool
 dedup_bucket_storage(void)
 {
 	return OidIsValid(dedup_relation_lookup(DEDUP_REL_BUCKETS)) &&
-		!dedup_relation_hashed(DEDUP_REL_CLAIMS) && !dedup_node_is_citus_worker_cached();
+		!dedup_relation_hashed(DEDUP_REL_CLAIMS) && !dedup_node_is_citus_worker();
 }
 
 /* ---------------------------------------------------------------------

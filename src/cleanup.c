@@ -129,7 +129,7 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 	if (!OidIsValid(dedup_relation_lookup(table)) ||
 		(table == DEDUP_REL_STREAMS &&
 		 pg_class_aclcheck(dedup_relation_lookup(table), GetUserId(), ACL_DELETE) != ACLCHECK_OK) ||
-		(dedup_node_is_citus_worker_cached() && !dedup_relation_hashed(table)))
+		(dedup_node_is_citus_worker() && !dedup_relation_hashed(table)))
 	{
 		*position = InvalidBlockNumber;
 		return 0;
@@ -251,7 +251,7 @@ cleanup_outbox_log(int batch_size, bool *done)
 	int64		deleted;
 
 	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS)) ||
-		dedup_node_is_citus_worker_cached())
+		dedup_node_is_citus_worker())
 	{
 		*done = true;
 		return 0;

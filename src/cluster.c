@@ -198,6 +198,13 @@ cluster_shard_relid(const char *relname, int64 shardid)
 	return relid;
 }
 
+/* A shard of one of dedup's key tables or their primary keys on this node, or none */
+static Oid
+cluster_key_shard_relid(DedupRelation rel, int64 shardid)
+{
+	return cluster_shard_relid(get_rel_name(dedup_relation_lookup(rel)), shardid);
+}
+
 /*
  * The relation on this node of a table Citus keeps in one shard (a
  * reference table), named as relname's shard; *local says whether its
@@ -360,8 +367,8 @@ dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 			cluster_not_here(table, shardid);
 		if (!OidIsValid(shard->heap))
 		{
-			Oid			heapid = cluster_shard_relid(get_rel_name(dedup_relation_lookup(table)), shardid);
-			Oid			indexid = cluster_shard_relid(get_rel_name(dedup_relation_lookup(table + 1)), shardid);
+			Oid			heapid = cluster_key_shard_relid(table, shardid);
+			Oid			indexid = cluster_key_shard_relid(table + 1, shardid);
 
 			if (!OidIsValid(heapid) || !OidIsValid(indexid))
 				ereport(ERROR,
@@ -395,14 +402,13 @@ int
 dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max)
 {
 	ClusterMap *map = cluster_map(table);
-	const char *relname = get_rel_name(dedup_relation_lookup(table));
 	int			n = 0;
 
 	for (int i = 0; i < map->nshards && n < max; i++)
 	{
 		if (map->shards[i].local)
 		{
-			Oid			relid = cluster_shard_relid(relname, map->shards[i].shardid);
+			Oid			relid = cluster_key_shard_relid(table, map->shards[i].shardid);
 
 			if (OidIsValid(relid))
 				heaps[n++] = relid;

@@ -281,7 +281,7 @@ dedup_relation_table(DedupRelation rel)
  * worker's own copy of them would be a second, separate state.
  */
 static bool
-dedup_node_is_citus_worker(void)
+dedup_read_citus_worker(void)
 {
 	Oid			catalog = get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE);
 	Relation	rel;
@@ -341,7 +341,7 @@ dedup_relation_lookup(DedupRelation rel)
 			return InvalidOid;
 		/* Citus's catalogs, read under a lock that takes in invalidations */
 		kind = dedup_cluster_kind(table_relid);
-		worker = dedup_node_is_citus_worker();
+		worker = dedup_read_citus_worker();
 		if (kind == DEDUP_CITUS_SINGLE && rel != DEDUP_REL_OUTBOX_SEQ)
 		{
 			bool		local;
@@ -366,7 +366,7 @@ dedup_relation_lookup(DedupRelation rel)
  * dedup's distributed tables are dedup's to use.
  */
 bool
-dedup_node_is_citus_worker_cached(void)
+dedup_node_is_citus_worker(void)
 {
 	(void) dedup_relation_lookup(DEDUP_REL_CLAIMS);
 	return dedup_citus_worker;

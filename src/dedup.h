@@ -82,7 +82,7 @@ typedef enum DedupRelation
 extern Oid	dedup_relation_lookup(DedupRelation rel);
 extern Oid	dedup_relation_oid(DedupRelation rel);
 extern bool dedup_relation_hashed(DedupRelation rel);
-extern bool dedup_node_is_citus_worker_cached(void);
+extern bool dedup_node_is_citus_worker(void);
 extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);
 extern void dedup_check_writable(const char *funcname);
 extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno,

@@ -9,7 +9,8 @@
 #   - one key claimed from three connections, to the coordinator and to each
 #     worker: exactly one true; records and sequence marks from any node;
 #   - what does not run on a cluster fails with 0A000 and writes nothing: a
-#     batch, a history, the outbox on a worker;
+#     batch, a history, dedup_streams, the outbox on a worker; a forwarded
+#     call that reaches a node without its key's shard fails with 40001;
 #   - the cleanup on each node deletes the expired rows of the shards it
 #     holds, once: the coordinator none;
 #   - a shard moved (citus_move_shard_placement) under claim load, then a
@@ -146,6 +147,20 @@ check "a history: 0A000" \
 check "the outbox on a worker: 0A000" \
 	"$(sqlstate -h "${wdirs[1]}" -p "$((port + 2))" -U postgres -c "SELECT dedup_outbox_put('citus', 'a', '{}')")" \
 	"ERROR:  0A000"
+check "dedup_streams, which reads every shard: 0A000" \
+	"$(sqlstate -c "SELECT count(*) FROM dedup_streams('citus')")" "ERROR:  0A000"
+# a forwarded call that reaches a node without its key's shard (run here
+# past Citus's delegation, in a subquery): 40001, not a local write
+elsewhere=$(q -c "SELECT 'nh-' || g FROM generate_series(1, 200) g
+                  WHERE (SELECT p.groupid FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
+                         WHERE s.logicalrelid = 'dedup.claims'::regclass
+                           AND dedup_fingerprint_hash(dedup_key('citus', 'nh-' || g))
+                               BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int) = 2 LIMIT 1")
+check "a forwarded call on a node without the key's shard: 40001" \
+	"$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U postgres \
+		-c "SELECT r FROM (SELECT dedup.call_on_shard(dedup_key('citus', '$elsewhere'), 'dedup_claim(text,text,interval,boolean)', '{citus,$elsewhere,NULL,f}') AS r OFFSET 0) s")" \
+	"ERROR:  40001"
+check "and the key is still new" "$(q -c "SELECT dedup_seen('citus', '$elsewhere')")" absent
 check "nothing written" \
 	"$(q -c "SELECT dedup_seen('citus', 'b-1'), (SELECT count(*) FROM dedup.scopes WHERE scope = 'citus')")" "absent|0"
 check "the outbox on the coordinator" \

@@ -146,6 +146,17 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SELECT dedup_seen('rs', '')$$),
   ($$SELECT count(*) FROM dedup_history('')$$),
   ($$SELECT count(*) FROM dedup_history(repeat('s', 201))$$),
+  -- stored forms, and the cluster's functions on one server: empty (22023),
+  -- too long (22001), no Citus (55000), not one of dedup's functions
+  -- (42501), arguments missing (22023) or NULL (22004)
+  ($$SELECT dedup_key('', 'k')$$),
+  ($$SELECT dedup_key('rs', '')$$),
+  ($$SELECT dedup_stream_key(repeat('s', 201), 'st')$$),
+  ($$SELECT dedup_stream_key('rs', '')$$),
+  ($$SELECT dedup_distribute()$$),
+  ($$SELECT dedup.call_on_shard(dedup_key('rs', 'k'), 'pg_catalog.now()', '{}')$$),
+  ($$SELECT dedup.call_on_shard(dedup_key('rs', 'k'), 'dedup_claim(text,text,interval,boolean)', '{rs,k}')$$),
+  ($$SELECT dedup.call_on_shard(dedup_key('rs', 'k'), NULL, '{}')$$),
   -- records: wrong-state transitions (42704, 55000, 55006)
   ($$SELECT dedup_complete('rs', 'never-begun', 200)$$),
   ($$SELECT dedup_release('rs', 'never-begun')$$),
