@@ -466,9 +466,14 @@ log_check(PGconn *conn, const char *sql)
 static long
 log_scope_rows(PGconn *conn, const char *scope)
 {
-	char		sql[160];
+	char		sql[256];
 
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM dedup_streams('%s')", scope);
+	/* dedup_streams reads every stream, which a Citus cluster keeps on its shards */
+	if (sim_options.citus)
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM dedup.streams"
+				 " WHERE scope = '%s' AND expires_at > now()", scope);
+	else
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM dedup_streams('%s')", scope);
 	return log_check(conn, sql);
 }
 
@@ -602,7 +607,7 @@ log_main(void)
 
 		snprintf(pos, sizeof(pos),
 				 "SELECT count(*) FROM (SELECT partition, max(\"offset\") m FROM sim.log GROUP BY 1) l"
-				 " LEFT JOIN dedup_streams('%s') s ON s.stream = 'p-' || l.partition"
+				 " LEFT JOIN LATERAL dedup_position('%s', 'p-' || l.partition) s ON true"
 				 " WHERE s.mark IS DISTINCT FROM l.m", log_scope_consumer);
 		LOG_INVARIANT("each consumer position is its partition's end", pos, 0);
 	}

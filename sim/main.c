@@ -134,6 +134,10 @@ main_usage(void)
 		   "                          it, and its false positives (new messages it\n"
 		   "                          refused) counted and left out [0: none]\n"
 		   "      --history-rate=R    the history's false_positive_rate [0.001]\n"
+		   "      --citus             the server is the coordinator of a Citus cluster\n"
+		   "                          whose dedup is distributed (dedup_distribute()):\n"
+		   "                          the relay claims its events one by one, as\n"
+		   "                          batches do not run there; no --history\n"
 		   "      --lease-ms=MS       lease of the records scope [1000]\n"
 		   "      --progress=SECONDS  a progress line every SECONDS (0: live line\n"
 		   "                          on a terminal, every 5 s otherwise) [0]\n"
@@ -212,6 +216,7 @@ main_options(int argc, char **argv)
 		{"seed", required_argument, NULL, 'S'},
 		{"timeout", required_argument, NULL, 'O'},
 		{"log", no_argument, NULL, 'G'},
+		{"citus", no_argument, NULL, 'Z'},
 		{"partitions", required_argument, NULL, 'Q'},
 		{"unguarded", no_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
@@ -298,6 +303,9 @@ main_options(int argc, char **argv)
 			case 'G':
 				o->log_mode = true;
 				break;
+			case 'Z':
+				o->citus = true;
+				break;
 			case 'Q':
 				o->partitions = main_count("partitions", optarg, 1, 1000);
 				break;
@@ -317,6 +325,11 @@ main_options(int argc, char **argv)
 	if (optind < argc)
 	{
 		fprintf(stderr, "dedup-sim: too many arguments\n");
+		exit(2);
+	}
+	if (o->citus && o->history_seconds > 0)
+	{
+		fprintf(stderr, "dedup-sim: --history does not run with --citus\n");
 		exit(2);
 	}
 	if (o->crashes > 0 && o->crash_command == NULL)

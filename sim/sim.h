@@ -50,6 +50,7 @@ typedef struct SimOptions
 	int			timeout_seconds;	/* give up (exit 1) after this long */
 	uint64_t	seed;
 	bool		log_mode;		/* --log: the partitioned-log simulation (log.c) */
+	bool		citus;			/* --citus: a Citus coordinator, dedup distributed */
 	int			partitions;		/* its partitions */
 	bool		log_unguarded;	/* --log without dedup_advance: must fail */
 } SimOptions;

@@ -102,7 +102,8 @@ REVOKE ALL ON FUNCTION dedup.functions_of(text) FROM PUBLIC;
 -- What the four helpers share: check the scopes, then add (GRANT EXECUTE on
 -- the privilege's functions and a row of dedup.grants per scope, one NULL
 -- row for every scope) or remove (the rows of the scopes given; with NULL,
--- every row of the privilege and the EXECUTE grants).
+-- every row of the privilege and the EXECUTE grants).  The GRANT and REVOKE
+-- are run on a Citus cluster's workers too (dedup.run_everywhere).
 CREATE FUNCTION dedup.change_grant(role regrole, privilege text, scopes text[], adding boolean)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -136,12 +137,17 @@ BEGIN
     IF adding THEN
         FOREACH fn IN ARRAY dedup.functions_of(privilege)
         LOOP
-            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
+            PERFORM dedup.run_everywhere(format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role));
         END LOOP;
-        INSERT INTO dedup.grants AS g (role, privilege, scope)
-        SELECT change_grant.role, change_grant.privilege, u.s
-        FROM unnest(coalesce(scopes, ARRAY[NULL::text])) AS u(s)
-        ON CONFLICT ON CONSTRAINT grants_role_privilege_scope_key DO NOTHING;
+        -- the role by name: on a Citus cluster, where dedup.grants is a
+        -- reference table, each node stores its own OID of it
+        FOREACH s IN ARRAY coalesce(scopes, ARRAY[NULL::text])
+        LOOP
+            EXECUTE format('INSERT INTO dedup.grants AS g (role, privilege, scope)'
+                           ' VALUES (%L::pg_catalog.regrole, %L, %L)'
+                           ' ON CONFLICT ON CONSTRAINT grants_role_privilege_scope_key DO NOTHING',
+                           role::text, privilege, s);
+        END LOOP;
     ELSE
         DELETE FROM dedup.grants AS g
         WHERE g.role::oid = change_grant.role::oid AND g.privilege = change_grant.privilege
@@ -149,7 +155,7 @@ BEGIN
         IF scopes IS NULL THEN
             FOREACH fn IN ARRAY dedup.functions_of(privilege)
             LOOP
-                EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM %s', fn, role);
+                PERFORM dedup.run_everywhere(format('REVOKE EXECUTE ON FUNCTION %s FROM %s', fn, role));
             END LOOP;
         END IF;
     END IF;

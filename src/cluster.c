@@ -15,7 +15,7 @@
  *
  * A call (dedup_claim, dedup_begin, dedup_advance, ...) made on a node that
  * does not hold its key's shard is forwarded: dedup_cluster_route() sends
- * it, arguments as text, through dedup.call_on_shard(key, function, args),
+ * it, arguments as text, through dedup_call_on_shard(key, function, args),
  * a function Citus delegates to the node of the key's shard (distributed by
  * its first argument, co-located with dedup.claims, force_delegation so that
  * it is delegated inside transactions too).  There the same function runs
@@ -97,7 +97,7 @@ typedef struct ClusterMap
 static ClusterMap cluster_maps[DEDUP_NUM_RELATIONS];
 static uint64 cluster_resets = 0;
 
-/* set while dedup.call_on_shard runs a forwarded call: it is not forwarded again */
+/* set while dedup_call_on_shard runs a forwarded call: it is not forwarded again */
 static bool cluster_forwarded = false;
 
 /* ---------------------------------------------------------------------
@@ -320,7 +320,7 @@ cluster_not_here(DedupRelation table, int64 shardid)
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("the shard of the key is not on this node"),
-			 errdetail("Shard " INT64_FORMAT " of \"%s.%s\" moved to another node while the call was routed, or dedup.call_on_shard is not distributed.",
+			 errdetail("Shard " INT64_FORMAT " of \"%s.%s\" moved to another node while the call was routed, or dedup_call_on_shard is not distributed.",
 					   shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_relation_lookup(table))),
 			 errhint("Run the transaction again; if this goes on, run SELECT dedup_distribute() on the coordinator.")));
 }
@@ -495,7 +495,7 @@ cluster_result(FunctionCallInfo fcinfo, ArrayType *row)
 
 /*
  * Run the call of fcinfo on the node of its key's shard, through
- * dedup.call_on_shard, which Citus delegates there by its first argument:
+ * dedup_call_on_shard, which Citus delegates there by its first argument:
  * every argument a literal, so that Citus's planner sees constants (it
  * delegates nothing else inside a function).
  */
@@ -534,7 +534,9 @@ cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
 	}
 	dims[0] = nargs;
 	args = construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
-	sql = psprintf("SELECT r FROM dedup.call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
+	/* dedup_call_on_shard is in the extension's schema, as the function called is */
+	sql = psprintf("SELECT r FROM %s.dedup_call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
+				   quote_identifier(get_namespace_name(get_func_namespace(fnoid))),
 				   quote_literal_cstr(dedup_fingerprint_hex(fp)), cluster_fingerprint_type(),
 				   quote_literal_cstr(format_procedure_qualified(fnoid)),
 				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(args))));
@@ -599,7 +601,7 @@ dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey 
 }
 
 /*
- * dedup.call_on_shard(key dedup_fingerprint, function text, args text[])
+ * dedup_call_on_shard(key dedup_fingerprint, function text, args text[])
  *	RETURNS text[]
  *
  * A forwarded call, on the node Citus delegated it to: one of dedup's own

@@ -608,10 +608,10 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 {
 	static const char *const names[SCOPE_NSETTINGS] = {"ttl", "lease", "retention"};
 	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
-	Oid			argtypes[SET_SCOPE_NARGS + 1] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID,
-	INT4OID, TEXTOID, INTERVALOID, FLOAT8OID, BOOLOID};
-	Datum		values[SET_SCOPE_NARGS + 1];
-	char		nulls[SET_SCOPE_NARGS + 1] = {' ', ' ', ' ', ' ', ' ', 'n', 'n', 'n', ' '};
+	Oid			argtypes[SET_SCOPE_NARGS + 2] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID,
+	INT4OID, TEXTOID, INTERVALOID, FLOAT8OID, BOOLOID, INT4OID};
+	Datum		values[SET_SCOPE_NARGS + 2];
+	char		nulls[SET_SCOPE_NARGS + 2] = {' ', ' ', ' ', ' ', ' ', 'n', 'n', 'n', ' ', 'n'};
 	bool		full = PG_NARGS() >= SET_SCOPE_NARGS;
 	bool		no_history = false;
 	bool		rate_given = false;
@@ -690,13 +690,30 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 	dedup_check_writable("dedup_set_scope");
 
 	SPI_connect();
+
+	/*
+	 * A history given: the id it gets if the scope has none, taken here, not
+	 * in the upsert, whose DO UPDATE holds no volatile function (Citus plans
+	 * it on a reference table only so); an id not used is skipped.
+	 */
+	if (full && nulls[SCOPE_NSETTINGS + 3] == ' ')
+	{
+		bool		isnull;
+
+		if (SPI_execute("SELECT pg_catalog.nextval('dedup.history_ids')::pg_catalog.int4",
+						false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not take a history id");
+		values[SCOPE_NSETTINGS + 6] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+													1, &isnull);
+		nulls[SCOPE_NSETTINGS + 6] = ' ';
+	}
 	rc = SPI_execute_with_args(full ?
 							  "INSERT INTO dedup.scopes AS s"
 							  " (scope, ttl, lease, retention, max_attempts, sequence_mode,"
 							  "  history, false_positive_rate, history_id)"
 							  " VALUES ($1, $2, $3, $4, $5, $6, $7,"
 							  "  CASE WHEN $7 IS NOT NULL THEN COALESCE($8, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
-							  "  CASE WHEN $7 IS NOT NULL THEN pg_catalog.nextval('dedup.history_ids') END)"
+							  "  $10)"
 							  " ON CONFLICT (scope) DO UPDATE SET"
 							  " ttl = COALESCE(excluded.ttl, s.ttl),"
 							  " lease = COALESCE(excluded.lease, s.lease),"
@@ -707,8 +724,8 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 							  " false_positive_rate = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
 							  "  ELSE COALESCE($8, s.false_positive_rate, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
 							  " history_id = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
-							  "  ELSE COALESCE(s.history_id, pg_catalog.nextval('dedup.history_ids')) END,"
-							  " updated_at = pg_catalog.now()"
+							  "  ELSE COALESCE(s.history_id, $10) END,"
+							  " updated_at = excluded.updated_at"
 							  " RETURNING history IS NOT NULL" :
 							  "INSERT INTO dedup.scopes AS s (scope, ttl, lease, retention, max_attempts)"
 							  " VALUES ($1, $2, $3, $4, $5)"
@@ -717,8 +734,8 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 							  " lease = COALESCE(excluded.lease, s.lease),"
 							  " retention = COALESCE(excluded.retention, s.retention),"
 							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
-							  " updated_at = pg_catalog.now()",
-							  full ? SET_SCOPE_NARGS + 1 : SET_SCOPE_NARGS_10,
+							  " updated_at = excluded.updated_at",
+							  full ? SET_SCOPE_NARGS + 2 : SET_SCOPE_NARGS_10,
 							  argtypes, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT_RETURNING && rc != SPI_OK_INSERT)
 		elog(ERROR, "could not store the settings of a dedup scope");

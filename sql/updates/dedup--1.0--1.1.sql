@@ -243,7 +243,8 @@ REVOKE ALL ON FUNCTION dedup.functions_of(text) FROM PUBLIC;
 -- What the four helpers share: check the scopes, then add (GRANT EXECUTE on
 -- the privilege's functions and a row of dedup.grants per scope, one NULL
 -- row for every scope) or remove (the rows of the scopes given; with NULL,
--- every row of the privilege and the EXECUTE grants).
+-- every row of the privilege and the EXECUTE grants).  The GRANT and REVOKE
+-- are run on a Citus cluster's workers too (dedup.run_everywhere).
 CREATE FUNCTION dedup.change_grant(role regrole, privilege text, scopes text[], adding boolean)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -277,12 +278,17 @@ BEGIN
     IF adding THEN
         FOREACH fn IN ARRAY dedup.functions_of(privilege)
         LOOP
-            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role);
+            PERFORM dedup.run_everywhere(format('GRANT EXECUTE ON FUNCTION %s TO %s', fn, role));
         END LOOP;
-        INSERT INTO dedup.grants AS g (role, privilege, scope)
-        SELECT change_grant.role, change_grant.privilege, u.s
-        FROM unnest(coalesce(scopes, ARRAY[NULL::text])) AS u(s)
-        ON CONFLICT ON CONSTRAINT grants_role_privilege_scope_key DO NOTHING;
+        -- the role by name: on a Citus cluster, where dedup.grants is a
+        -- reference table, each node stores its own OID of it
+        FOREACH s IN ARRAY coalesce(scopes, ARRAY[NULL::text])
+        LOOP
+            EXECUTE format('INSERT INTO dedup.grants AS g (role, privilege, scope)'
+                           ' VALUES (%L::pg_catalog.regrole, %L, %L)'
+                           ' ON CONFLICT ON CONSTRAINT grants_role_privilege_scope_key DO NOTHING',
+                           role::text, privilege, s);
+        END LOOP;
     ELSE
         DELETE FROM dedup.grants AS g
         WHERE g.role::oid = change_grant.role::oid AND g.privilege = change_grant.privilege
@@ -290,7 +296,7 @@ BEGIN
         IF scopes IS NULL THEN
             FOREACH fn IN ARRAY dedup.functions_of(privilege)
             LOOP
-                EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM %s', fn, role);
+                PERFORM dedup.run_everywhere(format('REVOKE EXECUTE ON FUNCTION %s FROM %s', fn, role));
             END LOOP;
         END IF;
     END IF;
@@ -1644,11 +1650,44 @@ COMMENT ON FUNCTION @extschema@.dedup_stream_key(text, text) IS
 -- distributed it.  Left executable by PUBLIC on purpose: it runs only
 -- dedup's own functions, as the role that called, whose EXECUTE privilege
 -- and scope grants are checked there as for any call; it grants nothing.
-CREATE FUNCTION dedup.call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
+-- In the extension's schema, as the calls it carries are.
+CREATE FUNCTION @extschema@.dedup_call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
 RETURNS text[]
 AS 'MODULE_PATHNAME', 'dedup_call_on_shard' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION dedup.call_on_shard(@extschema@.dedup_fingerprint, text, text[]) IS
+COMMENT ON FUNCTION @extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[]) IS
     'run a call of one of dedup''s functions on this node, the one of its key''s shard; for dedup''s routing only';
+
+-- Run a statement on this node and, on a Citus cluster whose dedup is
+-- distributed, on every worker too: the GRANT and REVOKE of the grant
+-- helpers, which Citus does not propagate for an extension's functions.
+-- The workers' part runs on connections of its own, committed whatever
+-- this transaction does: a grant rolled back here leaves EXECUTE on the
+-- workers, which gives no scope (dedup.grants, a reference table, does).
+CREATE FUNCTION dedup.run_everywhere(command text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    distributed boolean := false;
+    failed text;
+BEGIN
+    EXECUTE command;
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition'
+                ' WHERE logicalrelid = ''dedup.claims''::pg_catalog.regclass)' INTO distributed;
+    END IF;
+    IF distributed THEN
+        EXECUTE 'SELECT string_agg(format(''%s:%s: %s'', nodename, nodeport, result), ''; '')'
+                ' FROM run_command_on_workers($1) WHERE NOT success' INTO failed USING command;
+        IF failed IS NOT NULL THEN
+            RAISE EXCEPTION 'could not run "%" on every worker of the Citus cluster', command
+                USING ERRCODE = '08006', DETAIL = failed;
+        END IF;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.run_everywhere(text) FROM PUBLIC;
 
 -- Distribute dedup's tables on a Citus cluster, from its coordinator:
 -- claims and records (dedup.claims) and sequence marks (dedup.streams) by
@@ -1664,6 +1703,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     b record;
+    g record;
     n integer;
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
@@ -1713,12 +1753,31 @@ BEGIN
     -- onto the shards of the reference tables, where the rows are written
     PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
     PERFORM create_reference_table('dedup.scopes');
+    -- the grants by role name, as change_grant writes them, so that each node
+    -- stores its own OID of each role (Citus copies a table's rows as they are)
+    CREATE TEMP TABLE dedup_grants_by_name ON COMMIT DROP AS
+        SELECT role::text AS role_name, privilege, scope, granted_at FROM dedup.grants;
+    DELETE FROM dedup.grants;
     PERFORM create_reference_table('dedup.grants');
+    FOR g IN SELECT * FROM dedup_grants_by_name LOOP
+        EXECUTE format('INSERT INTO dedup.grants (role, privilege, scope, granted_at)'
+                       ' VALUES (%L::pg_catalog.regrole, %L, %L, %L)',
+                       g.role_name, g.privilege, g.scope, g.granted_at);
+    END LOOP;
     PERFORM create_distributed_table('dedup.claims', 'key', shard_count => n);
     PERFORM create_distributed_table('dedup.streams', 'key', colocate_with => 'dedup.claims');
     PERFORM create_distributed_function(
-        'dedup.call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
+        '@extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
         colocate_with => 'dedup.claims', force_delegation => true);
+    -- the roles granted before: their EXECUTE on the workers too (the rows
+    -- are there already, so change_grant only grants)
+    FOR g IN SELECT role_name, privilege,
+                    array_agg(scope) FILTER (WHERE scope IS NOT NULL) AS scopes,
+                    bool_or(scope IS NULL) AS every_scope
+             FROM dedup_grants_by_name GROUP BY 1, 2 LOOP
+        PERFORM dedup.change_grant(g.role_name::regrole, g.privilege,
+                                   CASE WHEN NOT g.every_scope THEN g.scopes END, true);
+    END LOOP;
 END;
 $$;
 COMMENT ON FUNCTION @extschema@.dedup_distribute(integer) IS

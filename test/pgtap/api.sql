@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(101);
+SELECT plan(110);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -182,6 +182,23 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc AS p
                 WHERE p.pronamespace = 'dedup'::regnamespace AND p.proname LIKE 'outbox\_%'
                   AND has_function_privilege('public', p.oid, 'EXECUTE')),
           ARRAY[]::text[], 'no internal outbox function is executable by PUBLIC');
+
+-- Citus: the stored forms are for everyone, the distribution for the owner,
+-- the forwarded call for everyone on purpose (it runs dedup's functions as
+-- the caller, with their checks), the workers' grants for the helpers only
+SELECT has_function('public', 'dedup_key', ARRAY['text', 'text']);
+SELECT has_function('public', 'dedup_key', ARRAY['text', 'dedup_fingerprint']);
+SELECT volatility_is('public', 'dedup_key', ARRAY['text', 'text'], 'immutable');
+SELECT function_returns('public', 'dedup_stream_key', ARRAY['text', 'text'], 'dedup_fingerprint');
+SELECT function_privs_are('public', 'dedup_distribute', ARRAY['integer'], 'public', ARRAY[]::text[],
+                          'PUBLIC cannot distribute dedup');
+SELECT function_returns('public', 'dedup_call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'], 'text[]');
+SELECT function_privs_are('public', 'dedup_call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'],
+                          'public', ARRAY['EXECUTE'], 'PUBLIC may forward a call: it runs only dedup''s functions, as the caller');
+SELECT function_privs_are('dedup', 'run_everywhere', ARRAY['text'], 'public', ARRAY[]::text[],
+                          'PUBLIC cannot run statements on every node');
+SELECT throws_ok($$SELECT dedup_call_on_shard(dedup_key('s', 'k'), 'pg_catalog.pg_sleep(double precision)', '{0}')$$,
+                 '42501', NULL, 'a forwarded call runs only dedup''s functions');
 
 SELECT * FROM finish();
 ROLLBACK;

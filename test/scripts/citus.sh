@@ -73,6 +73,8 @@ q -c "SELECT count(*) FROM generate_series(101, 150) g WHERE dedup_claim('pre', 
   -c "SELECT dedup_begin('pre', 'rec')" -c "SELECT dedup_complete('pre', 'rec', 201, '{\"id\": 7}')" \
   -c "SELECT dedup_advance('pre', 'stream', 41)" \
   -c "SELECT scope FROM dedup_set_scope('pre', ttl => '2 days')" >/dev/null
+# a role granted a scope on one server (its OID on the workers is another)
+q -c "CREATE ROLE citus_before LOGIN" -c "SELECT dedup_grant_usage('citus_before', ARRAY['pre'])" >/dev/null
 check "dedup_distribute() refuses a shard_count of 0: 22023" \
 	"$(sqlstate -c "SELECT dedup_distribute(0)")" "ERROR:  22023"
 q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
@@ -90,6 +92,23 @@ check "the record replays its response, the mark and the scope's ttl are kept" \
 	"$(worker 2 -c "SELECT outcome, response_code FROM dedup_begin('pre', 'rec')")|$(worker 1 -c "SELECT mark FROM dedup_position('pre', 'stream')")|$(worker 2 -c "SELECT ttl FROM dedup_scope('pre')")" \
 	"replay|201|41|2 days"
 check "dedup_distribute() a second time: 55000" "$(sqlstate -c "SELECT dedup_distribute()")" "ERROR:  55000"
+# settings and grants once distributed: written on the coordinator, seen on every node
+q -c "SELECT scope FROM dedup_set_scope('post', ttl => '3 days')" \
+  -c "SELECT scope FROM dedup_set_scope('pre', ttl => '4 days', lease => '1 minute')" >/dev/null
+check "a scope set after distributing, and one changed, as every node reads them" \
+	"$(worker 1 -c "SELECT ttl FROM dedup_scope('post')")|$(worker 2 -c "SELECT ttl, lease FROM dedup_scope('pre')")|$(q -c "SELECT count(*) FROM dedup.scopes")" \
+	"3 days|4 days|00:01:00|2"
+q -c "CREATE ROLE citus_app LOGIN" -c "SELECT dedup_grant_usage('citus_app', ARRAY['granted'])" >/dev/null
+check "a role granted before distributing: its scope from either worker, not another's (42501)" \
+	"$(worker 1 -U citus_before -c "SELECT dedup_claim('pre', 'b-1')")|$(worker 2 -U citus_before -c "SELECT dedup_claim('pre', 'b-1')")|$(sqlstate -h "${wdirs[1]}" -p "$((port + 2))" -U citus_before -c "SELECT dedup_claim('granted', 'b-1')")" \
+	"t|f|ERROR:  42501"
+check "a role granted one scope: claims it from a worker, refused another (42501)" \
+	"$(worker 2 -U citus_app -c "SELECT dedup_claim('granted', 'g-1')")|$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U citus_app -c "SELECT dedup_claim('pre', 'g-1')")" \
+	"t|ERROR:  42501"
+q -c "SELECT dedup_revoke_usage('citus_app')" >/dev/null
+check "revoked on the coordinator: refused on a worker too (42501)" \
+	"$(sqlstate -h "${wdirs[1]}" -p "$((port + 2))" -U citus_app -c "SELECT dedup_claim('granted', 'g-2')")" \
+	"ERROR:  42501"
 
 # 2. a claim and its business row, co-located: one node, one commit
 q -c "CREATE TABLE orders (key dedup_fingerprint PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)" \
@@ -158,7 +177,7 @@ elsewhere=$(q -c "SELECT 'nh-' || g FROM generate_series(1, 200) g
                                BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int) = 2 LIMIT 1")
 check "a forwarded call on a node without the key's shard: 40001" \
 	"$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U postgres \
-		-c "SELECT r FROM (SELECT dedup.call_on_shard(dedup_key('citus', '$elsewhere'), 'dedup_claim(text,text,interval,boolean)', '{citus,$elsewhere,NULL,f}') AS r OFFSET 0) s")" \
+		-c "SELECT r FROM (SELECT dedup_call_on_shard(dedup_key('citus', '$elsewhere'), 'dedup_claim(text,text,interval,boolean)', '{citus,$elsewhere,NULL,f}') AS r OFFSET 0) s")" \
 	"ERROR:  40001"
 check "and the key is still new" "$(q -c "SELECT dedup_seen('citus', '$elsewhere')")" absent
 check "nothing written" \
@@ -223,4 +242,15 @@ check_load 6000 "worker killed"
 check "the errors the load met were connection failures or retries, nothing else" \
 	"$(grep -c 'ERROR' "$dir/load.err" | tr -d ' ')|$(grep 'ERROR' "$dir/load.err" | grep -vc 'connection\|server closed\|terminat\|40001\|shard of the key\|recovery\|not accepting\|current transaction is aborted' || true)" \
 	"$(grep -c 'ERROR' "$dir/load.err" | tr -d ' ')|0"
+# 7. the exactly-once simulator against the cluster, through the
+#    coordinator: its connections killed, and worker 1 killed once
+status=0
+"$DEDUP_ROOT/sim/dedup-sim" --citus --messages 6000 --consumers 4 --ttl 8 --kill-rate 5 \
+	--rollbacks 0.02 --fail 0.02 --hang 0.002 --relay-faults 0.05 --crashes 1 \
+	--crash-command "$(server_crash_command "${wdirs[0]}")" --progress 10 \
+	"host=$dir port=$port user=postgres dbname=postgres" >"$dir/sim.log" 2>&1 || status=$?
+tail -n 30 "$dir/sim.log"
+check "the simulator on the cluster: every invariant holds" \
+	"$status|$(grep -c '^exactly once: every invariant holds$' "$dir/sim.log")|$(grep -c '^  crash 1: server up again' "$dir/sim.log")" \
+	"0|1|1"
 echo "ok: citus"
