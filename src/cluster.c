@@ -39,6 +39,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xact.h"
 #include "access/table.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
@@ -99,6 +100,10 @@ static uint64 cluster_resets = 0;
 
 /* set while dedup_call_on_shard runs a forwarded call: it is not forwarded again */
 static bool cluster_forwarded = false;
+
+/* this transaction sent a call to another node (reset at its end) */
+static bool cluster_sent_in_xact = false;
+static bool cluster_callback_registered = false;
 
 /* ---------------------------------------------------------------------
  * Citus's catalogs
@@ -494,6 +499,37 @@ cluster_result(FunctionCallInfo fcinfo, ArrayType *row)
 }
 
 /*
+ * A transaction that sent a call to another node and wrote here too commits
+ * with two-phase commit.  Citus uses it only for the writes it knows of (its
+ * own tables' placements, several nodes); with one remote node and writes
+ * of tables it does not manage here (a business table of this node, dedup's
+ * outbox), it commits the remote part alone first, and a node that fails
+ * during that COMMIT leaves the two parts apart: a claim without its
+ * business row.  So, before Citus prepares its commit (this callback,
+ * registered after Citus's, runs before it), tell it to use two-phase
+ * commit, through its Use2PCForCoordinatedTransaction().
+ */
+static void
+cluster_xact_callback(XactEvent event, void *arg)
+{
+	typedef void (*Use2PC) (void);
+	static Use2PC use_2pc = NULL;
+
+	if (event == XACT_EVENT_PRE_COMMIT && cluster_sent_in_xact &&
+		TransactionIdIsValid(GetTopTransactionIdIfAny()))
+	{
+		if (use_2pc == NULL)
+			use_2pc = (Use2PC) load_external_function("$libdir/citus",
+													  "Use2PCForCoordinatedTransaction",
+													  true, NULL);
+		use_2pc();
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		cluster_sent_in_xact = false;
+}
+
+/*
  * Run the call of fcinfo on the node of its key's shard, through
  * dedup_call_on_shard, which Citus delegates there by its first argument:
  * every argument a literal, so that Citus's planner sees constants (it
@@ -541,6 +577,12 @@ cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
 				   quote_literal_cstr(format_procedure_qualified(fnoid)),
 				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(args))));
 
+	if (!cluster_callback_registered)
+	{
+		RegisterXactCallback(cluster_xact_callback, NULL);
+		cluster_callback_registered = true;
+	}
+	cluster_sent_in_xact = true;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute(sql, false, 0) != SPI_OK_SELECT || SPI_processed != 1)

@@ -12,10 +12,13 @@
 #     batch, a history, dedup_streams, the outbox on a worker; a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
 #   - the cleanup on each node deletes the expired rows of the shards it
-#     holds, once: the coordinator none;
-#   - a shard moved (citus_move_shard_placement) under claim load, then a
+#     holds, once: the coordinator none; a worker's background worker too;
+#   - a shard moved (citus_move_shard_placement) under claim load, then
+#     rebalanced (rebalance_table_shards), then a
 #     worker killed with kill -9 and restarted under load: every committed
-#     claim kept, with its business row, and none without.
+#     claim kept, with its business row, and none without;
+#   - the exactly-once simulator (--citus) through the coordinator, with its
+#     connections killed and a worker killed once: every invariant holds.
 # Citus is installed from ../shared/citus when missing (about two minutes).
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
@@ -34,7 +37,10 @@ fi
 citus_conf=("shared_preload_libraries = 'citus, dedup'" "wal_level = logical"
 	"max_prepared_transactions = 20" "dedup.cleanup_enabled = off"
 	"dedup.bucket_interval = '1s'"
-	"listen_addresses = 'localhost'")	# a shard move connects to localhost
+	"listen_addresses = 'localhost'"	# a shard move connects to localhost
+	# a transaction prepared on a worker that crashed holds its keys until
+	# Citus's recovery commits or aborts it (every minute by default)
+	"citus.recover_2pc_interval = '1s'")
 test_server citus 80 "${citus_conf[@]}"
 wdirs=()
 for n in 1 2; do
@@ -139,6 +145,15 @@ check "one COMMIT on one worker, no PREPARE" \
 		-c "INSERT INTO orders VALUES (dedup_key('citus', 'logged'), 'logged', 1)" -c "COMMIT" 2>&1 |
 		grep -o 'issuing [A-Z]*' | sort | uniq -c | awk '{print $3 "=" $1}' | tr '\n' ' ')" \
 	"BEGIN=1 COMMIT=1 INSERT=1 SELECT=1 "
+# a business table of the coordinator, which Citus does not manage: the
+# claim's worker and the coordinator commit with two-phase commit
+q -c "CREATE TABLE coordinator_orders (message_id text PRIMARY KEY)" >/dev/null
+check "a claim and a row of a coordinator's own table: PREPARE, then COMMIT PREPARED" \
+	"$(psql -X -q -At -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+		-c "BEGIN" -c "SELECT dedup_claim('citus', 'local-1')" \
+		-c "INSERT INTO coordinator_orders VALUES ('local-1')" -c "COMMIT" 2>&1 |
+		grep -o 'issuing [A-Z]* [A-Z]*' | sort | uniq -c | awk '{print $3 "=" $1}' | tr '\n' ' ')" \
+	"BEGIN=1 COMMIT=1 PREPARE=1 SELECT=1 "
 check "the redeliveries are duplicates, no business row written twice" \
 	"$(q -c "SELECT count(*) FROM generate_series(1, 100) g WHERE g % 10 <> 0 AND dedup_claim('citus', 'm-' || g)")|$(q -c "SELECT count(*) FROM orders")" \
 	"0|91"
@@ -195,6 +210,16 @@ check "the cleanup: none on the coordinator, some on each worker, 40 in all" \
 	"$c0|$((c1 > 0))|$((c2 > 0))|$((c1 + c2))" "0|1|1|40"
 check "once: a second pass finds none" \
 	"$(worker 1 -c "CALL dedup_cleanup()")|$(worker 2 -c "CALL dedup_cleanup()")" "0|0"
+# the background worker on a worker node: it cleans that node's shards
+worker 2 -c "ALTER SYSTEM SET dedup.cleanup_databases = 'postgres'" \
+  -c "ALTER SYSTEM SET dedup.cleanup_interval = '1s'" -c "ALTER SYSTEM SET dedup.cleanup_enabled = on" \
+  -c "SELECT pg_reload_conf()" >/dev/null
+q -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('bg', 'bg-' || g, ttl => '1 second')" >/dev/null
+PGHOST=${wdirs[1]} PGPORT=$((port + 2)) wait_for \
+	"SELECT coalesce(sum(rows_deleted), 0) > 0 FROM dedup_cleanup_stats() WHERE kind = 'claim'" t 30 ||
+	{ echo "FAIL: the cleanup worker of worker 2 deleted nothing"; exit 1; }
+echo "ok: the cleanup worker of worker 2 deleted $(worker 2 -c "SELECT sum(rows_deleted) FROM dedup_cleanup_stats() WHERE kind = 'claim'") expired claims of its shards"
+worker 2 -c "ALTER SYSTEM RESET dedup.cleanup_enabled" -c "SELECT pg_reload_conf()" >/dev/null
 check "the expired keys are new again" \
 	"$(q -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('short', 's-' || g)")" 40
 
@@ -233,6 +258,11 @@ wait "$loader"
 check "the shard moved to worker 2 while the load ran" \
 	"$(q -c "SELECT groupid FROM pg_dist_placement WHERE shardid = $shard")|$moved_during_load" "2|yes"
 check_load 3000 "shard move"
+# rebalancing moves the shard back; every claim is still there
+q -c "SELECT rebalance_table_shards('dedup.claims')" >/dev/null 2>&1
+check "rebalanced: shards on both workers, every claim of the load kept" \
+	"$(q -c "SELECT count(DISTINCT p.groupid) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass")|$(q -c "SELECT count(*) FROM generate_series(1, 3000) g WHERE dedup_seen('load', 'k-' || g) = 'exact'")" \
+	"2|3000"
 load 3001 6000 &
 loader=$!
 sleep 1
