@@ -45,19 +45,6 @@ static const char *const relay_downstream_statements[] = {
 	NULL
 };
 
-/*
- * On a Citus cluster (--citus), where batches of keys do not run: each
- * event claimed by itself, in id order so that two relays never deadlock.
- */
-static const char *const relay_downstream_statements_citus[] = {
-	"notify", "INSERT INTO sim.notifications (event_id, message_id, amount) "
-	"SELECT e.id, e.message_id, e.amount "
-	"FROM (SELECT * FROM unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS u(id, message_id, amount) "
-	"      ORDER BY id OFFSET 0) AS e "
-	"WHERE dedup_claim($1::text, e.id)",
-	NULL
-};
-
 SimConn		relay_conns[SIM_MAX_RELAYS];
 SimConn		relay_downstreams[SIM_MAX_RELAYS];
 
@@ -75,8 +62,7 @@ relay_setup(int n)
 	relay_conns[n - 1] = (SimConn) {.name = name, .prepare = relay_statements,
 	.on_connect = "LISTEN dedup_outbox", .number = n};
 	relay_downstreams[n - 1] = (SimConn) {.name = downstream,
-	.prepare = sim_options.citus ? relay_downstream_statements_citus : relay_downstream_statements,
-	.number = n};
+	.prepare = relay_downstream_statements, .number = n};
 }
 
 /* A batch taken from the outbox, as array literals for the statements. */

@@ -83,6 +83,7 @@ typedef struct ClusterShard
 	int64		shardid;
 	int32		colocationid;	/* of its table */
 	int32		shardindex;		/* its place among the table's shards, by range */
+	int32		group;			/* the node group of its placement (of a hash-distributed table: one) */
 	bool		local;			/* its placement is on this node */
 	Oid			heap;			/* its table here, once looked up */
 	Oid			index;			/* its primary key here, once looked up */
@@ -96,6 +97,8 @@ typedef struct ClusterMap
 } ClusterMap;
 
 static ClusterMap cluster_maps[DEDUP_NUM_RELATIONS];
+
+static void cluster_not_here(DedupRelation table, int64 shardid);
 static uint64 cluster_resets = 0;
 
 /* set while dedup_call_on_shard runs a forwarded call: it is not forwarded again */
@@ -166,7 +169,9 @@ cluster_read_shards(Oid relid, ClusterShard **result)
 							  "  EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
 							  "          WHERE p.shardid = s.shardid AND p.groupid ="
 							  "                (SELECT groupid FROM pg_catalog.pg_dist_local_group)),"
-							  "  (SELECT colocationid FROM pg_catalog.pg_dist_partition d WHERE d.logicalrelid = $1)"
+							  "  (SELECT colocationid FROM pg_catalog.pg_dist_partition d WHERE d.logicalrelid = $1),"
+							  "  coalesce((SELECT min(p.groupid) FROM pg_catalog.pg_dist_placement p"
+							  "            WHERE p.shardid = s.shardid), -1)"
 							  " FROM pg_catalog.pg_dist_shard s WHERE s.logicalrelid = $1"
 							  " ORDER BY 2",
 							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
@@ -183,6 +188,7 @@ cluster_read_shards(Oid relid, ClusterShard **result)
 		shards[i].min = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
 		shards[i].max = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
 		shards[i].local = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
+		shards[i].group = DatumGetInt32(SPI_getbinval(tuple, desc, 6, &isnull));
 		shards[i].colocationid = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
 		shards[i].shardindex = i;
 	}
@@ -319,6 +325,19 @@ cluster_shard_of(DedupRelation table, const DedupFingerprint *fp)
 	return &map->shards[lo];
 }
 
+/* Where a key's shard is: its node group and shard id, and whether it is here. */
+void
+dedup_cluster_place(DedupRelation table, const DedupFingerprint *fp, DedupKeyPlace *place)
+{
+	ClusterShard *shard = cluster_shard_of(table, fp);
+
+	place->group = shard->group;
+	place->shardid = shard->shardid;
+	place->local = shard->local;
+	if (!shard->local && cluster_forwarded)
+		cluster_not_here(table, shard->shardid);
+}
+
 static void
 cluster_not_here(DedupRelation table, int64 shardid)
 {
@@ -435,33 +454,42 @@ cluster_fingerprint_type(void)
 												Anum_key_key));
 }
 
-/* The result of a forwarded call, as the call itself returns it */
-static Datum
-cluster_result(FunctionCallInfo fcinfo, ArrayType *row)
+/* The columns of a row of a forwarded call's result, as C strings (NULL for NULL) */
+static char **
+cluster_row_values(ArrayType *row, int *n)
 {
-	Datum	   *elems = NULL;
-	bool	   *nulls = NULL;
-	int			n = 0;
+	Datum	   *elems;
+	bool	   *nulls;
 	char	  **values;
+
+	deconstruct_array(row, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
+	values = palloc0(sizeof(char *) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		values[i] = nulls[i] ? NULL : TextDatumGetCString(elems[i]);
+	return values;
+}
+
+/* The result of a forwarded call, from its rows, as the call itself returns it */
+static Datum
+cluster_result(FunctionCallInfo fcinfo, List *rows)
+{
 	Oid			rettype;
 	TupleDesc	tupdesc;
 	TypeFuncClass class;
-
-	if (row)
-		deconstruct_array(row, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	values = palloc0(sizeof(char *) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-		values[i] = nulls[i] ? NULL : TextDatumGetCString(elems[i]);
+	char	  **values;
+	int			n = 0;
 
 	if (get_func_retset(fcinfo->flinfo->fn_oid))
 	{
 		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		AttInMetadata *meta;
+		ListCell   *lc;
 
 		InitMaterializedSRF(fcinfo, 0);
-		if (row)
+		meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
+		foreach(lc, rows)
 		{
-			AttInMetadata *meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
-
+			values = cluster_row_values(lfirst(lc), &n);
 			if (n != rsinfo->setDesc->natts)
 				elog(ERROR, "a forwarded call returned %d columns, not %d", n, rsinfo->setDesc->natts);
 			tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
@@ -469,11 +497,12 @@ cluster_result(FunctionCallInfo fcinfo, ArrayType *row)
 		return (Datum) 0;
 	}
 	class = get_call_result_type(fcinfo, &rettype, &tupdesc);
-	if (row == NULL)
+	if (rows == NIL)
 	{
 		fcinfo->isnull = true;
 		return (Datum) 0;
 	}
+	values = cluster_row_values(linitial(rows), &n);
 	if (class == TYPEFUNC_COMPOSITE)
 	{
 		if (n != tupdesc->natts)
@@ -530,52 +559,48 @@ cluster_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * Run the call of fcinfo on the node of its key's shard, through
- * dedup_call_on_shard, which Citus delegates there by its first argument:
- * every argument a literal, so that Citus's planner sees constants (it
- * delegates nothing else inside a function).
+ * Call one of dedup's functions, with the arguments given, on the node of
+ * the shard of key route, through dedup_call_on_shard, which Citus
+ * delegates there by its first argument: every argument a literal, so that
+ * Citus's planner sees constants (it delegates nothing else inside a
+ * function).  Returns the result's rows, each a text[] of its columns.
  */
-static Datum
-cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
+List *
+dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
+				   const DedupFingerprint *route)
 {
-	Oid			fnoid = fcinfo->flinfo->fn_oid;
 	Oid		   *argtypes;
 	int			nargs;
 	Datum	   *elems;
-	bool	   *nulls;
 	int			dims[1];
 	int			lbs[1] = {1};
-	ArrayType  *args;
+	ArrayType  *argarray;
 	char	   *sql;
 	MemoryContext caller = CurrentMemoryContext;
-	ArrayType  *row = NULL;
-	bool		isnull;
-	Datum		d;
+	List	   *rows = NIL;
 
 	(void) get_func_signature(fnoid, &argtypes, &nargs);
-	nargs = Min(nargs, PG_NARGS());
 	elems = palloc0(sizeof(Datum) * Max(nargs, 1));
-	nulls = palloc0(sizeof(bool) * Max(nargs, 1));
 	for (int i = 0; i < nargs; i++)
 	{
-		nulls[i] = PG_ARGISNULL(i);
-		if (!nulls[i])
+		if (!argnulls[i])
 		{
 			Oid			output;
 			bool		varlena;
 
 			getTypeOutputInfo(argtypes[i], &output, &varlena);
-			elems[i] = CStringGetTextDatum(OidOutputFunctionCall(output, PG_GETARG_DATUM(i)));
+			elems[i] = CStringGetTextDatum(OidOutputFunctionCall(output, args[i]));
 		}
 	}
 	dims[0] = nargs;
-	args = construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
+	argarray = construct_md_array(elems, (bool *) argnulls, 1, dims, lbs, TEXTOID, -1, false,
+								  TYPALIGN_INT);
 	/* dedup_call_on_shard is in the extension's schema, as the function called is */
 	sql = psprintf("SELECT r FROM %s.dedup_call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
 				   quote_identifier(get_namespace_name(get_func_namespace(fnoid))),
-				   quote_literal_cstr(dedup_fingerprint_hex(fp)), cluster_fingerprint_type(),
+				   quote_literal_cstr(dedup_fingerprint_hex(route)), cluster_fingerprint_type(),
 				   quote_literal_cstr(format_procedure_qualified(fnoid)),
-				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(args))));
+				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(argarray))));
 
 	if (!cluster_callback_registered)
 	{
@@ -585,18 +610,36 @@ cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
 	cluster_sent_in_xact = true;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(sql, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "a forwarded call returned " UINT64_FORMAT " rows", SPI_processed);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull)
+	if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "a forwarded call failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
 		MemoryContext spi = MemoryContextSwitchTo(caller);
 
-		row = DatumGetArrayTypePCopy(d);
+		if (isnull)
+			elog(ERROR, "a forwarded call returned a null row");
+		rows = lappend(rows, DatumGetArrayTypePCopy(d));
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
-	return cluster_result(fcinfo, row);
+	return rows;
+}
+
+/* Run the call of fcinfo, as it was made, on the node of the shard of key fp. */
+static Datum
+cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
+{
+	Datum	   *args = palloc(sizeof(Datum) * Max(PG_NARGS(), 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(PG_NARGS(), 1));
+
+	for (int i = 0; i < PG_NARGS(); i++)
+	{
+		args[i] = PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i);
+	}
+	return cluster_result(fcinfo, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, nulls, fp));
 }
 
 /*
@@ -644,12 +687,12 @@ dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey 
 
 /*
  * dedup_call_on_shard(key dedup_fingerprint, function text, args text[])
- *	RETURNS text[]
+ *	RETURNS SETOF text[]
  *
  * A forwarded call, on the node Citus delegated it to: one of dedup's own
  * functions, called with its arguments read from text, as the role that
- * called it (EXECUTE on it is checked as for any call); its result row as
- * text, or NULL for no row.  key only routes the call: the function finds
+ * called it (EXECUTE on it is checked as for any call); the rows of its
+ * result, each as text[].  key only routes the call: the function finds
  * its key's shard itself, and fails if it is not here.
  */
 PG_FUNCTION_INFO_V1(dedup_call_on_shard);
@@ -665,8 +708,7 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 	Datum	   *values;
 	char	   *nulls;
 	StringInfoData sql;
-	MemoryContext caller = CurrentMemoryContext;
-	ArrayType  *result = NULL;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	bool		save_forwarded = cluster_forwarded;
 
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -709,29 +751,30 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 	nulls[nargs] = '\0';
 	appendStringInfoChar(&sql, ')');
 
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	cluster_forwarded = true;
 	PG_TRY();
 	{
-		if (SPI_execute_with_args(sql.data, nargs, argtypes, values, nulls, false, 2) != SPI_OK_SELECT ||
-			SPI_processed > 1)
-			elog(ERROR, "a call on a shard returned more than one row");
+		if (SPI_execute_with_args(sql.data, nargs, argtypes, values, nulls, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "a call on a shard failed");
 	}
 	PG_FINALLY();
 	{
 		cluster_forwarded = save_forwarded;
 	}
 	PG_END_TRY();
-	if (SPI_processed == 1)
+	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		TupleDesc	desc = SPI_tuptable->tupdesc;
-		HeapTuple	tuple = SPI_tuptable->vals[0];
+		HeapTuple	tuple = SPI_tuptable->vals[r];
 		Datum	   *cols = palloc0(sizeof(Datum) * desc->natts);
 		bool	   *colnulls = palloc0(sizeof(bool) * desc->natts);
 		int			dims[1] = {desc->natts};
 		int			lbs[1] = {1};
-		MemoryContext spi;
+		Datum		row;
+		bool		rownull = false;
 
 		for (int i = 0; i < desc->natts; i++)
 		{
@@ -741,12 +784,10 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 			if (value)
 				cols[i] = CStringGetTextDatum(value);
 		}
-		spi = MemoryContextSwitchTo(caller);
-		result = construct_md_array(cols, colnulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
-		MemoryContextSwitchTo(spi);
+		row = PointerGetDatum(construct_md_array(cols, colnulls, 1, dims, lbs, TEXTOID, -1,
+												 false, TYPALIGN_INT));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &row, &rownull);
 	}
 	SPI_finish();
-	if (result == NULL)
-		PG_RETURN_NULL();
-	PG_RETURN_ARRAYTYPE_P(result);
+	return (Datum) 0;
 }

@@ -10,6 +10,8 @@
 #ifndef DEDUP_CLUSTER_H
 #define DEDUP_CLUSTER_H
 
+#include "nodes/pg_list.h"
+
 #include "dedup.h"
 
 /* How a routed call names its key: a key argument, or a stream argument */
@@ -37,6 +39,19 @@ extern bool dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table,
 extern void dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 									 LOCKMODE lockmode, Relation *heap, Relation *index);
 extern int	dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max);
+
+/* Where a key's shard is: its node (group) and shard, and whether that is here */
+typedef struct DedupKeyPlace
+{
+	int32		group;
+	int64		shardid;
+	bool		local;
+} DedupKeyPlace;
+
+extern void dedup_cluster_place(DedupRelation table, const DedupFingerprint *fp,
+								DedupKeyPlace *place);
+extern List *dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
+								const DedupFingerprint *route);
 
 /* at most this many local shards of one table are cleaned */
 #define DEDUP_CLUSTER_MAX_LOCAL_SHARDS 4096

@@ -34,7 +34,7 @@ COMMENT ON FUNCTION @extschema@.dedup_stream_key(text, text) IS
 -- and scope grants are checked there as for any call; it grants nothing.
 -- In the extension's schema, as the calls it carries are.
 CREATE FUNCTION @extschema@.dedup_call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
-RETURNS text[]
+RETURNS SETOF text[]
 AS 'MODULE_PATHNAME', 'dedup_call_on_shard' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[]) IS
     'run a call of one of dedup''s functions on this node, the one of its key''s shard; for dedup''s routing only';

@@ -192,7 +192,7 @@ SELECT volatility_is('public', 'dedup_key', ARRAY['text', 'text'], 'immutable');
 SELECT function_returns('public', 'dedup_stream_key', ARRAY['text', 'text'], 'dedup_fingerprint');
 SELECT function_privs_are('public', 'dedup_distribute', ARRAY['integer'], 'public', ARRAY[]::text[],
                           'PUBLIC cannot distribute dedup');
-SELECT function_returns('public', 'dedup_call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'], 'text[]');
+SELECT function_returns('public', 'dedup_call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'], 'setof text[]');
 SELECT function_privs_are('public', 'dedup_call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'],
                           'public', ARRAY['EXECUTE'], 'PUBLIC may forward a call: it runs only dedup''s functions, as the caller');
 SELECT function_privs_are('dedup', 'run_everywhere', ARRAY['text'], 'public', ARRAY[]::text[],

@@ -7,9 +7,10 @@
 #     commit or roll back together, as a single-node transaction (one
 #     COMMIT, no PREPARE TRANSACTION); a redelivery is a duplicate;
 #   - one key claimed from three connections, to the coordinator and to each
-#     worker: exactly one true; records and sequence marks from any node;
+#     worker: exactly one true; records and sequence marks from any node; a
+#     batch of claims whose keys are on both workers;
 #   - what does not run on a cluster fails with 0A000 and writes nothing: a
-#     batch, a history, dedup_streams, the outbox on a worker; a forwarded
+#     batch of marks, a history, dedup_streams, the outbox on a worker; a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
 #   - the cleanup on each node deletes the expired rows of the shards it
 #     holds, once: the coordinator none; a worker's background worker too;
@@ -174,8 +175,15 @@ check "sequence marks from any node" \
 	"t|f|t|1|t|1"
 
 # 4. what does not run on a cluster: 0A000, nothing written
-check "a batch: 0A000" \
-	"$(sqlstate -c "SELECT dedup_claim_batch('citus', ARRAY['b-1', 'b-2'])")" "ERROR:  0A000"
+# a batch spans both workers: each node's keys claimed there, as a batch
+check "a batch of 50 keys: all new; again, from a worker: none; mixed with new ones: those" \
+	"$(q -c "SELECT count(*) FROM dedup_claim_batch('citus', ARRAY(SELECT 'b-' || g FROM generate_series(1, 50) g))")|$(worker 1 -c "SELECT count(*) FROM dedup_claim_batch('citus', ARRAY(SELECT 'b-' || g FROM generate_series(1, 50) g))")|$(worker 2 -c "SELECT string_agg(k, ',' ORDER BY k) FROM dedup_claim_batch('citus', ARRAY['b-7', 'b-51', 'b-8', 'b-52', 'b-51']) k")" \
+	"50|0|b-51,b-52"
+check "the batch's keys are single claims' duplicates, on both workers" \
+	"$(q -c "SELECT count(*) FROM generate_series(1, 52) g WHERE dedup_seen('citus', 'b-' || g) = 'exact'")|$(q -c "SELECT count(DISTINCT p.groupid) FROM generate_series(1, 52) g, pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(dedup_key('citus', 'b-' || g)) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int")" \
+	"52|2"
+check "a batch of sequence marks: 0A000" \
+	"$(sqlstate -c "SELECT dedup_advance_batch('citus', ARRAY['s-1', 's-2'], ARRAY[1, 1]::bigint[])")" "ERROR:  0A000"
 check "a history: 0A000" \
 	"$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '1 day')")" "ERROR:  0A000"
 check "the outbox on a worker: 0A000" \
@@ -196,7 +204,7 @@ check "a forwarded call on a node without the key's shard: 40001" \
 	"ERROR:  40001"
 check "and the key is still new" "$(q -c "SELECT dedup_seen('citus', '$elsewhere')")" absent
 check "nothing written" \
-	"$(q -c "SELECT dedup_seen('citus', 'b-1'), (SELECT count(*) FROM dedup.scopes WHERE scope = 'citus')")" "absent|0"
+	"$(q -c "SELECT (SELECT mark FROM dedup_position('citus', 's-2')), (SELECT count(*) FROM dedup.scopes WHERE scope = 'citus')")" "|0"
 check "the outbox on the coordinator" \
 	"$(q -c "SELECT dedup_outbox_put('citus', 'a', '{}') IS NOT NULL")" t
 
