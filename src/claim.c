@@ -136,104 +136,51 @@ claim_keys(const text *scope, DedupScopeSettings *settings, const DedupFingerpri
 	dedup_scope_count(settings->counters, DEDUP_COUNT_DUPLICATES, nkeys - nnew);
 }
 
-/* Keys by the node, then the shard, of their place, then by fingerprint (their index) */
-static int
-claim_place_cmp(const void *a, const void *b, void *arg)
+/* A batch's state, for the runs of its keys on a Citus cluster */
+typedef struct ClaimBatch
 {
-	const DedupKeyPlace *places = (const DedupKeyPlace *) arg;
-	int			ka = *(const int *) a;
-	int			kb = *(const int *) b;
+	const text *scope;
+	DedupScopeSettings *settings;
+	const DedupFingerprint *fps;	/* its keys, in fingerprint order */
+	int			nkeys;
+	TimestampTz expires_at;
+	bool		nowait;
+	bool	   *claimed_key;	/* by key */
+	Oid			elemtype;		/* of the keys given */
+	int16		typlen;
+	DedupFingerprint *run_fps;	/* room for a run */
+	bool	   *run_claimed;
+} ClaimBatch;
 
-	if (places[ka].group != places[kb].group)
-		return places[ka].group < places[kb].group ? -1 : 1;
-	if (places[ka].shardid != places[kb].shardid)
-		return places[ka].shardid < places[kb].shardid ? -1 : 1;
-	return (ka > kb) - (ka < kb);
+/* The keys of one shard of this node: claimed here. */
+static void
+claim_batch_local(const int *run, int n, void *arg)
+{
+	ClaimBatch *b = (ClaimBatch *) arg;
+
+	for (int i = 0; i < n; i++)
+		b->run_fps[i] = b->fps[run[i]];
+	claim_keys(b->scope, b->settings, b->run_fps, n, b->expires_at, b->nowait, b->run_claimed);
+	for (int i = 0; i < n; i++)
+		b->claimed_key[run[i]] = b->run_claimed[i];
 }
 
-/*
- * A batch on a Citus cluster, where its keys' shards may be on several
- * nodes: the keys of each shard of this node claimed as a batch of their
- * own, and those of each other node sent there as one (this function, with
- * those keys), nodes in the order of their groups and shards in turn, each
- * run in fingerprint order: two batches take their keys in the same order
- * and never deadlock.  keys[k] is the key of fingerprint fps[k], sorted.
- */
+/* A key another node claimed, as text: found again by its fingerprint. */
 static void
-claim_batch_on_cluster(FunctionCallInfo fcinfo, const text *scope, DedupScopeSettings *settings,
-					   const DedupFingerprint *fps, const Datum *keys, int nkeys,
-					   TimestampTz expires_at, bool nowait, bool *claimed_key)
+claim_batch_remote_row(const char *key, void *arg)
 {
-	ArrayType  *given = PG_GETARG_ARRAYTYPE_P(1);
-	Oid			elemtype = ARR_ELEMTYPE(given);
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	DedupKeyPlace *places = palloc(sizeof(DedupKeyPlace) * nkeys);
-	int		   *order = palloc(sizeof(int) * nkeys);
-	DedupFingerprint *run_fps = palloc(sizeof(DedupFingerprint) * nkeys);
-	Datum	   *run_keys = palloc(sizeof(Datum) * nkeys);
-	bool	   *run_claimed = palloc(sizeof(bool) * nkeys);
+	ClaimBatch *b = (ClaimBatch *) arg;
+	Oid			input;
+	Oid			ioparam;
+	DedupFingerprint fp;
+	DedupFingerprint *found;
 
-	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-	for (int k = 0; k < nkeys; k++)
-	{
-		dedup_cluster_place(DEDUP_REL_CLAIMS, &fps[k], &places[k]);
-		order[k] = k;
-		claimed_key[k] = false;
-	}
-	qsort_arg(order, nkeys, sizeof(int), claim_place_cmp, places);
-	for (int start = 0; start < nkeys;)
-	{
-		const DedupKeyPlace *first = &places[order[start]];
-		int			n = 0;
-
-		/* a run: one shard of this node, or every key of another node */
-		while (start + n < nkeys && places[order[start + n]].group == first->group &&
-			   (!first->local || places[order[start + n]].shardid == first->shardid))
-		{
-			run_fps[n] = fps[order[start + n]];
-			run_keys[n] = keys[order[start + n]];
-			n++;
-		}
-		if (first->local)
-		{
-			claim_keys(scope, settings, run_fps, n, expires_at, nowait, run_claimed);
-			for (int i = 0; i < n; i++)
-				claimed_key[order[start + i]] = run_claimed[i];
-		}
-		else
-		{
-			Datum		args[4];
-			bool		nulls[4] = {false, false, PG_ARGISNULL(2), PG_ARGISNULL(3)};
-			ListCell   *lc;
-			Oid			input;
-			Oid			ioparam;
-
-			args[0] = PointerGetDatum(scope);
-			args[1] = PointerGetDatum(construct_array(run_keys, n, elemtype, typlen, typbyval, typalign));
-			args[2] = nulls[2] ? (Datum) 0 : PG_GETARG_DATUM(2);
-			args[3] = nulls[3] ? (Datum) 0 : PG_GETARG_DATUM(3);
-			getTypeInputInfo(elemtype, &input, &ioparam);
-			/* the keys the other node claimed, as text: found again by their fingerprint */
-			foreach(lc, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, nulls, &run_fps[0]))
-			{
-				Datum	   *cols;
-				int			ncols;
-				DedupFingerprint fp;
-				DedupFingerprint *found;
-
-				deconstruct_array(lfirst(lc), TEXTOID, -1, false, TYPALIGN_INT, &cols, NULL, &ncols);
-				dedup_key_datum(OidInputFunctionCall(input, TextDatumGetCString(cols[0]), ioparam, -1),
-								typlen, scope, &fp);
-				found = bsearch(&fp, fps, nkeys, sizeof(DedupFingerprint), claim_fingerprint_cmp);
-				if (found == NULL)
-					elog(ERROR, "a batch sent to another node claimed a key it was not given");
-				claimed_key[found - fps] = true;
-			}
-		}
-		start += n;
-	}
+	getTypeInputInfo(b->elemtype, &input, &ioparam);
+	dedup_key_datum(OidInputFunctionCall(input, (char *) key, ioparam, -1), b->typlen, b->scope, &fp);
+	found = bsearch(&fp, b->fps, b->nkeys, sizeof(DedupFingerprint), claim_fingerprint_cmp);
+	if (found == NULL)
+		elog(ERROR, "a batch sent to another node claimed a key it was not given");
+	b->claimed_key[found - b->fps] = true;
 }
 
 PG_FUNCTION_INFO_V1(dedup_claim_batch);
@@ -254,7 +201,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	int			nelems;
 	BatchEntry *entries;
 	DedupFingerprint *fps;
-	Datum	   *keyof;			/* the key given of each fingerprint */
+	int		   *keypos;			/* the position of each fingerprint's key given */
 	int			nkeys;
 	bool	   *claimed_key;
 	bool	   *claimed;
@@ -303,20 +250,27 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 
 	/* each key once, in fingerprint order: a key given twice is new at most once */
 	fps = palloc(sizeof(DedupFingerprint) * Max(nelems, 1));
-	keyof = palloc(sizeof(Datum) * Max(nelems, 1));
+	keypos = palloc(sizeof(int) * Max(nelems, 1));
 	nkeys = 0;
 	for (int i = 0; i < nelems; i++)
 	{
 		if (i > 0 && dedup_fingerprint_compare(&entries[i].fp, &entries[i - 1].fp) == 0)
 			continue;
-		keyof[nkeys] = elems[entries[i].pos];
+		keypos[nkeys] = entries[i].pos;
 		fps[nkeys++] = entries[i].fp;
 	}
 	claimed_key = palloc(sizeof(bool) * Max(nkeys, 1));
 	expires_at = dedup_timestamp_plus(GetCurrentTimestamp(), ttl);
 	if (dedup_relation_hashed(DEDUP_REL_CLAIMS))
-		claim_batch_on_cluster(fcinfo, scope, &settings, fps, keyof, nkeys, expires_at, nowait,
-							   claimed_key);
+	{
+		ClaimBatch	b = {scope, &settings, fps, nkeys, expires_at, nowait, claimed_key,
+			elemtype, typlen, palloc(sizeof(DedupFingerprint) * Max(nkeys, 1)),
+		palloc0(sizeof(bool) * Max(nkeys, 1))};
+
+		memset(claimed_key, 0, sizeof(bool) * Max(nkeys, 1));
+		dedup_cluster_batch(fcinfo, DEDUP_REL_CLAIMS, fps, keypos, nkeys,
+							claim_batch_local, claim_batch_remote_row, &b);
+	}
 	else if (nkeys > 0)
 		claim_keys(scope, &settings, fps, nkeys, expires_at, nowait, claimed_key);
 

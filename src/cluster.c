@@ -98,6 +98,14 @@ typedef struct ClusterMap
 
 static ClusterMap cluster_maps[DEDUP_NUM_RELATIONS];
 
+/* Where a key's shard is: its node (group) and shard, and whether that is here */
+typedef struct ClusterPlace
+{
+	int32		group;
+	int64		shardid;
+	bool		local;
+} ClusterPlace;
+
 static void cluster_not_here(DedupRelation table, int64 shardid);
 static uint64 cluster_resets = 0;
 
@@ -326,8 +334,8 @@ cluster_shard_of(DedupRelation table, const DedupFingerprint *fp)
 }
 
 /* Where a key's shard is: its node group and shard id, and whether it is here. */
-void
-dedup_cluster_place(DedupRelation table, const DedupFingerprint *fp, DedupKeyPlace *place)
+static void
+cluster_place(DedupRelation table, const DedupFingerprint *fp, ClusterPlace *place)
 {
 	ClusterShard *shard = cluster_shard_of(table, fp);
 
@@ -625,6 +633,127 @@ dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 	}
 	SPI_finish();
 	return rows;
+}
+
+/* Keys by the node, then the shard, of their place, then by fingerprint (their index) */
+static int
+cluster_place_cmp(const void *a, const void *b, void *arg)
+{
+	const ClusterPlace *places = (const ClusterPlace *) arg;
+	int			ka = *(const int *) a;
+	int			kb = *(const int *) b;
+
+	if (places[ka].group != places[kb].group)
+		return places[ka].group < places[kb].group ? -1 : 1;
+	if (places[ka].shardid != places[kb].shardid)
+		return places[ka].shardid < places[kb].shardid ? -1 : 1;
+	return (ka > kb) - (ka < kb);
+}
+
+/*
+ * The arguments of the call of fcinfo, its array arguments restricted to
+ * the elements at positions[run[0..n)], in that order.
+ */
+static void
+cluster_subset_args(FunctionCallInfo fcinfo, const int *positions, const int *run, int n,
+					Datum *args, bool *nulls)
+{
+	Oid		   *argtypes;
+	int			nargs;
+
+	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	for (int i = 0; i < Min(nargs, PG_NARGS()); i++)
+	{
+		Oid			argtype = argtypes[i];
+		Oid			elemtype;
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+		Datum	   *elems;
+		bool	   *elemnulls;
+		int			nelems;
+		Datum	   *sub;
+		bool	   *subnulls;
+		int			dims[1] = {n};
+		int			lbs[1] = {1};
+
+		nulls[i] = PG_ARGISNULL(i);
+		args[i] = nulls[i] ? (Datum) 0 : PG_GETARG_DATUM(i);
+		if (nulls[i] || !OidIsValid(elemtype = get_element_type(argtype)))
+			continue;
+		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(i), elemtype, typlen, typbyval, typalign,
+						  &elems, &elemnulls, &nelems);
+		sub = palloc(sizeof(Datum) * Max(n, 1));
+		subnulls = palloc(sizeof(bool) * Max(n, 1));
+		for (int j = 0; j < n; j++)
+		{
+			sub[j] = elems[positions[run[j]]];
+			subnulls[j] = elemnulls[positions[run[j]]];
+		}
+		args[i] = PointerGetDatum(construct_md_array(sub, subnulls, 1, dims, lbs, elemtype,
+													 typlen, typbyval, typalign));
+	}
+}
+
+/*
+ * A call of many keys (a batch) on a Citus cluster, where its keys' shards
+ * may be on several nodes.  fps[0..nkeys) are its keys, in fingerprint
+ * order; positions[k], the position in the call's array arguments of key
+ * k's elements.  The keys go in runs: the keys of one shard of this node,
+ * given to local(run, n, arg) as indexes into fps; all the keys of another
+ * node, sent there as a call of their own (this call, its arrays restricted
+ * to those keys), each row of whose result, one key, is given to
+ * remote_row as text.  Nodes
+ * go in the order of their groups and this node's shards in turn, each run
+ * in fingerprint order: two batches take their keys in the same order and
+ * never deadlock.
+ */
+void
+dedup_cluster_batch(FunctionCallInfo fcinfo, DedupRelation table, const DedupFingerprint *fps,
+					const int *positions, int nkeys, DedupBatchLocal local,
+					DedupBatchRemoteRow remote_row, void *arg)
+{
+	ClusterPlace *places = palloc(sizeof(ClusterPlace) * Max(nkeys, 1));
+	int		   *order = palloc(sizeof(int) * Max(nkeys, 1));
+	Datum	   *args = palloc(sizeof(Datum) * Max(PG_NARGS(), 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(PG_NARGS(), 1));
+
+	for (int k = 0; k < nkeys; k++)
+	{
+		cluster_place(table, &fps[k], &places[k]);
+		order[k] = k;
+	}
+	qsort_arg(order, nkeys, sizeof(int), cluster_place_cmp, places);
+	for (int start = 0; start < nkeys;)
+	{
+		const ClusterPlace *first = &places[order[start]];
+		const int  *run = &order[start];
+		int			n = 0;
+
+		/* a run: one shard of this node, or every key of another node */
+		while (start + n < nkeys && places[run[n]].group == first->group &&
+			   (!first->local || places[run[n]].shardid == first->shardid))
+			n++;
+		if (first->local)
+			local(run, n, arg);
+		else
+		{
+			ListCell   *lc;
+
+			cluster_subset_args(fcinfo, positions, run, n, args, nulls);
+			foreach(lc, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, nulls, &fps[run[0]]))
+			{
+				int			ncols;
+				char	  **values = cluster_row_values(lfirst(lc), &ncols);
+
+				if (ncols != 1 || values[0] == NULL)
+					elog(ERROR, "a batch sent to another node returned a row that is not one key");
+				remote_row(values[0], arg);
+			}
+		}
+		start += n;
+	}
 }
 
 /* Run the call of fcinfo, as it was made, on the node of the shard of key fp. */

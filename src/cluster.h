@@ -40,18 +40,15 @@ extern void dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint
 									 LOCKMODE lockmode, Relation *heap, Relation *index);
 extern int	dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max);
 
-/* Where a key's shard is: its node (group) and shard, and whether that is here */
-typedef struct DedupKeyPlace
-{
-	int32		group;
-	int64		shardid;
-	bool		local;
-} DedupKeyPlace;
-
-extern void dedup_cluster_place(DedupRelation table, const DedupFingerprint *fp,
-								DedupKeyPlace *place);
 extern List *dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 								const DedupFingerprint *route);
+
+/* a batch's runs of keys (dedup_cluster_batch) */
+typedef void (*DedupBatchLocal) (const int *run, int n, void *arg);
+typedef void (*DedupBatchRemoteRow) (const char *key, void *arg);
+extern void dedup_cluster_batch(FunctionCallInfo fcinfo, DedupRelation table,
+								const DedupFingerprint *fps, const int *positions, int nkeys,
+								DedupBatchLocal local, DedupBatchRemoteRow remote_row, void *arg);
 
 /* at most this many local shards of one table are cleaned */
 #define DEDUP_CLUSTER_MAX_LOCAL_SHARDS 4096

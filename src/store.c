@@ -216,15 +216,9 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	ks->lockmode = for_write ? RowExclusiveLock : AccessShareLock;
 	InitDirtySnapshot(ks->dirty);
 	ks->current = 0;
-	sharded = dedup_relation_hashed(table);
-	if (sharded && key == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("calls of many keys do not run on a Citus cluster"),
-				 errdetail("dedup.%s is distributed by Citus, and each key of a batch may be on another node.",
-						   table == DEDUP_REL_CLAIMS ? "claims" : "streams"),
-				 errhint("Call the single-key function for each key.")));
-	if (table == DEDUP_REL_CLAIMS && !sharded)
+	/* on a Citus cluster, the key's shard (without a key, dedup.c refuses: 0A000) */
+	sharded = key != NULL && dedup_relation_hashed(table);
+	if (table == DEDUP_REL_CLAIMS && !sharded && !dedup_relation_hashed(table))
 		store_open_buckets(ks);
 	else
 	{

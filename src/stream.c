@@ -213,6 +213,50 @@ stream_advance_cmp(const void *x, const void *y)
 	return dedup_fingerprint_compare(&a->fp, &b->fp);
 }
 
+/* A batch of advances, for the runs of its streams on a Citus cluster */
+typedef struct StreamBatch
+{
+	const text *scope;
+	DedupScopeSettings *settings;
+	StreamAdvance *adv;			/* in fingerprint order */
+	int			n;
+	TimestampTz expires_at;
+	bool		nowait;
+	bool	   *moved;			/* by position given */
+} StreamBatch;
+
+/* Streams of one store (dedup.streams, or one shard of it here): advanced, in order. */
+static void
+stream_batch_local(const int *run, int n, void *arg)
+{
+	StreamBatch *b = (StreamBatch *) arg;
+	KeyStore	ks;
+
+	key_store_open(&ks, DEDUP_REL_STREAMS, b->scope, &b->adv[run[0]].fp, true);
+	for (int i = 0; i < n; i++)
+	{
+		StreamAdvance *a = &b->adv[run[i]];
+
+		b->moved[a->pos] = stream_advance(&ks, a, b->settings->strict, b->expires_at, b->nowait);
+	}
+	key_store_close(&ks);
+}
+
+/* A stream another node moved, by name: found again by its fingerprint. */
+static void
+stream_batch_remote_row(const char *stream, void *arg)
+{
+	StreamBatch *b = (StreamBatch *) arg;
+	StreamAdvance key;
+	StreamAdvance *found;
+
+	dedup_stream_key(b->scope, cstring_to_text(stream), &key.fp);
+	found = bsearch(&key, b->adv, b->n, sizeof(StreamAdvance), stream_advance_cmp);
+	if (found == NULL)
+		elog(ERROR, "a batch sent to another node moved a stream it was not given");
+	b->moved[found->pos] = true;
+}
+
 /* The elements of a one-dimensional array argument, or an error. */
 static void
 stream_array_arg(FunctionCallInfo fcinfo, int argno, const char *what, Oid elemtype,
@@ -264,7 +308,6 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 	bool		nowait;
 	StreamAdvance *adv;
 	bool	   *moved;
-	KeyStore	ks;
 	TimestampTz expires_at;
 
 	stream_array_arg(fcinfo, 1, "streams", TEXTOID, &names, &name_nulls, &n);
@@ -325,11 +368,32 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 					 errhint("Advance each stream once a call, to its highest sequence.")));
 
 	moved = palloc0(sizeof(bool) * Max(n, 1));
-	key_store_open(&ks, DEDUP_REL_STREAMS, scope, NULL, true);
-	expires_at = dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]);
-	for (int i = 0; i < n; i++)
-		moved[adv[i].pos] = stream_advance(&ks, &adv[i], settings.strict, expires_at, nowait);
-	key_store_close(&ks);
+	expires_at = dedup_timestamp_plus(GetCurrentTimestamp(), &settings.value[DEDUP_SCOPE_RETENTION]);
+	{
+		StreamBatch b = {scope, &settings, adv, n, expires_at, nowait, moved};
+
+		if (dedup_relation_hashed(DEDUP_REL_STREAMS))
+		{
+			DedupFingerprint *fps = palloc(sizeof(DedupFingerprint) * Max(n, 1));
+			int		   *positions = palloc(sizeof(int) * Max(n, 1));
+
+			for (int i = 0; i < n; i++)
+			{
+				fps[i] = adv[i].fp;
+				positions[i] = adv[i].pos;
+			}
+			dedup_cluster_batch(fcinfo, DEDUP_REL_STREAMS, fps, positions, n,
+								stream_batch_local, stream_batch_remote_row, &b);
+		}
+		else if (n > 0)
+		{
+			int		   *all = palloc(sizeof(int) * n);
+
+			for (int i = 0; i < n; i++)
+				all[i] = i;
+			stream_batch_local(all, n, &b);
+		}
+	}
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (int i = 0; i < n; i++)

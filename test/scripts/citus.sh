@@ -7,10 +7,10 @@
 #     commit or roll back together, as a single-node transaction (one
 #     COMMIT, no PREPARE TRANSACTION); a redelivery is a duplicate;
 #   - one key claimed from three connections, to the coordinator and to each
-#     worker: exactly one true; records and sequence marks from any node; a
-#     batch of claims whose keys are on both workers;
+#     worker: exactly one true; records and sequence marks from any node;
+#     batches of claims and of marks whose keys are on both workers;
 #   - what does not run on a cluster fails with 0A000 and writes nothing: a
-#     batch of marks, a history, dedup_streams, the outbox on a worker; a forwarded
+#     history, dedup_streams, the outbox on a worker; a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
 #   - the cleanup on each node deletes the expired rows of the shards it
 #     holds, once: the coordinator none; a worker's background worker too;
@@ -182,8 +182,9 @@ check "a batch of 50 keys: all new; again, from a worker: none; mixed with new o
 check "the batch's keys are single claims' duplicates, on both workers" \
 	"$(q -c "SELECT count(*) FROM generate_series(1, 52) g WHERE dedup_seen('citus', 'b-' || g) = 'exact'")|$(q -c "SELECT count(DISTINCT p.groupid) FROM generate_series(1, 52) g, pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(dedup_key('citus', 'b-' || g)) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int")" \
 	"52|2"
-check "a batch of sequence marks: 0A000" \
-	"$(sqlstate -c "SELECT dedup_advance_batch('citus', ARRAY['s-1', 's-2'], ARRAY[1, 1]::bigint[])")" "ERROR:  0A000"
+check "a batch of 40 sequence marks over both workers: each moved; again: none; one further: that one" \
+	"$(q -c "SELECT count(*) FROM dedup_advance_batch('citus', ARRAY(SELECT 'bs-' || g FROM generate_series(1, 40) g), ARRAY(SELECT g::bigint FROM generate_series(1, 40) g))")|$(worker 2 -c "SELECT count(*) FROM dedup_advance_batch('citus', ARRAY(SELECT 'bs-' || g FROM generate_series(1, 40) g), ARRAY(SELECT g::bigint FROM generate_series(1, 40) g))")|$(worker 1 -c "SELECT string_agg(s, ',') FROM dedup_advance_batch('citus', ARRAY['bs-3', 'bs-4'], ARRAY[3, 5]::bigint[]) s")|$(q -c "SELECT mark FROM dedup_position('citus', 'bs-4')")" \
+	"40|0|bs-4|5"
 check "a history: 0A000" \
 	"$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '1 day')")" "ERROR:  0A000"
 check "the outbox on a worker: 0A000" \
@@ -204,7 +205,7 @@ check "a forwarded call on a node without the key's shard: 40001" \
 	"ERROR:  40001"
 check "and the key is still new" "$(q -c "SELECT dedup_seen('citus', '$elsewhere')")" absent
 check "nothing written" \
-	"$(q -c "SELECT (SELECT mark FROM dedup_position('citus', 's-2')), (SELECT count(*) FROM dedup.scopes WHERE scope = 'citus')")" "|0"
+	"$(q -c "SELECT count(*) FROM dedup.scopes WHERE scope = 'citus'")" "0"
 check "the outbox on the coordinator" \
 	"$(q -c "SELECT dedup_outbox_put('citus', 'a', '{}') IS NOT NULL")" t
 
@@ -277,9 +278,13 @@ sleep 1
 server_crash "${wdirs[0]}"
 wait "$loader"
 check_load 6000 "worker killed"
-check "the errors the load met were connection failures or retries, nothing else" \
-	"$(grep -c 'ERROR' "$dir/load.err" | tr -d ' ')|$(grep 'ERROR' "$dir/load.err" | grep -vc 'connection\|server closed\|terminat\|40001\|shard of the key\|recovery\|not accepting\|current transaction is aborted' || true)" \
-	"$(grep -c 'ERROR' "$dir/load.err" | tr -d ' ')|0"
+# what a node's failure may answer: lost connections, a node starting up, a
+# commit whose node died (Citus: could not commit ... on at least one active
+# node, its outcome found again by the checks above), a moved shard (40001)
+expected_errors='connection\|server closed\|terminat\|40001\|shard of the key\|recovery\|not accepting\|starting up\|could not commit transaction\|current transaction is aborted'
+grep 'ERROR' "$dir/load.err" | grep -v "$expected_errors" >&2 || true
+check "the errors the load met were a node's failure, nothing else" \
+	"$(grep 'ERROR' "$dir/load.err" | grep -vc "$expected_errors" || true)" 0
 # 7. the exactly-once simulator against the cluster, through the
 #    coordinator: its connections killed, and worker 1 killed once
 status=0
