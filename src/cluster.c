@@ -29,7 +29,14 @@
  * moving a shard takes it in ExclusiveLock before the switch), and checks
  * once it is held that the placement is still here: a call never writes a
  * shard that has moved away.  If it has, the call fails with 40001, so that
- * the caller runs its transaction again.
+ * the caller runs its transaction again.  The node that forwards a call
+ * takes the same lock first, so that Citus sends it to the shard's node as
+ * of the transaction's other statements.
+ *
+ * A batch (dedup_cluster_batch) goes in runs: each shard of this node, and
+ * each other node, whose keys are sent there as a call of their own.  A
+ * transaction that sent a call and wrote on this node commits with Citus's
+ * two-phase commit (cluster_xact_callback).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
