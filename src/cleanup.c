@@ -232,7 +232,8 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 }
 
 /*
- * Published events out of the outbox's log: up to batch_size of them, by
+ * Published events out of the outbox's log: up to batch_size of them, of
+ * its partition (one server has one), by
  * dedup.outbox_trim() (sql/functions/outbox.sql), run as the owner of the
  * outbox, as the relay's functions are (a cleanup role need not be allowed
  * to delete from it).  Sets *done when fewer went, or when the database's
@@ -245,8 +246,9 @@ cleanup_outbox_log(int batch_size, bool *done)
 	Oid			owner;
 	Oid			save_userid;
 	int			save_sec_context;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		args[1] = {Int32GetDatum(batch_size)};
+	DedupFingerprint part;
+	Oid			argtypes[2];
+	Datum		args[2];
 	bool		isnull;
 	int64		deleted;
 
@@ -259,10 +261,15 @@ cleanup_outbox_log(int batch_size, bool *done)
 	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
 	owner = outbox->rd_rel->relowner;
 	table_close(outbox, NoLock);
+	dedup_outbox_part(0, &part);
+	argtypes[0] = dedup_fingerprint_type();
+	args[0] = PointerGetDatum(&part);
+	argtypes[1] = INT4OID;
+	args[1] = Int32GetDatum(batch_size);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT dedup.outbox_trim($1)", 1, argtypes, args, NULL,
+	if (SPI_execute_with_args("SELECT dedup.outbox_trim($1, $2)", 2, argtypes, args, NULL,
 							  false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not trim the outbox's log");
 	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

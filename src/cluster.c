@@ -461,14 +461,6 @@ dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max)
  * ---------------------------------------------------------------------
  */
 
-/* The qualified name of the fingerprint type (of dedup.claims' key), for a literal of it */
-static char *
-cluster_fingerprint_type(void)
-{
-	return format_type_be_qualified(get_atttype(dedup_relation_lookup(DEDUP_REL_CLAIMS),
-												Anum_key_key));
-}
-
 /* The columns of a row of a forwarded call's result, as C strings (NULL for NULL) */
 static char **
 cluster_row_values(ArrayType *row, int *n)
@@ -613,7 +605,7 @@ dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 	/* dedup_call_on_shard is in the extension's schema, as the function called is */
 	sql = psprintf("SELECT r FROM %s.dedup_call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
 				   quote_identifier(get_namespace_name(get_func_namespace(fnoid))),
-				   quote_literal_cstr(dedup_fingerprint_hex(route)), cluster_fingerprint_type(),
+				   quote_literal_cstr(dedup_fingerprint_hex(route)), format_type_be_qualified(dedup_fingerprint_type()),
 				   quote_literal_cstr(format_procedure_qualified(fnoid)),
 				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(argarray))));
 

@@ -33,6 +33,8 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "catalog/pg_type.h"
 #include "utils/varlena.h"
 
 #include "dedup.h"
@@ -304,6 +306,30 @@ dedup_read_citus_worker(void)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return worker;
+}
+
+/* The OID of type dedup_fingerprint: that of the key of dedup.claims. */
+Oid
+dedup_fingerprint_type(void)
+{
+	return get_atttype(dedup_relation_lookup(DEDUP_REL_CLAIMS), 1);
+}
+
+/*
+ * The fingerprint's equality operator, schema-qualified, for SQL text:
+ * "OPERATOR(schema.=)".
+ */
+char *
+dedup_fingerprint_eq_sql(void)
+{
+	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(dedup_fingerprint_type()));
+	Oid			nsp;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for type dedup_fingerprint");
+	nsp = ((Form_pg_type) GETSTRUCT(tuple))->typnamespace;
+	ReleaseSysCache(tuple);
+	return psprintf("OPERATOR(%s.=)", quote_identifier(get_namespace_name(nsp)));
 }
 
 /*

@@ -81,6 +81,11 @@ typedef enum DedupRelation
 /* dedup.c: catalog lookups and argument checks */
 extern Oid	dedup_relation_lookup(DedupRelation rel);
 extern Oid	dedup_relation_oid(DedupRelation rel);
+extern Oid	dedup_fingerprint_type(void);
+extern char *dedup_fingerprint_eq_sql(void);
+
+/* outbox.c */
+extern void dedup_outbox_part(uint32 n, DedupFingerprint *part);
 extern bool dedup_relation_hashed(DedupRelation rel);
 extern bool dedup_node_is_citus_worker(void);
 extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);

@@ -44,6 +44,11 @@
  * called, so that they check its relay privilege on every topic they touch
  * (a SECURITY DEFINER function cannot know its caller).
  *
+ * The outbox is kept in partitions (sql/tables/outbox.sql): every row of
+ * the relay's tables names its partition, part, and an event goes to the
+ * partition of its aggregate, outbox_partition().  On one server there is
+ * one, number 0.  A batch's id carries its partition's number.
+ *
  * A new event notifies channel dedup_outbox with the topic as payload;
  * PostgreSQL folds a transaction's identical notifications into one, so
  * relays are woken once per committing transaction and topic.
@@ -88,7 +93,13 @@
 /* The number of producer locks (their lock tag class is in store.h) */
 #define OUTBOX_LOCK_STRIPES 1024
 
-#define OUTBOX_INSERT_NARGS 7
+#define OUTBOX_INSERT_NARGS 8
+
+/* A batch's id: partition number, slot and generation (outbox_batch_id) */
+#define OUTBOX_BATCH_PART_SHIFT 47
+#define OUTBOX_BATCH_SLOT_SHIFT 31
+#define OUTBOX_BATCH_MAX_PART 65535
+#define OUTBOX_BATCH_MAX_SLOT 65535
 
 /* The insert's kept plans: for a 1.1 database, and for one still at 1.0 */
 static SPIPlanPtr outbox_insert_plans[2];
@@ -104,6 +115,68 @@ outbox_event_key(DedupFingerprint *fp)
 					 "a fingerprint is as long as a uuid");
 	fp->bytes[6] = (fp->bytes[6] & 0x0f) | 0x80;	/* version 8 */
 	fp->bytes[8] = (fp->bytes[8] & 0x3f) | 0x80;	/* variant 10 */
+}
+
+/* The part of partition number n: the number's 4 bytes, big-endian, then zeros. */
+void
+dedup_outbox_part(uint32 n, DedupFingerprint *part)
+{
+	memset(part->bytes, 0, DEDUP_FINGERPRINT_LEN);
+	part->bytes[0] = (n >> 24) & 0xff;
+	part->bytes[1] = (n >> 16) & 0xff;
+	part->bytes[2] = (n >> 8) & 0xff;
+	part->bytes[3] = n & 0xff;
+}
+
+/* The number of a partition, from its part. */
+static uint32
+outbox_part_number(const DedupFingerprint *part)
+{
+	return ((uint32) part->bytes[0] << 24) | ((uint32) part->bytes[1] << 16) |
+		((uint32) part->bytes[2] << 8) | (uint32) part->bytes[3];
+}
+
+/*
+ * The partition the events of an aggregate go to: on one server, the one
+ * there is.
+ */
+static void
+outbox_partition(const text *topic, const text *aggregate_id, DedupFingerprint *part)
+{
+	dedup_outbox_part(0, part);
+}
+
+/*
+ * dedup.outbox_batch_id(in_part dedup_fingerprint, slot integer,
+ *						 generation integer) RETURNS bigint
+ *
+ * A batch's id: its partition's number times 2^47, plus its slot's times
+ * 2^31, plus the slot's generation (below 2^31).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_id);
+Datum
+dedup_outbox_batch_id(PG_FUNCTION_ARGS)
+{
+	uint32		number = outbox_part_number(PG_GETARG_DEDUP_FINGERPRINT_P(0));
+	int32		slot = PG_GETARG_INT32(1);
+	int32		generation = PG_GETARG_INT32(2);
+
+	if (number > OUTBOX_BATCH_MAX_PART || slot < 0 || slot > OUTBOX_BATCH_MAX_SLOT ||
+		generation < 0)
+		elog(ERROR, "an outbox batch of partition %u, slot %d and generation %d has no id",
+			 number, slot, generation);
+	PG_RETURN_INT64(((int64) number << OUTBOX_BATCH_PART_SHIFT) |
+					((int64) slot << OUTBOX_BATCH_SLOT_SHIFT) | generation);
+}
+
+/* The partition of a batch's id: false if no batch can have that id. */
+static bool
+outbox_batch_part(int64 batch_id, DedupFingerprint *part)
+{
+	if (batch_id < 0)
+		return false;
+	dedup_outbox_part((uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT), part);
+	return true;
 }
 
 /*
@@ -183,13 +256,15 @@ outbox_legacy_key(const text *topic, const DedupFingerprint *fp)
  * SERIALIZABLE snapshot cannot see is 40001, as for a claim.
  */
 static bool
-outbox_event_exists(const pg_uuid_t *id, LOCKTAG *tag)
+outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *tag)
 {
 	Relation	heap = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
 	Relation	index = index_open(dedup_relation_oid(DEDUP_REL_OUTBOX_PKEY), AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	SnapshotData dirty;
-	ScanKeyData skey;
+	ScanKeyData skey[2];
+	Oid			part_eq = get_opfamily_member(index->rd_opfamily[0], index->rd_opcintype[0],
+											  index->rd_opcintype[0], BTEqualStrategyNumber);
 	IndexScanDesc scan;
 	bool		found;
 	uint32		hi;
@@ -199,8 +274,10 @@ outbox_event_exists(const pg_uuid_t *id, LOCKTAG *tag)
 	memcpy(&lo, id->data + sizeof(hi), sizeof(lo));
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_EVENT);
 	InitDirtySnapshot(dirty);
-	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(id));
-	scan = index_beginscan(heap, index, &dirty, 1, 0);
+	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], get_opcode(part_eq), PointerGetDatum(part));
+	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(id));
+	scan = index_beginscan(heap, index, &dirty, 2, 0);
 	for (;;)
 	{
 		TransactionId xwait = InvalidTransactionId;
@@ -208,7 +285,7 @@ outbox_event_exists(const pg_uuid_t *id, LOCKTAG *tag)
 
 		CHECK_FOR_INTERRUPTS();
 		(void) LockAcquire(tag, ExclusiveLock, false, false);
-		index_rescan(scan, &skey, 1, NULL, 0);
+		index_rescan(scan, skey, 2, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, slot);
 		if (found && (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax)))
 		{
@@ -245,11 +322,12 @@ outbox_event_exists(const pg_uuid_t *id, LOCKTAG *tag)
  * outbox_retry.
  */
 static bool
-outbox_insert(bool at_1_0, pg_uuid_t *id, text *topic, text *aggregate_type,
-			  text *aggregate_id, text *type, Jsonb *payload, Jsonb *headers)
+outbox_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic,
+			  text *aggregate_type, text *aggregate_id, text *type, Jsonb *payload,
+			  Jsonb *headers)
 {
 	Datum		values[OUTBOX_INSERT_NARGS];
-	char		nulls[OUTBOX_INSERT_NARGS] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	char		nulls[OUTBOX_INSERT_NARGS] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	Relation	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
 	Oid			owner = outbox->rd_rel->relowner;
 	Oid			save_userid;
@@ -266,20 +344,30 @@ outbox_insert(bool at_1_0, pg_uuid_t *id, text *topic, text *aggregate_type,
 	if (outbox_insert_plans[at_1_0] == NULL)
 	{
 		Oid			argtypes[OUTBOX_INSERT_NARGS] = {
-			UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID
+			UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID,
+			dedup_fingerprint_type()
 		};
-		SPIPlanPtr	plan = SPI_prepare(psprintf("INSERT INTO dedup.outbox"
-												" (id, topic, aggregatetype, aggregateid, type, payload, headers)"
-												" SELECT $1, $2, $3, $4, $5, $6,"
-												"  COALESCE($7, '{}'::pg_catalog.jsonb)"
-												" WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
-												"  WHERE d.id OPERATOR(pg_catalog.=) $1)"
-												" %s",
-												at_1_0 ?
-												" ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING" :
-												" AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r"
-												"  WHERE r.id OPERATOR(pg_catalog.=) $1)"),
-									   OUTBOX_INSERT_NARGS, argtypes);
+		const char *fp_eq = dedup_fingerprint_eq_sql();
+		SPIPlanPtr	plan;
+
+		/* a database still at 1.0 has one outbox, with no partitions */
+		plan = SPI_prepare(at_1_0 ?
+						   "INSERT INTO dedup.outbox"
+						   " (id, topic, aggregatetype, aggregateid, type, payload, headers)"
+						   " SELECT $1, $2, $3, $4, $5, $6, COALESCE($7, '{}'::pg_catalog.jsonb)"
+						   " WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
+						   "  WHERE d.id OPERATOR(pg_catalog.=) $1)"
+						   " ON CONFLICT ON CONSTRAINT outbox_pkey DO NOTHING" :
+						   psprintf("INSERT INTO dedup.outbox"
+									" (id, topic, aggregatetype, aggregateid, type, payload, headers, part)"
+									" SELECT $1, $2, $3, $4, $5, $6,"
+									"  COALESCE($7, '{}'::pg_catalog.jsonb), $8"
+									" WHERE NOT EXISTS (SELECT FROM dedup.outbox_dead AS d"
+									"  WHERE d.part %s $8 AND d.id OPERATOR(pg_catalog.=) $1)"
+									" AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r"
+									"  WHERE r.part %s $8 AND r.id OPERATOR(pg_catalog.=) $1)",
+									fp_eq, fp_eq),
+						   OUTBOX_INSERT_NARGS, argtypes);
 
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the outbox insert: %s",
@@ -296,6 +384,7 @@ outbox_insert(bool at_1_0, pg_uuid_t *id, text *topic, text *aggregate_type,
 	values[6] = PointerGetDatum(headers);
 	if (headers == NULL)
 		nulls[6] = 'n';
+	values[7] = PointerGetDatum(part);
 	if (SPI_execute_plan(outbox_insert_plans[at_1_0], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not insert an outbox event");
 	inserted = (SPI_processed > 0);
@@ -326,6 +415,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	Jsonb	   *headers;
 	text	   *aggregate_type;
 	DedupFingerprint fp;
+	DedupFingerprint part;
 	pg_uuid_t  *id;
 	bool		at_1_0;
 	bool		is_new;
@@ -352,6 +442,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 				 errmsg("headers must be a JSON object")));
 
 	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
+	outbox_partition(topic, aggregate_id ? aggregate_id : key, &part);
 	at_1_0 = !OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS));
 	if (at_1_0)
 	{
@@ -368,10 +459,10 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		is_new = false;
 	else
 	{
-		is_new = !outbox_event_exists((pg_uuid_t *) fp.bytes, &event_lock);
+		is_new = !outbox_event_exists(&part, (pg_uuid_t *) fp.bytes, &event_lock);
 		event_locked = true;
 	}
-	if (is_new && outbox_insert(at_1_0, (pg_uuid_t *) fp.bytes, topic,
+	if (is_new && outbox_insert(at_1_0, &part, (pg_uuid_t *) fp.bytes, topic,
 								aggregate_type ? aggregate_type : topic,
 								aggregate_id ? aggregate_id : key,
 								type ? type : topic,
@@ -394,15 +485,18 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
  */
 
 /*
- * The relay lock of a topic: a take holds it until its transaction ends,
- * so that the takes of a topic go one after another, each seeing what the
- * one before committed (a heavyweight lock, not a row lock: no WAL).
+ * The relay lock of a topic in a partition: a take holds it until its
+ * transaction ends, so that the takes of a topic in a partition go one
+ * after another, each seeing what the one before committed (a heavyweight
+ * lock, not a row lock: no WAL).  The empty topic's guards the numbering of
+ * the partition's slots.
  */
 static void
-outbox_lock_relay(const text *topic)
+outbox_lock_relay(const DedupFingerprint *part, const text *topic)
 {
 	uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
-										VARSIZE_ANY_EXHDR(topic), 0);
+										VARSIZE_ANY_EXHDR(topic),
+										outbox_part_number(part));
 	LOCKTAG		tag;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
@@ -411,14 +505,14 @@ outbox_lock_relay(const text *topic)
 }
 
 /*
- * dedup.outbox_lock_relay(topic text): the relay lock of the topic, for the
- * PL/pgSQL take.
+ * dedup.outbox_lock_relay(in_part dedup_fingerprint, topic text): the relay
+ * lock of the topic in the partition, for the PL/pgSQL take.
  */
 PG_FUNCTION_INFO_V1(dedup_outbox_lock_relay);
 Datum
 dedup_outbox_lock_relay(PG_FUNCTION_ARGS)
 {
-	outbox_lock_relay(PG_GETARG_TEXT_PP(0));
+	outbox_lock_relay(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1));
 	PG_RETURN_VOID();
 }
 
@@ -470,8 +564,9 @@ dedup_outbox_stable_seq(PG_FUNCTION_ARGS)
 /*
  * What a relay call needs of its public function, looked up once per
  * backend and function: its name, arguments, volatility, and the kept plan
- * of "SELECT * FROM dedup.outbox_<op>($1, ...)" (the calling role's OID,
- * then the function's own arguments), prepared at its first call.
+ * of "SELECT * FROM dedup.outbox_<op>($1, $2, ...)" (the calling role's
+ * OID, the partition, then the function's own arguments), prepared at its
+ * first call.
  */
 #define RELAY_MAX_FUNCTIONS 16
 #define RELAY_MAX_ARGS 8
@@ -482,7 +577,7 @@ typedef struct RelayFunction
 	Oid			fn;
 	char		name[NAMEDATALEN];
 	int			nargs;
-	Oid			argtypes[RELAY_MAX_ARGS + 1];
+	Oid			argtypes[RELAY_MAX_ARGS + 2];
 	bool		read_only;
 	SPIPlanPtr	plan;
 } RelayFunction;
@@ -521,7 +616,8 @@ relay_function(Oid fn)
 	strlcpy(rf->name, name, NAMEDATALEN);
 	rf->nargs = nargs;
 	rf->argtypes[0] = OIDOID;
-	memcpy(rf->argtypes + 1, argtypes, nargs * sizeof(Oid));
+	rf->argtypes[1] = dedup_fingerprint_type();
+	memcpy(rf->argtypes + 2, argtypes, nargs * sizeof(Oid));
 	rf->read_only = func_volatile(fn) != PROVOLATILE_VOLATILE;
 	rf->plan = NULL;
 	return rf;
@@ -536,12 +632,12 @@ relay_plan(RelayFunction *rf)
 	if (rf->plan)
 		return rf->plan;
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT * FROM %s.%s($1", DEDUP_INTERNAL_SCHEMA,
+	appendStringInfo(&sql, "SELECT * FROM %s.%s($1, $2", DEDUP_INTERNAL_SCHEMA,
 					 quote_identifier(psprintf("outbox_%s", rf->name + strlen(RELAY_PUBLIC_PREFIX))));
 	for (int i = 0; i < rf->nargs; i++)
-		appendStringInfo(&sql, ", $%d", i + 2);
+		appendStringInfo(&sql, ", $%d", i + 3);
 	appendStringInfoChar(&sql, ')');
-	rf->plan = SPI_prepare(sql.data, rf->nargs + 1, rf->argtypes);
+	rf->plan = SPI_prepare(sql.data, rf->nargs + 2, rf->argtypes);
 	if (rf->plan == NULL)
 		elog(ERROR, "could not prepare \"%s\": %s", sql.data, SPI_result_code_string(SPI_result));
 	SPI_keepplan(rf->plan);
@@ -573,6 +669,10 @@ enum
 };
 
 /*
+ * Each statement's $1 is the partition; %1$s in its text stands for the
+ * fingerprint's equality operator, and InvalidOid in its argument types
+ * for the fingerprint's type.
+ *
  * FAST_STATE runs once the take holds its topic's relay lock, so that its
  * snapshot sees what the take that held it before committed: the topic's
  * position, whether outbox_retry has events of the topic, whether the log
@@ -586,37 +686,42 @@ static const struct
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[9];
+	Oid			argtypes[10];
 }			fast_queries[FAST_NPLANS] = {
 	[FAST_STATE] = {"SELECT t.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
-		"  WHERE r.topic OPERATOR(pg_catalog.=) $1 ORDER BY r.seq LIMIT 1) IS NOT NULL,"
-		" (SELECT o.seq FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
+		"  WHERE r.part %1$s $1 AND r.topic OPERATOR(pg_catalog.=) $2"
+		"  ORDER BY r.seq LIMIT 1) IS NOT NULL,"
+		" (SELECT o.seq FROM dedup.outbox AS o"
+		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
 		" x.slot, x.generation, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp(), x.aggregates"
 		" FROM dedup.outbox_topics AS t LEFT JOIN dedup.outbox_batches AS x"
-		"  ON x.topic OPERATOR(pg_catalog.=) t.topic"
-		" WHERE t.topic OPERATOR(pg_catalog.=) $1"
-		" ORDER BY x.slot", 1, {TEXTOID}},
+		"  ON x.part %1$s t.part AND x.topic OPERATOR(pg_catalog.=) t.topic"
+		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2"
+		" ORDER BY x.slot", 2, {InvalidOid, TEXTOID}},
 	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
 		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
-		" FROM dedup.outbox AS o WHERE o.topic OPERATOR(pg_catalog.=) $1"
-		" AND o.seq OPERATOR(pg_catalog.>=) $2 AND o.seq OPERATOR(pg_catalog.<=) $3"
-		" ORDER BY o.seq LIMIT $4", 4, {TEXTOID, INT8OID, INT8OID, INT4OID}},
-	[FAST_WRITE] = {"WITH slot AS (UPDATE dedup.outbox_batches AS x SET generation = $2, busy = true,"
-		"  attempt = 1, lease_until = $3, first_seq = $4, last_seq = $5, settled = '{}',"
-		"  retried = 0, events = $6, aggregates = $7 WHERE x.slot OPERATOR(pg_catalog.=) $1)"
-		" UPDATE dedup.outbox_topics AS t SET next_seq = $9"
-		" WHERE t.topic OPERATOR(pg_catalog.=) $8",
-		9, {INT8OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID, INT4ARRAYOID,
-		TEXTOID, INT8OID}},
-	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $2"
-		" WHERE t.topic OPERATOR(pg_catalog.=) $1", 2, {TEXTOID, INT8OID}},
+		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
+		" AND o.seq OPERATOR(pg_catalog.>=) $3 AND o.seq OPERATOR(pg_catalog.<=) $4"
+		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID}},
+	[FAST_WRITE] = {"WITH slot AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
+		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
+		"  retried = 0, events = $7, aggregates = $8"
+		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2)"
+		" UPDATE dedup.outbox_topics AS t SET next_seq = $10"
+		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9",
+		10, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
+		INT4ARRAYOID, TEXTOID, INT8OID}},
+	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
+		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
+	{InvalidOid, TEXTOID, INT8OID}},
 	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
-		" WHERE x.slot OPERATOR(pg_catalog.=) $1 AND x.generation OPERATOR(pg_catalog.=) $2"
+		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
+		" AND x.generation OPERATOR(pg_catalog.=) $3"
 		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0 RETURNING x.topic, x.events",
-		2, {INT8OID, INT4OID}},
+		3, {InvalidOid, INT4OID, INT4OID}},
 };
 
 static SPIPlanPtr fast_plans[FAST_NPLANS];
@@ -629,12 +734,16 @@ fast_run(int which, Datum *values, int limit)
 
 	if (fast_plans[which] == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(fast_queries[which].sql, fast_queries[which].nargs,
-									   (Oid *) fast_queries[which].argtypes);
+		char	   *sql = psprintf(fast_queries[which].sql, dedup_fingerprint_eq_sql());
+		Oid			argtypes[lengthof(fast_queries[which].argtypes)];
+		SPIPlanPtr	plan;
 
+		for (int i = 0; i < fast_queries[which].nargs; i++)
+			argtypes[i] = OidIsValid(fast_queries[which].argtypes[i]) ?
+				fast_queries[which].argtypes[i] : dedup_fingerprint_type();
+		plan = SPI_prepare(sql, fast_queries[which].nargs, argtypes);
 		if (plan == NULL)
-			elog(ERROR, "could not prepare \"%s\": %s", fast_queries[which].sql,
-				 SPI_result_code_string(SPI_result));
+			elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
 		fast_plans[which] = plan;
 	}
@@ -654,8 +763,13 @@ fast_int4_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* A batch's id from its slot and generation (dedup.outbox_batch_id()). */
-#define RELAY_BATCH_ID(slot, generation) ((slot) * INT64CONST(4294967296) + (generation))
+/* A batch's id from its partition, slot and generation (dedup.outbox_batch_id()). */
+static int64
+relay_batch_id(const DedupFingerprint *part, int32 slot, int32 generation)
+{
+	return DatumGetInt64(DirectFunctionCall3(dedup_outbox_batch_id, PointerGetDatum(part),
+											 Int32GetDatum(slot), Int32GetDatum(generation)));
+}
 
 /*
  * Take a batch of topic on the fast path, into the result set of a take
@@ -663,13 +777,13 @@ fast_int4_cmp(const void *a, const void *b)
  * nothing, when the case is not one of the fast path's.
  */
 static bool
-fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
-		  DedupScopeSettings *settings)
+fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *topic,
+		  int32 batch_size, DedupScopeSettings *settings)
 {
-	Datum		args[9];
+	Datum		args[10];
 	bool		has_log;
 	int64		pos;
-	int64		slot = -1;
+	int32		slot = -1;
 	int32		generation = 0;
 	int32	   *blocked;
 	int			nblocked = 0;
@@ -684,8 +798,9 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 	 * The topic's position; nothing in outbox_retry, something in the log;
 	 * the slots: none expired, one free; the aggregates the busy ones hold
 	 */
-	outbox_lock_relay(topic);
-	args[0] = PointerGetDatum(topic);
+	outbox_lock_relay(part, topic);
+	args[0] = PointerGetDatum(part);
+	args[1] = PointerGetDatum(topic);
 	fast_run(FAST_STATE, args, 0);
 	if (SPI_processed == 0 ||
 		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
@@ -723,7 +838,7 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		}
 		else if (slot < 0)
 		{
-			slot = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+			slot = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
 			generation = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
 		}
 	}
@@ -733,15 +848,15 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 		return false;
 
 	stable = DatumGetInt64(DirectFunctionCall1(dedup_outbox_stable_seq, PointerGetDatum(topic)));
-	args[1] = Int64GetDatum(pos);
-	args[2] = Int64GetDatum(stable);
-	args[3] = Int32GetDatum(batch_size);
+	args[2] = Int64GetDatum(pos);
+	args[3] = Int64GetDatum(stable);
+	args[4] = Int32GetDatum(batch_size);
 	fast_run(FAST_SCAN, args, 0);
 	scan = SPI_tuptable;
 	n = SPI_processed;
 	if (n == 0)
 	{
-		args[1] = Int64GetDatum(Max(pos, stable + 1));
+		args[2] = Int64GetDatum(Max(pos, stable + 1));
 		fast_run(FAST_TOPIC_UPDATE, args, 0);
 		return true;
 	}
@@ -768,23 +883,24 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_timestamp_plus(GetCurrentTimestamp(),
 									 &settings->value[DEDUP_SCOPE_LEASE]);
-	args[0] = Int64GetDatum(slot);
-	args[1] = Int32GetDatum(generation);
-	args[2] = TimestampTzGetDatum(lease_end);
-	args[3] = SPI_getbinval(scan->vals[0], scan->tupdesc, 1, &isnull);
-	args[4] = SPI_getbinval(scan->vals[n - 1], scan->tupdesc, 1, &isnull);
-	args[5] = Int32GetDatum((int32) n);
+	args[0] = PointerGetDatum(part);
+	args[1] = Int32GetDatum(slot);
+	args[2] = Int32GetDatum(generation);
+	args[3] = TimestampTzGetDatum(lease_end);
+	args[4] = SPI_getbinval(scan->vals[0], scan->tupdesc, 1, &isnull);
+	args[5] = SPI_getbinval(scan->vals[n - 1], scan->tupdesc, 1, &isnull);
+	args[6] = Int32GetDatum((int32) n);
 	{
 		Datum	   *elems = palloc(sizeof(Datum) * n);
 
 		for (uint64 i = 0; i < n; i++)
 			elems[i] = Int32GetDatum(hashes[i]);
-		args[6] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true,
+		args[7] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true,
 												  TYPALIGN_INT));
 	}
-	args[7] = PointerGetDatum(topic);
-	args[8] = Int64GetDatum(n == (uint64) batch_size ?
-							DatumGetInt64(args[4]) + 1 : Max(pos, stable + 1));
+	args[8] = PointerGetDatum(topic);
+	args[9] = Int64GetDatum(n == (uint64) batch_size ?
+							DatumGetInt64(args[5]) + 1 : Max(pos, stable + 1));
 	fast_run(FAST_WRITE, args, 0);
 
 	/* the events, as take returns them */
@@ -796,7 +912,7 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
 
 		if (with_id)
 		{
-			values[k] = Int64GetDatum(RELAY_BATCH_ID(slot, generation));
+			values[k] = Int64GetDatum(relay_batch_id(part, slot, generation));
 			nulls[k++] = false;
 		}
 		for (int col = 2; col <= 7; col++)
@@ -822,17 +938,16 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, text *topic, int32 batch_size,
  * no batch of that id with no event of outbox_retry is handed out.
  */
 static int32
-fast_ack(int64 batch_id, char **topic)
+fast_ack(DedupFingerprint *part, int64 batch_id, char **topic)
 {
-	Datum		args[2];
+	Datum		args[3];
 	bool		isnull;
 
 	if (batch_id < 0)
 		return -1;
-	args[0] = Int64GetDatum(batch_id / INT64CONST(4294967296));
-	args[1] = Int32GetDatum((int32) (batch_id % INT64CONST(4294967296)));
-	if (batch_id % INT64CONST(4294967296) > PG_INT32_MAX)
-		return -1;
+	args[0] = PointerGetDatum(part);
+	args[1] = Int32GetDatum((int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT));
+	args[2] = Int32GetDatum((int32) (batch_id & PG_INT32_MAX));
 	if (fast_run(FAST_ACK, args, 0) != SPI_OK_UPDATE_RETURNING || SPI_processed == 0)
 		return -1;
 	*topic = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
@@ -846,8 +961,9 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	RelayFunction *rf = relay_function(fcinfo->flinfo->fn_oid);
 	Oid			caller = GetUserId();
 	bool		retset = fcinfo->flinfo->fn_retset;
-	Datum		values[RELAY_MAX_ARGS + 1];
-	char		nulls[RELAY_MAX_ARGS + 1];
+	Datum		values[RELAY_MAX_ARGS + 2];
+	char		nulls[RELAY_MAX_ARGS + 2];
+	DedupFingerprint part;
 	Relation	outbox;
 	Oid			owner;
 	Oid			save_userid;
@@ -878,12 +994,25 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	if (ack_whole)
 		dedup_check_interval(PG_GETARG_INTERVAL_P(2), "retry_delay", true,
 							 GetCurrentStatementStartTimestamp());
+	/*
+	 * The partition: a batch's is in its id (one of no batch's id finds
+	 * none); the figures are of every partition; the rest work in the one
+	 * there is.
+	 */
 	values[0] = ObjectIdGetDatum(caller);
 	nulls[0] = ' ';
+	dedup_outbox_part(0, &part);
+	values[1] = PointerGetDatum(&part);
+	nulls[1] = ' ';
+	if ((strcmp(rf->name, "dedup_outbox_ack_batch") == 0 ||
+		 strcmp(rf->name, "dedup_outbox_nack_batch") == 0) && !PG_ARGISNULL(0))
+		(void) outbox_batch_part(PG_GETARG_INT64(0), &part);
+	else if (strcmp(rf->name, "dedup_outbox_stats") == 0)
+		nulls[1] = 'n';
 	for (int i = 0; i < rf->nargs; i++)
 	{
-		values[i + 1] = PG_GETARG_DATUM(i);
-		nulls[i + 1] = PG_ARGISNULL(i) ? 'n' : ' ';
+		values[i + 2] = PG_GETARG_DATUM(i);
+		nulls[i + 2] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 	if (retset)
 		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
@@ -897,10 +1026,10 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	if (take)
 		done = fast_take((ReturnSetInfo *) fcinfo->resultinfo,
 						 strcmp(rf->name, "dedup_outbox_take_batch") == 0,
-						 PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1), &settings);
+						 &part, PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1), &settings);
 	else if (ack_whole)
 	{
-		acked = fast_ack(PG_GETARG_INT64(0), &acked_topic);
+		acked = fast_ack(&part, PG_GETARG_INT64(0), &acked_topic);
 		done = acked >= 0;
 		if (done)
 		{

@@ -64,20 +64,28 @@ SELECT CASE WHEN to_regclass('dedup.outbox_retry') IS NULL THEN
             FROM (SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
                          o.headers, o.created_at, 'pending' AS state, 0 AS attempts,
                          NULL::timestamptz AS visible, NULL::text AS last_error
-                    FROM dedup.outbox AS o LEFT JOIN dedup.outbox_topics AS p ON p.topic = o.topic
+                    FROM dedup.outbox AS o
+                    LEFT JOIN dedup.outbox_topics AS p
+                           ON p.part::text = o.part::text AND p.topic = o.topic
                    WHERE o.seq >= coalesce(p.next_seq, 0)
-                     AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.id = o.id)
+                     AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r
+                                     WHERE r.part::text = o.part::text AND r.id = o.id)
                   UNION ALL
                   SELECT r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
                          r.headers, r.created_at, CASE WHEN b.busy THEN 'taken' ELSE 'pending' END,
                          r.attempts, CASE WHEN b.busy THEN b.lease_until WHEN r.attempts > 0 THEN r.visible_at END,
                          r.last_error
                     FROM dedup.outbox_retry AS r
-                    LEFT JOIN dedup.outbox_batches AS b ON r.batch = b.slot * 4294967296 + b.generation AND b.busy
+                    LEFT JOIN dedup.outbox_batches AS b
+                           ON b.part::text = r.part::text
+                          AND r.batch = dedup.outbox_batch_id(b.part, b.slot, b.generation) AND b.busy
                   UNION ALL
                   SELECT m.seq, m.id, b.topic, m.aggregatetype, m.aggregateid, m.type, m.payload,
                          m.headers, m.created_at, 'taken', m.attempts, b.lease_until, NULL::text
-                    FROM dedup.outbox_batches AS b, dedup.outbox_members(b) AS m
+                    FROM dedup.outbox_batches AS b,
+                         dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
+                                              b.attempt, b.retried,
+                                              dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
                    WHERE b.busy AND NOT m.in_retry) AS t$q$
        END AS outbox_snapshot \gset
 :outbox_snapshot;

@@ -45,6 +45,15 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
 --
 -- A take needs a snapshot of its own for each statement: it refuses to run
 -- in a REPEATABLE READ or SERIALIZABLE transaction (0A000).
+--
+-- Partitions (sql/tables/outbox.sql).  Each function below works in one
+-- partition of the outbox, in_part, which the relay's public functions
+-- (outbox.c) pass: the partition of a topic's log a take reads, that of a
+-- batch's id (its number is in the id), those of the events of ids.
+-- Every statement names it, so that on a Citus cluster each runs on the
+-- partition's shards alone.  Positions, slots, batches, retries and dead
+-- letters are a partition's; per-aggregate order is kept within one,
+-- which holds every event of an aggregate.
 
 -- The highest seq below which every put of topic has settled: waits for
 -- the puts of the topic in progress (never for the caller's own).
@@ -52,16 +61,17 @@ CREATE FUNCTION dedup.outbox_stable_seq(topic text) RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(text) FROM PUBLIC;
 
--- The relay lock of a topic, held until the transaction ends: the takes of
--- a topic go one after another.
-CREATE FUNCTION dedup.outbox_lock_relay(topic text) RETURNS void
+-- The relay lock of a topic in a partition, held until the transaction
+-- ends: the takes of a topic in a partition go one after another.  The
+-- empty topic's is the lock of the partition's slot numbers.
+CREATE FUNCTION dedup.outbox_lock_relay(in_part @extschema@.dedup_fingerprint, topic text) RETURNS void
 AS 'MODULE_PATHNAME', 'dedup_outbox_lock_relay' LANGUAGE C STRICT VOLATILE;
-REVOKE ALL ON FUNCTION dedup.outbox_lock_relay(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_lock_relay(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- Move events to the dead letters: from the log (by seq) or from
 -- outbox_retry (by id), with their attempts and last error.
-CREATE FUNCTION dedup.outbox_bury(for_topic text, log_seqs bigint[], log_attempts integer,
-    retry_ids uuid[], error text)
+CREATE FUNCTION dedup.outbox_bury(in_part @extschema@.dedup_fingerprint, for_topic text, log_seqs bigint[],
+    log_attempts integer, retry_ids uuid[], error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -71,22 +81,23 @@ DECLARE
     m integer;
 BEGIN
     IF cardinality(log_seqs) > 0 THEN
-        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
+        INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type,
                                        payload, headers, created_at, attempts, last_error)
-        SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type,
+        SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type,
                o.payload, o.headers, o.created_at, log_attempts, error
         FROM dedup.outbox AS o
-        WHERE o.topic = for_topic AND o.seq = ANY (log_seqs)
+        WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = for_topic AND o.seq = ANY (log_seqs)
         ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING;
         GET DIAGNOSTICS n = ROW_COUNT;
     END IF;
     IF cardinality(retry_ids) > 0 THEN
         WITH gone AS (
-            DELETE FROM dedup.outbox_retry AS r WHERE r.id = ANY (retry_ids) RETURNING r.*
+            DELETE FROM dedup.outbox_retry AS r
+            WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (retry_ids) RETURNING r.*
         )
-        INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type,
+        INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type,
                                        payload, headers, created_at, attempts, last_error)
-        SELECT g.seq, g.id, g.topic, g.aggregatetype, g.aggregateid, g.type,
+        SELECT g.part, g.seq, g.id, g.topic, g.aggregatetype, g.aggregateid, g.type,
                g.payload, g.headers, g.created_at, g.attempts, coalesce(error, g.last_error)
         FROM gone AS g
         ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING;
@@ -96,28 +107,34 @@ BEGIN
     RETURN n;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_bury(text, bigint[], integer, uuid[], text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_bury(@extschema@.dedup_fingerprint, text, bigint[], integer, uuid[], text) FROM PUBLIC;
 
--- A batch's id: its slot's number times 2^32 plus the slot's generation.
-CREATE FUNCTION dedup.outbox_batch_id(b dedup.outbox_batches) RETURNS bigint
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT b.slot * 4294967296 + b.generation $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_id(dedup.outbox_batches) FROM PUBLIC;
+-- A batch's id: its partition's number times 2^47, plus its slot's number
+-- times 2^31, plus the slot's generation.
+CREATE FUNCTION dedup.outbox_batch_id(in_part @extschema@.dedup_fingerprint, slot integer, generation integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_id' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, integer, integer) FROM PUBLIC;
 
--- The busy slot that holds batch bid, locked, or no row.
-CREATE FUNCTION dedup.outbox_batch(bid bigint) RETURNS SETOF dedup.outbox_batches
+-- The busy slot of partition in_part that holds batch bid, locked, or no row.
+CREATE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint)
+RETURNS SETOF dedup.outbox_batches
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT * FROM dedup.outbox_batches AS x
-    WHERE x.slot = bid / 4294967296 AND x.generation = bid % 4294967296 AND x.busy
+    WHERE x.part OPERATOR(@extschema@.=) in_part
+      AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy
     FOR UPDATE
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
 -- The events of a batch, in order: from the log and from outbox_retry.
-CREATE FUNCTION dedup.outbox_members(b dedup.outbox_batches)
+-- The batch's columns are passed one by one (a row of a Citus shard has
+-- a type of its own).
+CREATE FUNCTION dedup.outbox_members(in_part @extschema@.dedup_fingerprint, topic text, first_seq bigint,
+    last_seq bigint, settled bigint[], attempt integer, retried integer, bid bigint)
 RETURNS TABLE (seq bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                in_retry boolean)
@@ -126,23 +143,29 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT e.* FROM (
         SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload, o.headers,
-               b.attempt, o.created_at, false
+               outbox_members.attempt, o.created_at, false
         FROM dedup.outbox AS o
-        WHERE b.first_seq IS NOT NULL AND o.topic = b.topic
-          AND o.seq BETWEEN b.first_seq AND b.last_seq AND o.seq <> ALL (b.settled)
+        WHERE outbox_members.first_seq IS NOT NULL
+          AND o.part OPERATOR(@extschema@.=) outbox_members.in_part
+          AND o.topic = outbox_members.topic
+          AND o.seq BETWEEN outbox_members.first_seq AND outbox_members.last_seq
+          AND o.seq <> ALL (outbox_members.settled)
         UNION ALL
         SELECT r.seq, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
                r.attempts, r.created_at, true
         FROM dedup.outbox_retry AS r
-        WHERE b.retried > 0 AND r.batch = dedup.outbox_batch_id(b)
+        WHERE outbox_members.retried > 0
+          AND r.part OPERATOR(@extschema@.=) outbox_members.in_part
+          AND r.batch = outbox_members.bid
     ) AS e
     ORDER BY e.seq
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_members(dedup.outbox_batches) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_members(@extschema@.dedup_fingerprint, text, bigint, bigint, bigint[], integer,
+    integer, bigint) FROM PUBLIC;
 
 -- After events left a batch: its count, aggregates and retried recounted;
 -- a batch left with none frees its slot.
-CREATE FUNCTION dedup.outbox_batch_recount(slot_of bigint)
+CREATE FUNCTION dedup.outbox_batch_recount(in_part @extschema@.dedup_fingerprint, slot_of integer)
 RETURNS dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -150,20 +173,24 @@ AS $$
 DECLARE
     b dedup.outbox_batches;
 BEGIN
-    SELECT * INTO b FROM dedup.outbox_batches AS x WHERE x.slot = slot_of;
+    SELECT * INTO b FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
     UPDATE dedup.outbox_batches AS x
     SET events = c.n, retried = c.r, aggregates = c.a, busy = c.n > 0
     FROM (SELECT count(*)::integer AS n, (count(*) FILTER (WHERE m.in_retry))::integer AS r,
                  coalesce(array_agg(pg_catalog.hashtext(m.aggregateid)), '{}') AS a
-          FROM dedup.outbox_members(b) AS m) AS c
-    WHERE x.slot = slot_of
+          FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
+                                    b.attempt, b.retried,
+                                    dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m) AS c
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of
     RETURNING x.* INTO b;
     RETURN b;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
-CREATE FUNCTION dedup.outbox_take_batch(caller oid, topic text, batch_size integer)
+CREATE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
+    batch_size integer)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz)
@@ -174,7 +201,6 @@ DECLARE
     lease interval;
     max_attempts integer;
     pos bigint;
-    slots dedup.outbox_batches[];
     b dedup.outbox_batches;
     bid bigint;
     blocked integer[];
@@ -198,97 +224,115 @@ BEGIN
 
     -- the topic's relays take one at a time (its relay lock, until the
     -- transaction ends); each statement after sees what the take before did
-    PERFORM dedup.outbox_lock_relay(topic);
+    PERFORM dedup.outbox_lock_relay(in_part, topic);
     SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
-    WHERE t.topic = outbox_take_batch.topic;
+    WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
     IF NOT FOUND THEN
-        INSERT INTO dedup.outbox_topics AS t (topic) VALUES (outbox_take_batch.topic)
+        INSERT INTO dedup.outbox_topics AS t (part, topic) VALUES (in_part, outbox_take_batch.topic)
         RETURNING t.next_seq INTO pos;
     END IF;
-    slots := ARRAY(SELECT x FROM dedup.outbox_batches AS x
-                   WHERE x.topic = outbox_take_batch.topic ORDER BY x.slot);
     -- a lease runs from the hand-out, after any wait (set again below after
     -- waiting for the topic's puts)
     lease_end := pg_catalog.clock_timestamp() + lease;
 
     -- a batch whose lease passed goes out again first, whole, but for the
     -- events handed out max_attempts times, which go dead
-    FOR b IN SELECT * FROM unnest(slots) AS x
-             WHERE x.busy AND x.lease_until <= pg_catalog.statement_timestamp()
+    FOR b IN SELECT * FROM dedup.outbox_batches AS x
+             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+               AND x.busy AND x.lease_until <= pg_catalog.statement_timestamp()
              ORDER BY x.lease_until
     LOOP
-        SELECT * INTO b FROM dedup.outbox_batch(dedup.outbox_batch_id(b)) AS x
+        SELECT * INTO b
+        FROM dedup.outbox_batch(in_part, dedup.outbox_batch_id(in_part, b.slot, b.generation)) AS x
         WHERE x.lease_until <= pg_catalog.statement_timestamp();
         CONTINUE WHEN NOT FOUND;
-        bid := dedup.outbox_batch_id(b);
+        bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
         dying := ARRAY(SELECT r.id FROM dedup.outbox_retry AS r
-                       WHERE b.retried > 0 AND r.batch = bid AND r.attempts >= max_attempts);
+                       WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid
+                         AND r.attempts >= max_attempts);
         IF b.attempt >= max_attempts THEN
-            PERFORM dedup.outbox_bury(b.topic,
-                ARRAY(SELECT m.seq FROM dedup.outbox_members(b) AS m WHERE NOT m.in_retry),
+            PERFORM dedup.outbox_bury(in_part, b.topic,
+                ARRAY(SELECT m.seq
+                      FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
+                                                b.settled, b.attempt, b.retried, bid) AS m
+                      WHERE NOT m.in_retry),
                 b.attempt, dying, NULL);
             UPDATE dedup.outbox_batches AS x SET first_seq = NULL, last_seq = NULL
-            WHERE x.slot = b.slot;
+            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         ELSE
-            PERFORM dedup.outbox_bury(b.topic, '{}', 0, dying, NULL);
+            PERFORM dedup.outbox_bury(in_part, b.topic, '{}', 0, dying, NULL);
         END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
         UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1,
-               batch = b.slot * 4294967296 + (b.generation % 2147483647 + 1)
-        WHERE b.retried > 0 AND r.batch = bid;
+               batch = dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1)
+        WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
         UPDATE dedup.outbox_batches AS x
         SET attempt = x.attempt + 1, lease_until = lease_end,
             generation = b.generation % 2147483647 + 1
-        WHERE x.slot = b.slot;
-        b := dedup.outbox_batch_recount(b.slot);
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+        b := dedup.outbox_batch_recount(in_part, b.slot);
         CONTINUE WHEN NOT b.busy;
-        bid := dedup.outbox_batch_id(b);
+        bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
         RETURN QUERY SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload,
                             m.headers, m.attempts, m.created_at, lease_end
-                     FROM dedup.outbox_members(b) AS m;
+                     FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
+                                               b.settled, b.attempt, b.retried, bid) AS m;
         GET DIAGNOSTICS n = ROW_COUNT;
         PERFORM dedup.scope_count(topic, 'events_taken', n);
         RETURN;
     END LOOP;
 
-    -- a new batch, in a free slot (or a new one)
-    SELECT * INTO b FROM unnest(slots) AS x WHERE NOT x.busy ORDER BY x.slot LIMIT 1;
+    -- a new batch, in a free slot (or a new one, numbered under the lock of
+    -- the partition's slot numbers)
+    SELECT * INTO b FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
+    ORDER BY x.slot LIMIT 1;
     IF NOT FOUND THEN
-        INSERT INTO dedup.outbox_batches AS x (topic) VALUES (outbox_take_batch.topic)
+        PERFORM dedup.outbox_lock_relay(in_part, '');
+        INSERT INTO dedup.outbox_batches AS x (part, slot, topic)
+        SELECT in_part, coalesce(max(y.slot), 0) + 1, outbox_take_batch.topic
+        FROM dedup.outbox_batches AS y WHERE y.part OPERATOR(@extschema@.=) in_part
         RETURNING x.* INTO b;
+        IF b.slot >= 65536 THEN
+            RAISE EXCEPTION 'an outbox partition has no room for another batch'
+                USING ERRCODE = '54000',
+                      DETAIL = '65535 batches of its topics are handed out and not acked.',
+                      HINT = 'Ack or nack batches before taking more.';
+        END IF;
     END IF;
-    bid := b.slot * 4294967296 + (b.generation % 2147483647 + 1);
-    blocked := ARRAY(SELECT DISTINCT a FROM unnest(slots) AS x, unnest(x.aggregates) AS a
-                     WHERE x.busy);
+    bid := dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1);
+    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
+                     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND x.busy);
 
     -- first events of outbox_retry that are due, each the earliest of its
     -- aggregate, of an aggregate no batch holds
     -- (scalar subqueries with ORDER BY and LIMIT, not EXISTS, which the
     -- planner strips of them: a generic plan would read the whole table)
     has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
-                  WHERE r.topic = outbox_take_batch.topic ORDER BY r.seq LIMIT 1) IS NOT NULL;
+                  WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
+                  ORDER BY r.seq LIMIT 1) IS NOT NULL;
     IF has_retry THEN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r
-            WHERE r.topic = outbox_take_batch.topic AND r.batch IS NULL
+            WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic AND r.batch IS NULL
               AND r.visible_at <= pg_catalog.statement_timestamp()
               AND r.attempts >= max_attempts);
-        PERFORM dedup.outbox_bury(topic, '{}', 0, dying, NULL);
+        PERFORM dedup.outbox_bury(in_part, topic, '{}', 0, dying, NULL);
         WITH due AS (
             SELECT r.id AS rid
             FROM dedup.outbox_retry AS r
-            WHERE r.topic = outbox_take_batch.topic AND r.batch IS NULL
+            WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic AND r.batch IS NULL
               AND r.visible_at <= pg_catalog.statement_timestamp()
               AND pg_catalog.hashtext(r.aggregateid) <> ALL (blocked)
               AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS e
-                              WHERE e.topic = r.topic AND e.aggregateid = r.aggregateid
-                                AND e.seq < r.seq)
+                              WHERE e.part OPERATOR(@extschema@.=) in_part AND e.topic = r.topic
+                                AND e.aggregateid = r.aggregateid AND e.seq < r.seq)
             ORDER BY r.seq
             LIMIT batch_size
             FOR UPDATE OF r SKIP LOCKED
         ), taken AS (
             UPDATE dedup.outbox_retry AS r SET batch = bid, attempts = r.attempts + 1
-            FROM due WHERE r.id = due.rid
+            FROM due WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = due.rid
             RETURNING r.id, r.seq, r.aggregateid
         )
         SELECT coalesce(array_agg(t.id ORDER BY t.seq), '{}'),
@@ -302,7 +346,7 @@ BEGIN
     -- batch, goes to outbox_retry to wait its turn
     IF cardinality(r_ids) < batch_size
        AND (SELECT o.seq FROM dedup.outbox AS o
-            WHERE o.topic = outbox_take_batch.topic AND o.seq >= pos
+            WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic AND o.seq >= pos
             ORDER BY o.seq LIMIT 1) IS NOT NULL THEN
         stable := dedup.outbox_stable_seq(topic);
         lease_end := pg_catalog.clock_timestamp() + lease;
@@ -310,7 +354,8 @@ BEGIN
         WITH scanned AS (
             SELECT o.*, pg_catalog.hashtext(o.aggregateid) AS h
             FROM dedup.outbox AS o
-            WHERE o.topic = outbox_take_batch.topic AND o.seq >= pos AND o.seq <= stable
+            WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic
+              AND o.seq >= pos AND o.seq <= stable
             ORDER BY o.seq
             LIMIT batch_size - cardinality(r_ids)
         ), judged AS (
@@ -318,13 +363,13 @@ BEGIN
                    (s.h = ANY (blocked) OR s.h = ANY (r_aggs)
                     OR pg_catalog.row_number() OVER (PARTITION BY s.aggregateid ORDER BY s.seq) > 1
                     OR (has_retry AND EXISTS (SELECT FROM dedup.outbox_retry AS r
-                                              WHERE r.topic = s.topic
+                                              WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = s.topic
                                                 AND r.aggregateid = s.aggregateid))) AS held
             FROM scanned AS s
         ), held_back AS (
-            INSERT INTO dedup.outbox_retry (seq, id, topic, aggregatetype, aggregateid, type,
+            INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
                                             payload, headers, created_at)
-            SELECT j.seq, j.id, j.topic, j.aggregatetype, j.aggregateid, j.type,
+            SELECT j.part, j.seq, j.id, j.topic, j.aggregatetype, j.aggregateid, j.type,
                    j.payload, j.headers, j.created_at
             FROM judged AS j WHERE j.held
             ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING
@@ -334,7 +379,7 @@ BEGIN
                                         THEN max(s.seq) + 1
                                         ELSE greatest(pos, stable + 1) END
                             FROM scanned AS s)
-            WHERE t.topic = outbox_take_batch.topic
+            WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic
         ), made AS (
             UPDATE dedup.outbox_batches AS x
             SET generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
@@ -346,7 +391,7 @@ BEGIN
                          count(*) FILTER (WHERE NOT j.held) AS n,
                          coalesce(array_agg(j.h) FILTER (WHERE NOT j.held), '{}') AS aggs
                   FROM judged AS j) AS c
-            WHERE x.slot = b.slot AND c.n + cardinality(r_ids) > 0
+            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot AND c.n + cardinality(r_ids) > 0
         )
         SELECT e.batch_id, e.id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers,
                e.attempts, e.created_at, e.lease_expires_at
@@ -357,7 +402,7 @@ BEGIN
             UNION ALL
             SELECT bid, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
                    r.attempts, r.created_at, lease_end, r.seq
-            FROM dedup.outbox_retry AS r WHERE r.id = ANY (r_ids)
+            FROM dedup.outbox_retry AS r WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (r_ids)
         ) AS e(batch_id, id, aggregatetype, aggregateid, type, payload, headers, attempts,
                created_at, lease_expires_at, seq)
         ORDER BY e.seq;
@@ -367,11 +412,12 @@ BEGIN
         SET generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
             lease_until = lease_end, first_seq = NULL, last_seq = NULL, settled = '{}',
             retried = cardinality(r_ids), events = cardinality(r_ids), aggregates = r_aggs
-        WHERE x.slot = b.slot;
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         RETURN QUERY
         SELECT bid, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
                r.attempts, r.created_at, lease_end
-        FROM dedup.outbox_retry AS r WHERE r.id = ANY (r_ids) ORDER BY r.seq;
+        FROM dedup.outbox_retry AS r WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (r_ids)
+        ORDER BY r.seq;
         GET DIAGNOSTICS n = ROW_COUNT;
     ELSE
         n := 0;
@@ -381,7 +427,7 @@ END
 $$;
 
 -- The 1.0 shape of take: the same batch, without its id.
-CREATE FUNCTION dedup.outbox_take(caller oid, topic text, batch_size integer)
+CREATE FUNCTION dedup.outbox_take(caller oid, in_part @extschema@.dedup_fingerprint, topic text, batch_size integer)
 RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
                headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz)
@@ -390,7 +436,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers, t.attempts,
            t.created_at, t.lease_expires_at
-    FROM dedup.outbox_take_batch(caller, topic, batch_size) AS t
+    FROM dedup.outbox_take_batch(caller, in_part, topic, batch_size) AS t
 $$;
 
 -- Settle events of one batch: those of done (NULL: all but the failed)
@@ -400,8 +446,8 @@ $$;
 -- attempt given_attempts names (NULL: any), as the 1.0 ack and nack do.
 -- Returns what was acked, what nacked, and the batch's topic (NULL when
 -- no batch of that id is handed out).
-CREATE FUNCTION dedup.outbox_settle(caller oid, bid bigint, done uuid[], failed uuid[],
-    given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
+CREATE FUNCTION dedup.outbox_settle(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint, done uuid[],
+    failed uuid[], given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
     OUT acked uuid[], OUT nacked uuid[], OUT topic text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -418,7 +464,7 @@ DECLARE
 BEGIN
     acked := '{}';
     nacked := '{}';
-    SELECT * INTO b FROM dedup.outbox_batch(bid);
+    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
     IF NOT FOUND THEN
         RETURN;
     END IF;
@@ -438,7 +484,8 @@ BEGIN
                WHEN done IS NULL OR m.id = ANY (done) THEN 'a'
                ELSE 'k' END::"char" ORDER BY m.seq)
     INTO m_id, m_seq, m_attempt, m_retried, m_verdict
-    FROM dedup.outbox_members(b) AS m;
+    FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt,
+                              b.retried, bid) AS m;
     acked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v = 'a');
     nacked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v = 'f');
     IF cardinality(acked) = 0 AND cardinality(nacked) = 0 THEN
@@ -448,11 +495,11 @@ BEGIN
     IF b.retried > 0 THEN
         DELETE FROM dedup.outbox_retry AS r
         USING unnest(m_id, m_retried, m_verdict) AS u(i, rt, v)
-        WHERE u.rt AND u.v = 'a' AND r.id = u.i;
+        WHERE u.rt AND u.v = 'a' AND r.part OPERATOR(@extschema@.=) in_part AND r.id = u.i;
     END IF;
     IF cardinality(nacked) > 0 THEN
         -- failed events: dead at max_attempts, or back after retry_delay
-        PERFORM dedup.outbox_bury(b.topic,
+        PERFORM dedup.outbox_bury(in_part, b.topic,
             ARRAY(SELECT u.s FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
                   WHERE u.v = 'f' AND NOT u.rt AND u.t >= max_attempts),
             b.attempt,
@@ -462,13 +509,14 @@ BEGIN
         UPDATE dedup.outbox_retry AS r
         SET batch = NULL, visible_at = visible, last_error = coalesce(error, r.last_error)
         FROM unnest(m_id, m_attempt, m_retried, m_verdict) AS u(i, t, rt, v)
-        WHERE u.v = 'f' AND u.rt AND u.t < max_attempts AND r.id = u.i;
-        INSERT INTO dedup.outbox_retry (seq, id, topic, aggregatetype, aggregateid, type, payload,
-                                        headers, created_at, attempts, visible_at, last_error)
-        SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+        WHERE u.v = 'f' AND u.rt AND u.t < max_attempts AND r.part OPERATOR(@extschema@.=) in_part AND r.id = u.i;
+        INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
+                                        payload, headers, created_at, attempts, visible_at,
+                                        last_error)
+        SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
                o.headers, o.created_at, u.t, visible, error
         FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
-        JOIN dedup.outbox AS o ON o.topic = b.topic AND o.seq = u.s
+        JOIN dedup.outbox AS o ON o.part OPERATOR(@extschema@.=) in_part AND o.topic = b.topic AND o.seq = u.s
         WHERE u.v = 'f' AND NOT u.rt AND u.t < max_attempts
         ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
     END IF;
@@ -476,17 +524,18 @@ BEGIN
     UPDATE dedup.outbox_batches AS x
     SET settled = x.settled || ARRAY(SELECT u.s FROM unnest(m_seq, m_retried, m_verdict) AS u(s, rt, v)
                                      WHERE u.v <> 'k' AND NOT u.rt)
-    WHERE x.slot = b.slot;
-    PERFORM dedup.outbox_batch_recount(b.slot);
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+    PERFORM dedup.outbox_batch_recount(in_part, b.slot);
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_settle(oid, bigint, uuid[], uuid[], uuid[], integer[], interval, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_settle(oid, @extschema@.dedup_fingerprint, bigint, uuid[], uuid[], uuid[], integer[],
+    interval, text) FROM PUBLIC;
 
 -- The batch was published: every event of it but those of failed, which
 -- come back after retry_delay (or go dead at max_attempts).  A batch acked
 -- whole frees its slot: one update.
-CREATE FUNCTION dedup.outbox_ack_batch(caller oid, batch_id bigint, failed uuid[],
-    retry_delay interval, error text)
+CREATE FUNCTION dedup.outbox_ack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
+    failed uuid[], retry_delay interval, error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -505,7 +554,9 @@ BEGIN
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     IF coalesce(cardinality(failed), 0) = 0 THEN
         UPDATE dedup.outbox_batches AS x SET busy = false
-        WHERE x.slot = batch_id / 4294967296 AND x.generation = batch_id % 4294967296
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
+          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
           AND x.busy AND x.retried = 0
           AND dedup.has_privilege(caller, x.topic, 'relay', true)
         RETURNING x.topic, x.events INTO t, n;
@@ -514,7 +565,7 @@ BEGIN
             RETURN n;
         END IF;
     END IF;
-    s := dedup.outbox_settle(caller, batch_id, NULL, coalesce(failed, '{}'), NULL, NULL,
+    s := dedup.outbox_settle(caller, in_part, batch_id, NULL, coalesce(failed, '{}'), NULL, NULL,
                              retry_delay, error);
     IF s.topic IS NOT NULL THEN
         PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
@@ -526,8 +577,8 @@ $$;
 
 -- The batch could not be published: all of it back after retry_delay, or
 -- dead at max_attempts.
-CREATE FUNCTION dedup.outbox_nack_batch(caller oid, batch_id bigint, retry_delay interval,
-    error text)
+CREATE FUNCTION dedup.outbox_nack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
+    retry_delay interval, error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -539,9 +590,11 @@ BEGIN
         RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
     END IF;
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
-    s := dedup.outbox_settle(caller, batch_id, '{}',
-                             ARRAY(SELECT m.id FROM dedup.outbox_batch(batch_id) AS b,
-                                   dedup.outbox_members(b) AS m),
+    s := dedup.outbox_settle(caller, in_part, batch_id, '{}',
+                             ARRAY(SELECT m.id FROM dedup.outbox_batch(in_part, batch_id) AS b,
+                                   dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
+                                                        b.settled, b.attempt, b.retried,
+                                                        batch_id) AS m),
                              NULL, NULL, retry_delay, error);
     IF s.topic IS NOT NULL THEN
         PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
@@ -575,7 +628,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
 -- topic's position, or waiting in outbox_retry with no attempt) is 55000,
 -- one unknown 42704.  Any other (acked before, dead, back in the queue, or
 -- taken again under another attempt) was acted on by someone else: fine.
-CREATE FUNCTION dedup.outbox_check_ids(ids uuid[], done uuid[])
+CREATE FUNCTION dedup.outbox_check_ids(in_part @extschema@.dedup_fingerprint, ids uuid[], done uuid[])
 RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -586,10 +639,11 @@ BEGIN
     SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done)
       AND (EXISTS (SELECT FROM dedup.outbox_retry AS r
-                   WHERE r.id = i AND r.attempts = 0 AND r.batch IS NULL)
+                   WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i AND r.attempts = 0 AND r.batch IS NULL)
            OR EXISTS (SELECT FROM dedup.outbox AS o
-                      LEFT JOIN dedup.outbox_topics AS t ON t.topic = o.topic
-                      WHERE o.id = i AND o.seq >= coalesce(t.next_seq, 0)))
+                      LEFT JOIN dedup.outbox_topics AS t
+                             ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
+                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i AND o.seq >= coalesce(t.next_seq, 0)))
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
@@ -597,9 +651,9 @@ BEGIN
     END IF;
     SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done)
-      AND NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.id = i)
-      AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.id = i)
-      AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = i)
       AND NOT EXISTS (SELECT FROM dedup.outbox_keys AS k
                       WHERE k.key OPERATOR(@extschema@.=)
                             pg_catalog.replace(i::text, '-', '')::@extschema@.dedup_fingerprint)
@@ -609,15 +663,15 @@ BEGIN
     END IF;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_check_ids(uuid[], uuid[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_check_ids(@extschema@.dedup_fingerprint, uuid[], uuid[]) FROM PUBLIC;
 
 -- Settle the events named by id, batch by batch: the 1.0 shape of ack and
 -- nack.  With nack false, the events were published (an event of the dead
 -- letters too: it leaves them); with nack true they come back after
 -- retry_delay or go dead.  With attempts (as take returned them), an event
 -- taken again since is left to the relay that holds it now.
-CREATE FUNCTION dedup.outbox_settle_ids(caller oid, ids uuid[], attempts integer[],
-    nack boolean, retry_delay interval, error text)
+CREATE FUNCTION dedup.outbox_settle_ids(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
+    attempts integer[], nack boolean, retry_delay interval, error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -636,18 +690,25 @@ BEGIN
     SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
     INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
     -- the batches the ids are in
-    named := ARRAY(SELECT dedup.outbox_batch_id(b) FROM dedup.outbox_batches AS b
-                   WHERE b.busy AND EXISTS (SELECT FROM dedup.outbox_members(b) AS m
-                                            WHERE m.id = ANY (given_ids))
+    named := ARRAY(SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation)
+                   FROM dedup.outbox_batches AS b
+                   WHERE b.part OPERATOR(@extschema@.=) in_part AND b.busy
+                     AND EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq,
+                                     b.last_seq, b.settled, b.attempt, b.retried,
+                                     dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
+                                 WHERE m.id = ANY (given_ids))
                    ORDER BY b.slot);
     -- refused before anything is done: every topic the ids are events of
     PERFORM dedup.has_privilege(caller, x.topic, 'relay', true)
     FROM (SELECT b.topic FROM dedup.outbox_batches AS b
-          WHERE dedup.outbox_batch_id(b) = ANY (named)
+          WHERE b.part OPERATOR(@extschema@.=) in_part
+            AND dedup.outbox_batch_id(b.part, b.slot, b.generation) = ANY (named)
           UNION
-          SELECT r.topic FROM dedup.outbox_retry AS r WHERE r.id = ANY (given_ids)
+          SELECT r.topic FROM dedup.outbox_retry AS r
+          WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (given_ids)
           UNION
-          SELECT d.topic FROM dedup.outbox_dead AS d WHERE d.id = ANY (given_ids)) AS x;
+          SELECT d.topic FROM dedup.outbox_dead AS d
+          WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = ANY (given_ids)) AS x;
     -- a batch handed out again (under a new id) while this call waited for
     -- it is looked up again, by the ids not yet settled
     FOR round IN 1..3 LOOP
@@ -655,22 +716,27 @@ BEGIN
         FOREACH bid IN ARRAY named
         LOOP
             IF nack THEN
-                s := dedup.outbox_settle(caller, bid, '{}', given_ids, given_ids, given_attempts,
-                                         retry_delay, error);
+                s := dedup.outbox_settle(caller, in_part, bid, '{}', given_ids, given_ids,
+                                         given_attempts, retry_delay, error);
                 done := done || s.nacked;
                 PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
             ELSE
-                s := dedup.outbox_settle(caller, bid, given_ids, '{}', given_ids, given_attempts,
-                                         retry_delay, error);
+                s := dedup.outbox_settle(caller, in_part, bid, given_ids, '{}', given_ids,
+                                         given_attempts, retry_delay, error);
                 done := done || s.acked;
                 PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
             END IF;
             missed := missed OR s.topic IS NULL;
         END LOOP;
         EXIT WHEN NOT missed;
-        named := ARRAY(SELECT dedup.outbox_batch_id(b) FROM dedup.outbox_batches AS b
-                       WHERE b.busy AND EXISTS (SELECT FROM dedup.outbox_members(b) AS m
-                                                WHERE m.id = ANY (given_ids) AND m.id <> ALL (done))
+        named := ARRAY(SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation)
+                       FROM dedup.outbox_batches AS b
+                       WHERE b.part OPERATOR(@extschema@.=) in_part AND b.busy
+                         AND EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic,
+                                         b.first_seq, b.last_seq, b.settled, b.attempt,
+                                         b.retried,
+                                         dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
+                                     WHERE m.id = ANY (given_ids) AND m.id <> ALL (done))
                        ORDER BY b.slot);
     END LOOP;
     IF NOT nack THEN
@@ -678,7 +744,8 @@ BEGIN
         WITH gone AS (
             DELETE FROM dedup.outbox_dead AS d
             USING unnest(given_ids, given_attempts) AS g(i, a)
-            WHERE d.id = g.i AND d.id <> ALL (done) AND (g.a IS NULL OR d.attempts = g.a)
+            WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = g.i AND d.id <> ALL (done)
+              AND (g.a IS NULL OR d.attempts = g.a)
               AND dedup.has_privilege(caller, d.topic, 'relay', true)
             RETURNING d.id, d.topic
         )
@@ -689,22 +756,23 @@ BEGIN
         FROM unnest(dead_topics) AS x(topic) GROUP BY x.topic;
     END IF;
     IF cardinality(done) < cardinality(given_ids) THEN
-        PERFORM dedup.outbox_check_ids(given_ids, done);
+        PERFORM dedup.outbox_check_ids(in_part, given_ids, done);
     END IF;
     RETURN cardinality(done);
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_settle_ids(oid, uuid[], integer[], boolean, interval, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_settle_ids(oid, @extschema@.dedup_fingerprint, uuid[], integer[], boolean, interval,
+    text) FROM PUBLIC;
 
-CREATE FUNCTION dedup.outbox_ack(caller oid, ids uuid[], attempts integer[])
+CREATE FUNCTION dedup.outbox_ack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[], attempts integer[])
 RETURNS integer
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT dedup.outbox_settle_ids(caller, ids, attempts, false, interval '0', NULL)
+    SELECT dedup.outbox_settle_ids(caller, in_part, ids, attempts, false, interval '0', NULL)
 $$;
 
-CREATE FUNCTION dedup.outbox_nack(caller oid, ids uuid[],
+CREATE FUNCTION dedup.outbox_nack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
     retry_delay interval, error text, attempts integer[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -712,12 +780,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
-    RETURN dedup.outbox_settle_ids(caller, ids, attempts, true, retry_delay, error);
+    RETURN dedup.outbox_settle_ids(caller, in_part, ids, attempts, true, retry_delay, error);
 END
 $$;
 
 -- Dead events back: into outbox_retry, with no attempts, in their place.
-CREATE FUNCTION dedup.outbox_redrive(caller oid, topic text, ids uuid[])
+CREATE FUNCTION dedup.outbox_redrive(caller oid, in_part @extschema@.dedup_fingerprint, topic text, ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -731,12 +799,13 @@ BEGIN
     PERFORM dedup.has_privilege(caller, topic, 'relay', true);
     WITH revived AS (
         DELETE FROM dedup.outbox_dead AS d
-        WHERE d.topic = outbox_redrive.topic AND (ids IS NULL OR d.id = ANY (ids))
+        WHERE d.part OPERATOR(@extschema@.=) in_part AND d.topic = outbox_redrive.topic
+          AND (ids IS NULL OR d.id = ANY (ids))
         RETURNING d.*
     )
-    INSERT INTO dedup.outbox_retry (seq, id, topic, aggregatetype, aggregateid, type, payload,
-                                    headers, created_at, last_error)
-    SELECT r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
+    INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
+                                    payload, headers, created_at, last_error)
+    SELECT r.part, r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
            r.headers, r.created_at, r.last_error
     FROM revived AS r
     ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
@@ -750,8 +819,8 @@ $$;
 
 -- Per topic: events not yet handed out or whose lease passed (pending),
 -- handed out under a lease (in flight), dead, and the age of the oldest
--- not yet published.
-CREATE FUNCTION dedup.outbox_stats(caller oid, for_topic text)
+-- not yet published; of partition in_part, or of every one (NULL).
+CREATE FUNCTION dedup.outbox_stats(caller oid, in_part @extschema@.dedup_fingerprint, for_topic text)
 RETURNS TABLE (topic text, pending bigint, in_flight bigint, dead bigint,
                oldest_pending_age interval)
 LANGUAGE plpgsql STABLE
@@ -771,23 +840,30 @@ BEGIN
         -- the log past each topic's position
         SELECT o.topic, o.created_at, 'p'::"char" AS state
         FROM dedup.outbox AS o
-        LEFT JOIN dedup.outbox_topics AS t ON t.topic = o.topic
-        WHERE (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
+        LEFT JOIN dedup.outbox_topics AS t ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
+        WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
+          AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
         UNION ALL
         -- events of batches, from the log and from outbox_retry
         SELECT b.topic, m.created_at,
                CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
-        FROM dedup.outbox_batches AS b, dedup.outbox_members(b) AS m
-        WHERE b.busy AND (for_topic IS NULL OR b.topic = for_topic)
+        FROM dedup.outbox_batches AS b,
+             dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
+                                  b.attempt, b.retried,
+                                  dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
+        WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
+          AND b.busy AND (for_topic IS NULL OR b.topic = for_topic)
         UNION ALL
         -- events of outbox_retry not handed out
         SELECT r.topic, r.created_at, 'p'::"char"
         FROM dedup.outbox_retry AS r
-        WHERE r.batch IS NULL AND (for_topic IS NULL OR r.topic = for_topic)
+        WHERE (in_part IS NULL OR r.part OPERATOR(@extschema@.=) in_part)
+          AND r.batch IS NULL AND (for_topic IS NULL OR r.topic = for_topic)
         UNION ALL
         SELECT d.topic, d.created_at, 'd'::"char"
         FROM dedup.outbox_dead AS d
-        WHERE for_topic IS NULL OR d.topic = for_topic
+        WHERE (in_part IS NULL OR d.part OPERATOR(@extschema@.=) in_part)
+          AND (for_topic IS NULL OR d.topic = for_topic)
     ) AS e
     WHERE for_topic IS NOT NULL OR dedup.has_privilege(caller, e.topic, 'relay', false)
     GROUP BY e.topic
@@ -797,10 +873,10 @@ $$;
 
 -- Published events leave the log once their topic's retention passed (an
 -- event's row is its key: within retention a put of its key finds it):
--- up to batch_size events, of each topic before both its position and the
--- first event of its batches.  Run by the cleanup as the owner of the
--- outbox; returns how many went.
-CREATE FUNCTION dedup.outbox_trim(batch_size integer)
+-- up to batch_size events of partition in_part, of each topic before both
+-- its position and the first event of its batches.  Run by the cleanup as
+-- the owner of the outbox; returns how many went.
+CREATE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -812,18 +888,19 @@ DECLARE
 BEGIN
     FOR t IN SELECT x.topic,
                     least(x.next_seq, (SELECT min(b.first_seq) FROM dedup.outbox_batches AS b
-                                       WHERE b.topic = x.topic AND b.busy)) AS upto,
+                                       WHERE b.part OPERATOR(@extschema@.=) in_part AND b.topic = x.topic
+                                         AND b.busy)) AS upto,
                     pg_catalog.statement_timestamp()
                     - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
-             FROM dedup.outbox_topics AS x ORDER BY x.topic LOOP
+             FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
         EXIT WHEN n >= batch_size;
         -- the oldest events first: created_at grows with seq, so a first
         -- one kept means the rest are kept too
         DELETE FROM dedup.outbox AS o
-        WHERE o.ctid = ANY (ARRAY(
+        WHERE o.part OPERATOR(@extschema@.=) in_part AND o.ctid = ANY (ARRAY(
             SELECT y.ctid
             FROM (SELECT x.ctid, x.created_at FROM dedup.outbox AS x
-                  WHERE x.topic = t.topic AND x.seq < t.upto
+                  WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = t.topic AND x.seq < t.upto
                   ORDER BY x.seq LIMIT batch_size - n) AS y
             WHERE y.created_at < t.cutoff));
         GET DIAGNOSTICS m = ROW_COUNT;
@@ -832,25 +909,26 @@ BEGIN
     RETURN n;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_trim(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_trim(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION
-    dedup.outbox_take_batch(oid, text, integer),
-    dedup.outbox_take(oid, text, integer),
-    dedup.outbox_ack_batch(oid, bigint, uuid[], interval, text),
-    dedup.outbox_nack_batch(oid, bigint, interval, text),
-    dedup.outbox_ack(oid, uuid[], integer[]),
-    dedup.outbox_nack(oid, uuid[], interval, text, integer[]),
-    dedup.outbox_redrive(oid, text, uuid[]),
-    dedup.outbox_stats(oid, text)
+    dedup.outbox_take_batch(oid, @extschema@.dedup_fingerprint, text, integer),
+    dedup.outbox_take(oid, @extschema@.dedup_fingerprint, text, integer),
+    dedup.outbox_ack_batch(oid, @extschema@.dedup_fingerprint, bigint, uuid[], interval, text),
+    dedup.outbox_nack_batch(oid, @extschema@.dedup_fingerprint, bigint, interval, text),
+    dedup.outbox_ack(oid, @extschema@.dedup_fingerprint, uuid[], integer[]),
+    dedup.outbox_nack(oid, @extschema@.dedup_fingerprint, uuid[], interval, text, integer[]),
+    dedup.outbox_redrive(oid, @extschema@.dedup_fingerprint, text, uuid[]),
+    dedup.outbox_stats(oid, @extschema@.dedup_fingerprint, text)
 FROM PUBLIC;
 
 -- The relay's public functions.  Each runs the function of the same name in
 -- schema dedup (above) as the owner of the outbox, passing the role that
 -- called it, which must have the relay privilege on every topic the call
--- touches (42501 otherwise, before anything is written): dedup_outbox_relay
--- in C switches to the owner as PostgreSQL does for SECURITY DEFINER, but
--- keeps the caller's identity for the check.
+-- touches (42501 otherwise, before anything is written), and the partition
+-- it works in: dedup_outbox_relay in C switches to the owner as PostgreSQL
+-- does for SECURITY DEFINER, but keeps the caller's identity for the
+-- check.
 CREATE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,

@@ -7,6 +7,15 @@
 -- the producers of one aggregate).  The primary key on the id makes a put
 -- idempotent: an event stays in the log for its topic's retention, and
 -- until published.  (topic, seq) is the relay's read path.
+--
+-- Partitions.  Every table of the relay has the column part, the
+-- partition of the outbox the row belongs to, first in each of its keys:
+-- a partition is a log of its own, with its own positions, batches,
+-- retries and dead letters.  On one server the outbox is one partition
+-- (part is all zeros); on a Citus cluster, each shard of dedup.claims is
+-- one, and an event goes to that of its aggregate (outbox.c).  A
+-- partition's part is the fingerprint of its number: 4 bytes, big-endian,
+-- then zeros.
 CREATE TABLE dedup.outbox (
     seq           bigint GENERATED ALWAYS AS IDENTITY,
     id            uuid NOT NULL,
@@ -17,9 +26,10 @@ CREATE TABLE dedup.outbox (
     payload       jsonb,
     headers       jsonb NOT NULL DEFAULT '{}',
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    CONSTRAINT outbox_pkey PRIMARY KEY (id)
+    part          @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_pkey PRIMARY KEY (part, id)
 ) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02);
-CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
+CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (part, topic, seq);
 COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup once their topic''s retention passed';
 
 -- Where each topic's relays are in the log: every event of the topic with
@@ -28,14 +38,17 @@ COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup
 CREATE TABLE dedup.outbox_topics (
     topic    text COLLATE "C" NOT NULL,
     next_seq bigint NOT NULL DEFAULT 0,
-    CONSTRAINT outbox_topics_pkey PRIMARY KEY (topic)
+    part     @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic)
 ) USING heap;
 COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s log: the events before it were handed out';
 
 -- The batches of each topic, one row a slot, reused (updated in place, a
 -- HOT update: nothing indexed changes): a busy slot holds a batch handed
--- out and not yet settled.  A batch's id is its slot's number times 2^32
--- plus the slot's generation, which each new batch in it advances.  Its
+-- out and not yet settled.  A slot's number is one of its partition's
+-- (below 2^16); a batch's id is the partition's number times 2^47, plus
+-- the slot's times 2^31, plus the slot's generation, which each new batch
+-- in it advances (dedup.outbox_batch_id()).  Its
 -- events are those of the topic's log from first_seq to last_seq but for
 -- the seqs in settled (held back, or acked or nacked one by one), and the
 -- events of dedup.outbox_retry that name the batch (retried of them);
@@ -43,7 +56,7 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s
 -- ids.  attempt is that of its events from the log; a busy slot whose
 -- lease passed is handed out again whole.
 CREATE TABLE dedup.outbox_batches (
-    slot        bigint GENERATED ALWAYS AS IDENTITY,
+    slot        integer NOT NULL,
     topic       text COLLATE "C" NOT NULL,
     generation  integer NOT NULL DEFAULT 0,
     busy        boolean NOT NULL DEFAULT false,
@@ -55,9 +68,10 @@ CREATE TABLE dedup.outbox_batches (
     retried     integer NOT NULL DEFAULT 0,
     events      integer NOT NULL DEFAULT 0,
     aggregates  integer[] NOT NULL DEFAULT '{}',
-    CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
+    part        @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot)
 ) USING heap WITH (fillfactor = 20);
-CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
+CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (part, topic, slot);
 COMMENT ON TABLE dedup.outbox_batches IS 'the slots of each topic''s outbox batches: a busy one holds a batch handed out and not yet acked, with its events, attempt and lease';
 
 -- Events with a state of their own (PgQ's retry queue): nacked ones,
@@ -79,11 +93,12 @@ CREATE TABLE dedup.outbox_retry (
     visible_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     last_error    text,
     batch         bigint,
-    CONSTRAINT outbox_retry_pkey PRIMARY KEY (id)
+    part          @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id)
 ) USING heap WITH (fillfactor = 50);
-CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (topic, seq);
-CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (topic, aggregateid, seq);
-CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (batch) WHERE batch IS NOT NULL;
+CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (part, topic, seq);
+CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (part, topic, aggregateid, seq);
+CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (part, batch) WHERE batch IS NOT NULL;
 COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked, held back behind an earlier event of their aggregate, or redriven: each with its own attempts and time';
 
 -- Events that failed max_attempts times, until redriven.
@@ -100,9 +115,10 @@ CREATE TABLE dedup.outbox_dead (
     attempts      integer NOT NULL,
     last_error    text,
     died_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    CONSTRAINT outbox_dead_pkey PRIMARY KEY (id)
+    part          @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_dead_pkey PRIMARY KEY (part, id)
 ) USING heap;
-CREATE INDEX outbox_dead_topic_seq ON dedup.outbox_dead (topic, seq);
+CREATE INDEX outbox_dead_topic_seq ON dedup.outbox_dead (part, topic, seq);
 COMMENT ON TABLE dedup.outbox_dead IS 'dead-lettered outbox events; dedup_outbox_redrive() puts them back';
 
 -- The (topic, key) of every event put by 1.0 within its topic's retention,
@@ -122,7 +138,6 @@ SELECT pg_catalog.pg_extension_config_dump('dedup.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_seq_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_topics', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches', '');
-SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches_slot_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_retry', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_dead', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_keys', '');

@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(110);
+SELECT plan(111);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -165,11 +165,21 @@ SELECT function_privs_are('public', 'dedup_outbox_take', ARRAY['text', 'integer'
 SELECT has_table('dedup', 'outbox', 'table dedup.outbox exists');
 SELECT columns_are('dedup', 'outbox',
     ARRAY['seq', 'id', 'topic', 'aggregatetype', 'aggregateid', 'type', 'payload', 'headers',
-          'created_at'],
-    'dedup.outbox is the log: Debezium''s columns, no relay state');
+          'created_at', 'part'],
+    'dedup.outbox is the log: Debezium''s columns and the partition, no relay state');
 SELECT col_type_is('dedup', 'outbox', 'id', 'uuid', 'the event id is a uuid');
-SELECT col_is_pk('dedup', 'outbox', 'id', 'the event id is the log''s primary key: a put is idempotent by it');
-SELECT index_is_unique('dedup', 'outbox', 'outbox_topic_seq', 'the relay reads the log by (topic, seq)');
+SELECT col_is_pk('dedup', 'outbox', ARRAY['part', 'id'],
+                 'the event id in its partition is the log''s primary key: a put is idempotent by it');
+SELECT index_is_unique('dedup', 'outbox', 'outbox_topic_seq',
+                       'the relay reads the log by (part, topic, seq)');
+SELECT is((SELECT array_agg(DISTINCT c.relname::text ORDER BY c.relname::text)
+           FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid
+           JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+           WHERE c.relnamespace = 'dedup'::regnamespace
+             AND (c.relname = 'outbox' OR c.relname LIKE 'outbox\_%')
+             AND c.relname <> 'outbox_keys' AND (i.indisprimary OR i.indisunique)
+             AND a.attname <> 'part'),
+          NULL, 'every key of the relay''s tables begins with the partition');
 -- the batch API, for relays only
 SELECT has_function('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer']);
 SELECT has_function('public', 'dedup_outbox_ack_batch', ARRAY['bigint', 'uuid[]', 'interval', 'text']);

@@ -7,7 +7,7 @@ SELECT (dedup_set_scope('orders', lease => '1 minute', retention => '1 hour')).c
 -- the events a relay holds now, and those waiting in outbox_retry
 CREATE TEMP VIEW in_flight AS
 SELECT m.id, m.seq, m.aggregateid, m.attempts, m.payload->>'key' AS key
-FROM dedup.outbox_batches AS b, dedup.outbox_members(b) AS m WHERE b.busy;
+FROM dedup.outbox_batches AS b, dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt, b.retried, dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m WHERE b.busy;
 CREATE TEMP VIEW retry AS
 SELECT r.payload->>'key' AS key, r.aggregateid, r.attempts, r.batch IS NOT NULL AS in_batch,
        r.last_error, r.visible_at > now() AS delayed
@@ -91,7 +91,7 @@ SELECT * FROM retry WHERE key = 'b-1';
 
 -- a lease that passes: the batch comes back whole, attempts counted
 UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second'
-WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches) AS m WHERE m.payload->>'key' = 'c-1');
+WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches.part, outbox_batches.topic, outbox_batches.first_seq, outbox_batches.last_seq, outbox_batches.settled, outbox_batches.attempt, outbox_batches.retried, dedup.outbox_batch_id(outbox_batches.part, outbox_batches.slot, outbox_batches.generation)) AS m WHERE m.payload->>'key' = 'c-1');
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10) ORDER BY 1;
 
 -- dead letters: handed out the topic's max_attempts times, then dead
@@ -155,9 +155,10 @@ SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 10);
 -- a key used again after its event went dead and left the log makes no
 -- second event of that id
-INSERT INTO dedup.outbox_dead (seq, id, topic, aggregatetype, aggregateid, type, payload, headers,
-                               created_at, attempts)
-  SELECT 1, dedup_outbox_put('dead-topic', 'zombie', '{}'), 'dead-topic', 'x', 'x', 'x', '{}', '{}', now(), 1;
+INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type, payload,
+                               headers, created_at, attempts)
+  SELECT '00000000000000000000000000000000', 1, dedup_outbox_put('dead-topic', 'zombie', '{}'),
+         'dead-topic', 'x', 'x', 'x', '{}', '{}', now(), 1;
 DELETE FROM dedup.outbox WHERE topic = 'dead-topic';
 SELECT dedup_outbox_put('dead-topic', 'zombie', '{}') IS NOT NULL AS put,
        (SELECT count(*) FROM dedup.outbox WHERE topic = 'dead-topic') AS in_outbox,
@@ -254,11 +255,11 @@ SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), '-1 second')$$),
   ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), NULL)$$),
   ($$SELECT dedup_outbox_ack_batch(NULL)$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), ARRAY[NULL]::uuid[])$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), ARRAY(SELECT id FROM in_flight), '-1 second')$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), retry_delay => NULL)$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), ARRAY[NULL]::uuid[])$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), ARRAY(SELECT id FROM in_flight), '-1 second')$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), retry_delay => NULL)$$),
   ($$SELECT dedup_outbox_nack_batch(NULL)$$),
-  ($$SELECT dedup_outbox_nack_batch((SELECT slot * 4294967296 + generation FROM dedup.outbox_batches), '-1 second')$$),
+  ($$SELECT dedup_outbox_nack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), '-1 second')$$),
   ($$SELECT dedup_outbox_redrive(NULL)$$)) AS t(stmt);
 SELECT (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = log AS log_same,
        (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) = batches AS batches_same,
@@ -328,3 +329,32 @@ DROP ROLE regress_dedup_producer, regress_dedup_relay;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_reset_scope('orders') AS reset;
+
+-- partitions: one server has one, number 0 (part all zeros), in every row;
+-- a batch's id carries the partition's number (times 2^47) and its slot's
+-- (times 2^31), slots numbered within the partition
+SELECT dedup_outbox_put('parts', 'p-' || i, '{}', aggregate_id => 'a-' || i) IS NOT NULL AS put
+FROM generate_series(1, 3) AS i;
+SELECT batch_id = 2147483648 + 1 AS first_batch_id, count(*) AS events
+FROM dedup_outbox_take_batch('parts', 2) GROUP BY batch_id;
+SELECT batch_id = 2 * 2147483648::bigint + 1 AS second_batch_id, count(*) AS events
+FROM dedup_outbox_take_batch('parts', 2) GROUP BY batch_id;
+SELECT (SELECT array_agg(DISTINCT part::text) FROM dedup.outbox) AS log,
+       (SELECT array_agg(DISTINCT part::text) FROM dedup.outbox_topics) AS positions,
+       (SELECT array_agg(slot ORDER BY slot) FROM dedup.outbox_batches) AS slots;
+-- an id of another partition, or one no batch can have, acks nothing
+SELECT dedup_outbox_ack_batch((1::bigint << 47) + 2147483648 + 1) AS other_partition,
+       dedup_outbox_ack_batch(-1) AS negative;
+-- a partition with 65,535 batches handed out takes no more (54000), and
+-- nothing changed
+TRUNCATE dedup.outbox_batches;
+INSERT INTO dedup.outbox_batches (part, slot, topic, busy, attempt, lease_until)
+SELECT '00000000000000000000000000000000', s, 'parts-full', true, 1, now() + interval '1 hour'
+FROM generate_series(1, 65535) AS s;
+SELECT dedup_outbox_put('parts-other', 'q-1', '{}') IS NOT NULL AS put;
+SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('parts-other')$$);
+SELECT count(*) AS batches, count(*) FILTER (WHERE topic = 'parts-other') AS of_other,
+       (SELECT next_seq FROM dedup.outbox_topics WHERE topic = 'parts-other') AS position
+FROM dedup.outbox_batches;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead;
