@@ -154,17 +154,37 @@ db_broken(SimConn *sc)
 }
 
 /*
+ * The messages of a Citus cluster whose node failed, as the coordinator
+ * passes them on (most as XX000): the node's connection lost, or its
+ * backend ended by its postmaster's death or a crash.
+ */
+static const char *const db_node_failures[] = {
+	"remote node", "server closed the connection", "terminating connection",
+	"postmaster was shut down", "the database system is", NULL
+};
+
+/*
  * Whether an error res means the connection is lost rather than the
  * statement failed: a broken connection, or the FATAL of a terminated
- * backend (class 57: operator intervention) or a connection error (08).
+ * backend (class 57: operator intervention) or a connection error (08);
+ * with --citus, a node of the cluster that failed under the statement.
  */
 bool
 db_lost(SimConn *sc, PGresult *res)
 {
 	const char *state = db_sqlstate(res);
 
-	return db_broken(sc) || strncmp(state, "57", 2) == 0 ||
-		strncmp(state, "08", 2) == 0;
+	if (db_broken(sc) || strncmp(state, "57", 2) == 0 || strncmp(state, "08", 2) == 0)
+		return true;
+	if (sim_options.citus)
+	{
+		const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+		for (int i = 0; message && db_node_failures[i]; i++)
+			if (strstr(message, db_node_failures[i]))
+				return true;
+	}
+	return false;
 }
 
 /*

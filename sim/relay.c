@@ -6,8 +6,10 @@
  * records a notification per new event — and acks it.  Odd relays use the
  * batch API (dedup_outbox_take_batch, dedup_outbox_ack_batch with the
  * batch's id), even ones the 1.0 API (dedup_outbox_take, dedup_outbox_ack
- * with the ids and the attempts take returned).  When the outbox is empty a
- * relay waits for dedup's NOTIFY.  Faults injected here: a relay that dies
+ * with the ids and the attempts take returned), which does not run on a
+ * Citus cluster (--citus: every relay uses batches).  When the outbox is
+ * empty a relay waits for dedup's NOTIFY (a cluster sends none: it takes
+ * again after RELAY_IDLE_WAIT_MS).  Faults injected here: a relay that dies
  * after publishing and before acking (its batch comes back when its lease
  * passes and is published again), and a broker that delivers a batch
  * twice.
@@ -197,7 +199,7 @@ relay_main(void *arg)
 	int			n = *(int *) arg;
 	SimConn    *sc = &relay_conns[n - 1];
 	SimConn    *downstream = &relay_downstreams[n - 1];
-	bool		batch_api = n % 2 == 1;
+	bool		batch_api = n % 2 == 1 || sim_options.citus;
 	uint64_t	rng = sim_options.seed ^ (0x7e1a7 * (uint64_t) n);
 
 	db_connect(sc);

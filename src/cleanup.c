@@ -233,7 +233,8 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 
 /*
  * Published events out of the outbox's log: up to batch_size of them, of
- * its partition (one server has one), by
+ * its partitions here (one server has one; a Citus node those of the shards
+ * it holds), by
  * dedup.outbox_trim() (sql/functions/outbox.sql), run as the owner of the
  * outbox, as the relay's functions are (a cleanup role need not be allowed
  * to delete from it).  Sets *done when fewer went, or when the database's
@@ -242,37 +243,51 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 static int64
 cleanup_outbox_log(int batch_size, bool *done)
 {
-	Relation	outbox;
 	Oid			owner;
 	Oid			save_userid;
 	int			save_sec_context;
-	DedupFingerprint part;
+	DedupFingerprint *parts;
+	bool	   *local;
+	int			nparts;
 	Oid			argtypes[2];
 	Datum		args[2];
 	bool		isnull;
-	int64		deleted;
+	int64		deleted = 0;
 
 	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS)) ||
-		dedup_node_is_citus_worker())
+		(!dedup_relation_hashed(DEDUP_REL_OUTBOX) && dedup_node_is_citus_worker()))
 	{
 		*done = true;
 		return 0;
 	}
-	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
-	owner = outbox->rd_rel->relowner;
-	table_close(outbox, NoLock);
-	dedup_outbox_part(0, &part);
+	if (dedup_relation_hashed(DEDUP_REL_OUTBOX))
+		nparts = dedup_cluster_partitions(&parts, &local);
+	else
+	{
+		nparts = 1;
+		parts = palloc(sizeof(DedupFingerprint));
+		local = palloc(sizeof(bool));
+		dedup_outbox_part(0, parts);
+		local[0] = true;
+	}
+	owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
 	argtypes[0] = dedup_fingerprint_type();
-	args[0] = PointerGetDatum(&part);
 	argtypes[1] = INT4OID;
-	args[1] = Int32GetDatum(batch_size);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT dedup.outbox_trim($1, $2)", 2, argtypes, args, NULL,
-							  false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not trim the outbox's log");
-	deleted = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	for (int i = 0; i < nparts && deleted < batch_size; i++)
+	{
+		if (!local[i])
+			continue;
+		args[0] = PointerGetDatum(&parts[i]);
+		args[1] = Int32GetDatum(batch_size - (int32) deleted);
+		if (SPI_execute_with_args("SELECT dedup.outbox_trim($1, $2)", 2, argtypes, args, NULL,
+								  false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not trim the outbox's log");
+		deleted += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											   &isnull));
+	}
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	*done = deleted < batch_size;

@@ -92,6 +92,7 @@ typedef struct ClusterShard
 	int32		shardindex;		/* its place among the table's shards, by range */
 	int32		group;			/* the node group of its placement (of a hash-distributed table: one) */
 	bool		local;			/* its placement is on this node */
+	int32		partition;		/* the outbox partition it holds, once found; -1 before */
 	Oid			heap;			/* its table here, once looked up */
 	Oid			index;			/* its primary key here, once looked up */
 } ClusterShard;
@@ -118,6 +119,7 @@ static uint64 cluster_resets = 0;
 
 /* set while dedup_call_on_shard runs a forwarded call: it is not forwarded again */
 static bool cluster_forwarded = false;
+static DedupFingerprint cluster_forwarded_key;	/* the key it was routed by */
 
 /* this transaction sent a call to another node (reset at its end) */
 static bool cluster_sent_in_xact = false;
@@ -206,6 +208,7 @@ cluster_read_shards(Oid relid, ClusterShard **result)
 		shards[i].group = DatumGetInt32(SPI_getbinval(tuple, desc, 6, &isnull));
 		shards[i].colocationid = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
 		shards[i].shardindex = i;
+		shards[i].partition = -1;
 	}
 	SPI_finish();
 	*result = shards;
@@ -222,6 +225,13 @@ cluster_shard_relid(const char *relname, int64 shardid)
 
 	pfree(name);
 	return relid;
+}
+
+/* The primary key of one of dedup's distributed tables */
+static DedupRelation
+cluster_pkey_of(DedupRelation table)
+{
+	return table == DEDUP_REL_OUTBOX ? DEDUP_REL_OUTBOX_PKEY : table + 1;
 }
 
 /* A shard of one of dedup's key tables or their primary keys on this node, or none */
@@ -407,7 +417,7 @@ dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 		if (!OidIsValid(shard->heap))
 		{
 			Oid			heapid = cluster_key_shard_relid(table, shardid);
-			Oid			indexid = cluster_key_shard_relid(table + 1, shardid);
+			Oid			indexid = cluster_key_shard_relid(cluster_pkey_of(table), shardid);
 
 			if (!OidIsValid(heapid) || !OidIsValid(indexid))
 				ereport(ERROR,
@@ -457,13 +467,92 @@ dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max)
 }
 
 /* ---------------------------------------------------------------------
+ * The outbox's partitions: one a shard of dedup.claims
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The partition a shard holds: the number k of the first part (k's 4
+ * bytes, big-endian, then zeros; outbox.c) whose hash falls in the shard's
+ * range, so that Citus keeps the rows of the partition in that shard, with
+ * the claims (and a business table's rows) of the keys it holds.  Found
+ * once per shard map; a batch's id has room for numbers below 2^16.
+ */
+static int32
+cluster_partition_of_shard(ClusterShard *shard)
+{
+	DedupFingerprint part;
+
+	for (uint32 k = 0; shard->partition < 0; k++)
+	{
+		int32		hash;
+
+		if (k > DEDUP_OUTBOX_MAX_PARTITION)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("shard " INT64_FORMAT " of dedup.claims has no outbox partition below %d",
+							shard->shardid, DEDUP_OUTBOX_MAX_PARTITION + 1),
+					 errdetail("The outbox's partitions are numbered below %d, and no number that low falls in the shard's range of hashes.",
+							   DEDUP_OUTBOX_MAX_PARTITION + 1),
+					 errhint("Distribute dedup's tables with fewer shards.")));
+		dedup_outbox_part(k, &part);
+		hash = DatumGetInt32(DirectFunctionCall1(dedup_fingerprint_hash, PointerGetDatum(&part)));
+		if (hash >= shard->min && hash <= shard->max)
+			shard->partition = (int32) k;
+	}
+	return shard->partition;
+}
+
+/*
+ * The part of the outbox partition that holds the events of an aggregate,
+ * of fingerprint afp: the partition of the shard of dedup.claims that holds
+ * afp.
+ */
+void
+dedup_cluster_partition(const DedupFingerprint *afp, DedupFingerprint *part)
+{
+	dedup_outbox_part(cluster_partition_of_shard(cluster_shard_of(DEDUP_REL_CLAIMS, afp)), part);
+}
+
+/*
+ * Every partition of the outbox, one a shard of dedup.claims, in the
+ * shards' order, as parts; *local[i] says whether part i is on this node.
+ * Returns how many.
+ */
+int
+dedup_cluster_partitions(DedupFingerprint **parts, bool **local)
+{
+	ClusterMap *map = cluster_map(DEDUP_REL_CLAIMS);
+	int			n = map->nshards;
+
+	*parts = palloc(sizeof(DedupFingerprint) * n);
+	*local = palloc(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		dedup_outbox_part(cluster_partition_of_shard(&map->shards[i]), &(*parts)[i]);
+		(*local)[i] = map->shards[i].local;
+	}
+	return n;
+}
+
+/* ---------------------------------------------------------------------
  * Forwarding a call to the node of its key's shard
  * ---------------------------------------------------------------------
  */
 
+/*
+ * The key a call running here was forwarded by (dedup_call_on_shard), or
+ * NULL when it was not forwarded.
+ */
+const DedupFingerprint *
+dedup_cluster_forwarded_key(void)
+{
+	return cluster_forwarded ? &cluster_forwarded_key : NULL;
+}
+
 /* The columns of a row of a forwarded call's result, as C strings (NULL for NULL) */
-static char **
-cluster_row_values(ArrayType *row, int *n)
+char **
+dedup_cluster_row_values(ArrayType *row, int *n)
 {
 	Datum	   *elems;
 	bool	   *nulls;
@@ -496,7 +585,7 @@ cluster_result(FunctionCallInfo fcinfo, List *rows)
 		meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
 		foreach(lc, rows)
 		{
-			values = cluster_row_values(lfirst(lc), &n);
+			values = dedup_cluster_row_values(lfirst(lc), &n);
 			if (n != rsinfo->setDesc->natts)
 				elog(ERROR, "a forwarded call returned %d columns, not %d", n, rsinfo->setDesc->natts);
 			tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
@@ -509,7 +598,7 @@ cluster_result(FunctionCallInfo fcinfo, List *rows)
 		fcinfo->isnull = true;
 		return (Datum) 0;
 	}
-	values = cluster_row_values(linitial(rows), &n);
+	values = dedup_cluster_row_values(linitial(rows), &n);
 	if (class == TYPEFUNC_COMPOSITE)
 	{
 		if (n != tupdesc->natts)
@@ -744,7 +833,7 @@ dedup_cluster_batch(FunctionCallInfo fcinfo, DedupRelation table, const DedupFin
 			foreach(lc, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, nulls, &fps[run[0]]))
 			{
 				int			ncols;
-				char	  **values = cluster_row_values(lfirst(lc), &ncols);
+				char	  **values = dedup_cluster_row_values(lfirst(lc), &ncols);
 
 				if (ncols != 1 || values[0] == NULL)
 					elog(ERROR, "a batch sent to another node returned a row that is not one key");
@@ -783,7 +872,6 @@ dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey 
 {
 	text	   *scope;
 	DedupFingerprint fp;
-	ClusterShard *shard;
 
 	if (!dedup_relation_hashed(table))
 		return false;
@@ -792,7 +880,19 @@ dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey 
 		dedup_stream_key(scope, dedup_scope_arg(fcinfo, 1, "stream"), &fp);
 	else
 		dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
-	shard = cluster_shard_of(table, &fp);
+	return dedup_cluster_route_key(fcinfo, table, &fp, result);
+}
+
+/*
+ * Route a call by a key already fingerprinted, fp, in table (distributed):
+ * as dedup_cluster_route().
+ */
+bool
+dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table,
+						const DedupFingerprint *fp, Datum *result)
+{
+	ClusterShard *shard = cluster_shard_of(table, fp);
+
 	if (shard->local)
 		return false;
 	if (cluster_forwarded)
@@ -806,11 +906,18 @@ dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey 
 	 * transaction's next statement went to the new one.
 	 */
 	cluster_lock_shard(shard);
-	shard = cluster_shard_of(table, &fp);
+	shard = cluster_shard_of(table, fp);
 	if (shard->local)
 		return false;
-	*result = cluster_forward(fcinfo, &fp);
+	*result = cluster_forward(fcinfo, fp);
 	return true;
+}
+
+/* Whether the shard of key fp of a distributed table is on this node. */
+bool
+dedup_cluster_is_local(DedupRelation table, const DedupFingerprint *fp)
+{
+	return cluster_shard_of(table, fp)->local;
 }
 
 /*
@@ -838,6 +945,7 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 	StringInfoData sql;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	bool		save_forwarded = cluster_forwarded;
+	DedupFingerprint save_key = cluster_forwarded_key;
 
 	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -883,6 +991,10 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	cluster_forwarded = true;
+	if (!PG_ARGISNULL(0))
+		memcpy(&cluster_forwarded_key, PG_GETARG_DEDUP_FINGERPRINT_P(0), sizeof(DedupFingerprint));
+	else
+		memset(&cluster_forwarded_key, 0, sizeof(DedupFingerprint));
 	PG_TRY();
 	{
 		if (SPI_execute_with_args(sql.data, nargs, argtypes, values, nulls, false, 0) != SPI_OK_SELECT)
@@ -891,6 +1003,7 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 	PG_FINALLY();
 	{
 		cluster_forwarded = save_forwarded;
+		cluster_forwarded_key = save_key;
 	}
 	PG_END_TRY();
 	for (uint64 r = 0; r < SPI_processed; r++)
@@ -917,5 +1030,54 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &row, &rownull);
 	}
 	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * dedup.outbox_partition_of(topic text, aggregate_id text)
+ *	RETURNS dedup_fingerprint
+ *
+ * The part of the outbox partition of an aggregate's events, on a cluster
+ * whose dedup.claims is distributed (dedup_distribute() moves the events
+ * there by it).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_partition_of);
+Datum
+dedup_outbox_partition_of(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint afp;
+	DedupFingerprint *part = palloc(sizeof(DedupFingerprint));
+
+	dedup_key_datum(PG_GETARG_DATUM(1), -1, PG_GETARG_TEXT_PP(0), &afp);
+	dedup_cluster_partition(&afp, part);
+	PG_RETURN_DEDUP_FINGERPRINT_P(part);
+}
+
+/*
+ * dedup.outbox_partitions() RETURNS SETOF dedup_fingerprint
+ *
+ * The parts of every partition of the outbox on a cluster: one a shard of
+ * dedup.claims.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_partitions);
+Datum
+dedup_outbox_partitions(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DedupFingerprint *parts;
+	bool	   *local;
+	int			n = dedup_cluster_partitions(&parts, &local);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (int i = 0; i < n; i++)
+	{
+		DedupFingerprint *part = palloc(sizeof(DedupFingerprint));
+		Datum		value;
+		bool		isnull = false;
+
+		memcpy(part, &parts[i], sizeof(DedupFingerprint));
+		value = PointerGetDatum(part);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
 	return (Datum) 0;
 }

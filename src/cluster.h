@@ -11,6 +11,7 @@
 #define DEDUP_CLUSTER_H
 
 #include "nodes/pg_list.h"
+#include "utils/array.h"
 
 #include "dedup.h"
 
@@ -36,12 +37,21 @@ extern bool dedup_cluster_forget(Oid relid);
 
 extern bool dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table,
 								DedupRouteKey how, int16 typlen, Datum *result);
+extern bool dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table,
+									const DedupFingerprint *fp, Datum *result);
+extern bool dedup_cluster_is_local(DedupRelation table, const DedupFingerprint *fp);
+extern const DedupFingerprint *dedup_cluster_forwarded_key(void);
 extern void dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 									 LOCKMODE lockmode, Relation *heap, Relation *index);
 extern int	dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max);
 
+/* the outbox's partitions (one a shard of dedup.claims) */
+extern void dedup_cluster_partition(const DedupFingerprint *afp, DedupFingerprint *part);
+extern int	dedup_cluster_partitions(DedupFingerprint **parts, bool **local);
+
 extern List *dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 								const DedupFingerprint *route);
+extern char **dedup_cluster_row_values(ArrayType *row, int *n);
 
 /* a batch's runs of keys (dedup_cluster_batch) */
 typedef void (*DedupBatchLocal) (const int *run, int n, void *arg);

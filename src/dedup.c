@@ -308,6 +308,25 @@ dedup_read_citus_worker(void)
 	return worker;
 }
 
+/*
+ * The owner of one of the extension's tables: of the table, or of the shell
+ * Citus keeps of it where it is distributed.
+ */
+Oid
+dedup_relation_owner(DedupRelation rel)
+{
+	Relation	r;
+	Oid			owner;
+
+	if (dedup_relation_hashed(rel))
+		r = relation_open(dedup_relation_lookup(rel), AccessShareLock);
+	else
+		r = dedup_relation_open(rel, AccessShareLock);
+	owner = r->rd_rel->relowner;
+	relation_close(r, NoLock);
+	return owner;
+}
+
 /* The OID of type dedup_fingerprint: that of the key of dedup.claims. */
 Oid
 dedup_fingerprint_type(void)

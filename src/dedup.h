@@ -82,9 +82,11 @@ typedef enum DedupRelation
 extern Oid	dedup_relation_lookup(DedupRelation rel);
 extern Oid	dedup_relation_oid(DedupRelation rel);
 extern Oid	dedup_fingerprint_type(void);
+extern Oid	dedup_relation_owner(DedupRelation rel);
 extern char *dedup_fingerprint_eq_sql(void);
 
 /* outbox.c */
+#define DEDUP_OUTBOX_MAX_PARTITION 65535	/* a batch's id has room for no more */
 extern void dedup_outbox_part(uint32 n, DedupFingerprint *part);
 extern bool dedup_relation_hashed(DedupRelation rel);
 extern bool dedup_node_is_citus_worker(void);

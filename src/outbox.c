@@ -85,6 +85,7 @@
 #include "utils/uuid.h"
 
 #include "dedup.h"
+#include "cluster.h"
 #include "store.h"
 
 /* The channel relays LISTEN on. */
@@ -98,7 +99,7 @@
 /* A batch's id: partition number, slot and generation (outbox_batch_id) */
 #define OUTBOX_BATCH_PART_SHIFT 47
 #define OUTBOX_BATCH_SLOT_SHIFT 31
-#define OUTBOX_BATCH_MAX_PART 65535
+#define OUTBOX_BATCH_MAX_PART DEDUP_OUTBOX_MAX_PARTITION
 #define OUTBOX_BATCH_MAX_SLOT 65535
 
 /* The insert's kept plans: for a 1.1 database, and for one still at 1.0 */
@@ -136,14 +137,32 @@ outbox_part_number(const DedupFingerprint *part)
 		((uint32) part->bytes[2] << 8) | (uint32) part->bytes[3];
 }
 
+/* Whether the outbox is distributed by Citus (dedup_distribute()). */
+static bool
+outbox_distributed(void)
+{
+	return dedup_relation_hashed(DEDUP_REL_OUTBOX);
+}
+
 /*
  * The partition the events of an aggregate go to: on one server, the one
- * there is.
+ * there is; on a Citus cluster, that of the shard of dedup.claims that
+ * holds the aggregate's key, the fingerprint of (topic, aggregate id), so
+ * that a business table distributed by dedup_key(topic, aggregate id) has
+ * its rows in the same shard as the aggregate's events.
  */
 static void
-outbox_partition(const text *topic, const text *aggregate_id, DedupFingerprint *part)
+outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part)
 {
-	dedup_outbox_part(0, part);
+	if (outbox_distributed())
+	{
+		DedupFingerprint afp;
+
+		dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &afp);
+		dedup_cluster_partition(&afp, part);
+	}
+	else
+		dedup_outbox_part(0, part);
 }
 
 /*
@@ -258,18 +277,28 @@ outbox_legacy_key(const text *topic, const DedupFingerprint *fp)
 static bool
 outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *tag)
 {
-	Relation	heap = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
-	Relation	index = index_open(dedup_relation_oid(DEDUP_REL_OUTBOX_PKEY), AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	Relation	heap;
+	Relation	index;
+	TupleTableSlot *slot;
 	SnapshotData dirty;
 	ScanKeyData skey[2];
-	Oid			part_eq = get_opfamily_member(index->rd_opfamily[0], index->rd_opcintype[0],
-											  index->rd_opcintype[0], BTEqualStrategyNumber);
+	Oid			part_eq;
 	IndexScanDesc scan;
 	bool		found;
 	uint32		hi;
 	uint32		lo;
 
+	/* on a cluster, the partition's shard here, under Citus's lock of it */
+	if (outbox_distributed())
+		dedup_cluster_shard_open(DEDUP_REL_OUTBOX, part, AccessShareLock, &heap, &index);
+	else
+	{
+		heap = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
+		index = index_open(dedup_relation_oid(DEDUP_REL_OUTBOX_PKEY), AccessShareLock);
+	}
+	slot = table_slot_create(heap, NULL);
+	part_eq = get_opfamily_member(index->rd_opfamily[0], index->rd_opcintype[0],
+								  index->rd_opcintype[0], BTEqualStrategyNumber);
 	memcpy(&hi, id->data, sizeof(hi));
 	memcpy(&lo, id->data + sizeof(hi), sizeof(lo));
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_EVENT);
@@ -308,9 +337,73 @@ outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *
 				 errmsg("could not serialize access due to concurrent put")));
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
+	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return found;
+}
+
+static bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);
+
+/*
+ * On a Citus cluster, the outbox's sequence is this node's (Citus gives each
+ * node a range of it), and a partition may have come here from a node whose
+ * range is higher: before an event of the partition gets its number, the
+ * sequence is moved past every number the topic's log in the partition has
+ * used or passed, so that the log's order, and the topic's position in it,
+ * hold.  Inside SPI, as the owner of the outbox.
+ */
+static void
+outbox_sequence_catch_up(const DedupFingerprint *part, text *topic)
+{
+	Oid			seq = dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ);
+	int64		used;
+	LOCAL_FCINFO(seqinfo, 1);
+	Datum		last;
+
+	if (!outbox_partition_last_seq(part, topic, &used))
+		return;
+	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
+	seqinfo->args[0].value = ObjectIdGetDatum(seq);
+	seqinfo->args[0].isnull = false;
+	last = pg_sequence_last_value(seqinfo);
+	if (seqinfo->isnull || DatumGetInt64(last) < used)
+		(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq), Int64GetDatum(used));
+}
+
+/*
+ * On a cluster, the last number the log of a topic in a partition used, or
+ * its relays' position passed; false if neither.  Runs its own SPI.
+ */
+static bool
+outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last)
+{
+	static SPIPlanPtr plan = NULL;
+	Datum		args[2] = {PointerGetDatum(part), PointerGetDatum(topic)};
+	bool		isnull;
+
+	SPI_connect();
+	if (plan == NULL)
+	{
+		char	   *eq = dedup_fingerprint_eq_sql();
+		Oid			argtypes[2] = {dedup_fingerprint_type(), TEXTOID};
+
+		plan = SPI_prepare(psprintf("SELECT GREATEST("
+									" (SELECT o.seq FROM dedup.outbox AS o WHERE o.part %s $1"
+									"  AND o.topic OPERATOR(pg_catalog.=) $2 ORDER BY o.seq DESC LIMIT 1),"
+									" (SELECT t.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_topics AS t"
+									"  WHERE t.part %s $1 AND t.topic OPERATOR(pg_catalog.=) $2))",
+									eq, eq),
+						   2, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the outbox's sequence check: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+	}
+	if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the outbox partition's last number");
+	*last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	return !isnull;
 }
 
 /*
@@ -328,14 +421,12 @@ outbox_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *to
 {
 	Datum		values[OUTBOX_INSERT_NARGS];
 	char		nulls[OUTBOX_INSERT_NARGS] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	Relation	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
-	Oid			owner = outbox->rd_rel->relowner;
+	Oid			owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
 	Oid			save_userid;
 	int			save_sec_context;
 	bool		inserted;
 	LOCKTAG		tag;
 
-	table_close(outbox, NoLock);
 	outbox_topic_locktag(&tag, topic);
 	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
@@ -385,6 +476,8 @@ outbox_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *to
 	if (headers == NULL)
 		nulls[6] = 'n';
 	values[7] = PointerGetDatum(part);
+	if (!at_1_0 && outbox_distributed())
+		outbox_sequence_catch_up(part, topic);
 	if (SPI_execute_plan(outbox_insert_plans[at_1_0], values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not insert an outbox event");
 	inserted = (SPI_processed > 0);
@@ -441,8 +534,16 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("headers must be a JSON object")));
 
-	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
 	outbox_partition(topic, aggregate_id ? aggregate_id : key, &part);
+	if (outbox_distributed())
+	{
+		Datum		result;
+
+		/* on a cluster, put on the node of the partition's shard */
+		if (dedup_cluster_route_key(fcinfo, DEDUP_REL_OUTBOX, &part, &result))
+			return result;
+	}
+	outbox_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
 	at_1_0 = !OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS));
 	if (at_1_0)
 	{
@@ -455,8 +556,8 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 								 false);
 		key_store_close(&ks);
 	}
-	else if (outbox_legacy_key(topic, &fp))
-		is_new = false;
+	else if (!outbox_distributed() && outbox_legacy_key(topic, &fp))
+		is_new = false;		/* (a cluster has none: dedup_distribute() wants none) */
 	else
 	{
 		is_new = !outbox_event_exists(&part, (pg_uuid_t *) fp.bytes, &event_lock);
@@ -468,7 +569,13 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 								type ? type : topic,
 								payload, headers))
 	{
-		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
+		/*
+		 * No wake-up on a cluster: a node's relays are not woken by another
+		 * node's events, and a transaction that notified cannot be prepared
+		 * for Citus's two-phase commit
+		 */
+		if (!outbox_distributed())
+			Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
 		dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_PUT, 1);
 	}
 	/* the event is in the log (or not to be put): other puts of it may look */
@@ -491,8 +598,8 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
  * lock, not a row lock: no WAL).  The empty topic's guards the numbering of
  * the partition's slots.
  */
-static void
-outbox_lock_relay(const DedupFingerprint *part, const text *topic)
+static bool
+outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wait)
 {
 	uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
 										VARSIZE_ANY_EXHDR(topic),
@@ -501,7 +608,7 @@ outbox_lock_relay(const DedupFingerprint *part, const text *topic)
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 DEDUP_LOCKTAG_RELAY);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	return LockAcquire(&tag, ExclusiveLock, false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 /*
@@ -512,7 +619,7 @@ PG_FUNCTION_INFO_V1(dedup_outbox_lock_relay);
 Datum
 dedup_outbox_lock_relay(PG_FUNCTION_ARGS)
 {
-	outbox_lock_relay(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1));
+	(void) outbox_lock_relay(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), false);
 	PG_RETURN_VOID();
 }
 
@@ -532,33 +639,47 @@ outbox_check_isolation(void)
 }
 
 /*
- * dedup.outbox_stable_seq(topic text) RETURNS bigint
+ * dedup.outbox_stable_seq(in_part dedup_fingerprint, topic text) RETURNS bigint
  *
- * A seq up to which every put of the topic has settled: the last number
- * the outbox's sequence gave, once every producer of the topic that may
- * hold a number up to it has ended (never waiting for the caller's own
- * transaction).  The caller's next statement, with a snapshot taken after
- * this returned, sees every event of the topic up to it that committed; a
- * transaction snapshot taken before could not, so the take refuses to run
- * in one.
+ * A seq up to which every put of the topic in the partition has settled:
+ * the last number the outbox's sequence gave, once every producer of the
+ * topic that may hold a number up to it has ended (never waiting for the
+ * caller's own transaction).  The caller's next statement, with a snapshot
+ * taken after this returned, sees every event of the topic up to it that
+ * committed; a transaction snapshot taken before could not, so the take
+ * refuses to run in one.  On a cluster, where the sequence is this node's,
+ * at least the last number the partition's log of the topic has: its
+ * events of numbers above the sequence's came from another node, committed
+ * (dedup_distribute(), a shard move), and a put here first moves the
+ * sequence past them (outbox_sequence_catch_up()).
  */
 PG_FUNCTION_INFO_V1(dedup_outbox_stable_seq);
 Datum
 dedup_outbox_stable_seq(PG_FUNCTION_ARGS)
 {
-	text	   *topic = PG_GETARG_TEXT_PP(0);
+	DedupFingerprint *part = PG_GETARG_DEDUP_FINGERPRINT_P(0);
+	text	   *topic = PG_GETARG_TEXT_PP(1);
 	LOCAL_FCINFO(seqinfo, 1);
 	Datum		last;
 	LOCKTAG		tag;
+	int64		stable;
+	int64		in_log;
 
 	outbox_check_isolation();
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
-	seqinfo->args[0].value = ObjectIdGetDatum(dedup_relation_oid(DEDUP_REL_OUTBOX_SEQ));
+	/* on a cluster, this node's (the sequence is every node's own) */
+	seqinfo->args[0].value = ObjectIdGetDatum(dedup_relation_hashed(DEDUP_REL_OUTBOX) ?
+											  dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ) :
+											  dedup_relation_oid(DEDUP_REL_OUTBOX_SEQ));
 	seqinfo->args[0].isnull = false;
 	last = pg_sequence_last_value(seqinfo);
+	stable = seqinfo->isnull ? 0 : DatumGetInt64(last);
+	if (dedup_relation_hashed(DEDUP_REL_OUTBOX) &&
+		outbox_partition_last_seq(part, topic, &in_log) && in_log > stable)
+		stable = in_log;
 	outbox_topic_locktag(&tag, topic);
 	WaitForLockers(tag, ShareLock, false);
-	PG_RETURN_INT64(seqinfo->isnull ? 0 : DatumGetInt64(last));
+	PG_RETURN_INT64(stable);
 }
 
 /*
@@ -798,7 +919,7 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	 * The topic's position; nothing in outbox_retry, something in the log;
 	 * the slots: none expired, one free; the aggregates the busy ones hold
 	 */
-	outbox_lock_relay(part, topic);
+	(void) outbox_lock_relay(part, topic, false);
 	args[0] = PointerGetDatum(part);
 	args[1] = PointerGetDatum(topic);
 	fast_run(FAST_STATE, args, 0);
@@ -847,7 +968,8 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	if (slot < 0)
 		return false;
 
-	stable = DatumGetInt64(DirectFunctionCall1(dedup_outbox_stable_seq, PointerGetDatum(topic)));
+	stable = DatumGetInt64(DirectFunctionCall2(dedup_outbox_stable_seq, PointerGetDatum(part),
+											   PointerGetDatum(topic)));
 	args[2] = Int64GetDatum(pos);
 	args[3] = Int64GetDatum(stable);
 	args[4] = Int32GetDatum(batch_size);
@@ -954,6 +1076,175 @@ fast_ack(DedupFingerprint *part, int64 batch_id, char **topic)
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 }
 
+/* ---------------------------------------------------------------------
+ * The relay on a Citus cluster
+ *
+ * The outbox is distributed by partition, each a shard of dedup.claims.  A
+ * call of the relay made by a client runs, through dedup_call_on_shard, on
+ * the node of each partition it concerns, as the same call forwarded by
+ * that partition's part: there it works in that partition alone (below).
+ * A take tries this node's partitions first, then the others', each from
+ * where this backend's last take stopped, and hands out the first batch it
+ * finds; an ack or nack of a batch goes to the partition its id names;
+ * redrive and the figures go to every partition.  The 1.0 calls, which name
+ * events by id (an id does not say its partition), do not run on a
+ * cluster.
+ * ---------------------------------------------------------------------
+ */
+
+/* The figures of one topic, summed over the partitions */
+typedef struct RelayTopicStats
+{
+	char	   *topic;
+	int64		pending;
+	int64		in_flight;
+	int64		dead;
+	Datum		oldest;			/* an interval, or 0 for none */
+} RelayTopicStats;
+
+static int
+relay_stats_cmp(const void *a, const void *b)
+{
+	return strcmp(((const RelayTopicStats *) a)->topic, ((const RelayTopicStats *) b)->topic);
+}
+
+/* The partition after the one this backend's last take on a cluster took from */
+static int	relay_next_partition = 0;
+
+static Datum
+relay_on_cluster(FunctionCallInfo fcinfo, RelayFunction *rf)
+{
+	DedupFingerprint *parts;
+	bool	   *local;
+	int			nparts = dedup_cluster_partitions(&parts, &local);
+	Datum	   *args = palloc(sizeof(Datum) * Max(PG_NARGS(), 1));
+	bool	   *argnulls = palloc(sizeof(bool) * Max(PG_NARGS(), 1));
+
+	for (int i = 0; i < PG_NARGS(); i++)
+	{
+		argnulls[i] = PG_ARGISNULL(i);
+		args[i] = argnulls[i] ? (Datum) 0 : PG_GETARG_DATUM(i);
+	}
+	if (strcmp(rf->name, "dedup_outbox_take_batch") == 0)
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		AttInMetadata *meta;
+
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+		meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
+		/* this node's partitions, then the others' */
+		for (int pass = 0; pass < 2; pass++)
+		{
+			for (int j = 0; j < nparts; j++)
+			{
+				int			i = (relay_next_partition + j) % nparts;
+				List	   *rows;
+				ListCell   *lc;
+
+				if (local[i] != (pass == 0))
+					continue;
+				rows = dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, &parts[i]);
+				if (rows == NIL)
+					continue;
+				foreach(lc, rows)
+				{
+					int			n;
+					char	  **values = dedup_cluster_row_values(lfirst(lc), &n);
+
+					if (n != rsinfo->setDesc->natts)
+						elog(ERROR, "a take on another node returned %d columns, not %d",
+							 n, rsinfo->setDesc->natts);
+					tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
+				}
+				relay_next_partition = (i + 1) % nparts;
+				return (Datum) 0;
+			}
+		}
+		return (Datum) 0;
+	}
+	if (strcmp(rf->name, "dedup_outbox_redrive") == 0)
+	{
+		int64		n = 0;
+
+		for (int i = 0; i < nparts; i++)
+		{
+			List	   *rows = dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, &parts[i]);
+			int			ncols;
+			char	  **values;
+
+			if (rows == NIL)
+				continue;
+			values = dedup_cluster_row_values(linitial(rows), &ncols);
+			if (ncols == 1 && values[0] != NULL)
+				n += pg_strtoint64(values[0]);
+		}
+		PG_RETURN_INT32((int32) Min(n, PG_INT32_MAX));
+	}
+	if (strcmp(rf->name, "dedup_outbox_stats") == 0)
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		RelayTopicStats *stats = NULL;
+		int			nstats = 0;
+
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+		for (int i = 0; i < nparts; i++)
+		{
+			ListCell   *lc;
+
+			foreach(lc, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, &parts[i]))
+			{
+				int			ncols;
+				char	  **values = dedup_cluster_row_values(lfirst(lc), &ncols);
+				RelayTopicStats *s = NULL;
+
+				if (ncols != 5 || values[0] == NULL)
+					elog(ERROR, "the figures of a partition have %d columns, not 5", ncols);
+				for (int k = 0; k < nstats && s == NULL; k++)
+					if (strcmp(stats[k].topic, values[0]) == 0)
+						s = &stats[k];
+				if (s == NULL)
+				{
+					stats = stats ? repalloc(stats, sizeof(RelayTopicStats) * (nstats + 1)) :
+						palloc(sizeof(RelayTopicStats));
+					s = &stats[nstats++];
+					memset(s, 0, sizeof(RelayTopicStats));
+					s->topic = values[0];
+				}
+				s->pending += values[1] ? pg_strtoint64(values[1]) : 0;
+				s->in_flight += values[2] ? pg_strtoint64(values[2]) : 0;
+				s->dead += values[3] ? pg_strtoint64(values[3]) : 0;
+				if (values[4] != NULL)
+				{
+					Datum		age = DirectFunctionCall3(interval_in, CStringGetDatum(values[4]),
+														  ObjectIdGetDatum(InvalidOid),
+														  Int32GetDatum(-1));
+
+					if (s->oldest == (Datum) 0 ||
+						DatumGetBool(DirectFunctionCall2(interval_gt, age, s->oldest)))
+						s->oldest = age;
+				}
+			}
+		}
+		if (nstats > 1)
+			qsort(stats, nstats, sizeof(RelayTopicStats), relay_stats_cmp);
+		for (int k = 0; k < nstats; k++)
+		{
+			Datum		values[5];
+			bool		nulls[5] = {false, false, false, false, stats[k].oldest == (Datum) 0};
+
+			values[0] = CStringGetTextDatum(stats[k].topic);
+			values[1] = Int64GetDatum(stats[k].pending);
+			values[2] = Int64GetDatum(stats[k].in_flight);
+			values[3] = Int64GetDatum(stats[k].dead);
+			values[4] = stats[k].oldest;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		return (Datum) 0;
+	}
+	elog(ERROR, "%s() has no way to run on a Citus cluster", rf->name);
+	return (Datum) 0;
+}
+
 PG_FUNCTION_INFO_V1(dedup_outbox_relay);
 Datum
 dedup_outbox_relay(PG_FUNCTION_ARGS)
@@ -964,7 +1255,6 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	Datum		values[RELAY_MAX_ARGS + 2];
 	char		nulls[RELAY_MAX_ARGS + 2];
 	DedupFingerprint part;
-	Relation	outbox;
 	Oid			owner;
 	Oid			save_userid;
 	int			save_sec_context;
@@ -980,10 +1270,58 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	char	   *acked_topic = NULL;
 	int32		acked = -1;
 	bool		done = false;
+	bool		of_batch = strcmp(rf->name, "dedup_outbox_ack_batch") == 0 ||
+		strcmp(rf->name, "dedup_outbox_nack_batch") == 0;
+	bool		in_one_partition = false;
 	MemoryContext outer = CurrentMemoryContext;
 
 	if (!rf->read_only)
 		dedup_check_writable(rf->name);
+
+	/*
+	 * The partition: a batch's is in its id (one of no batch's id finds
+	 * none); the figures are of every partition; the rest work in the one
+	 * there is.  On a cluster, see above.
+	 */
+	dedup_outbox_part(0, &part);
+	if (of_batch && !PG_ARGISNULL(0))
+		(void) outbox_batch_part(PG_GETARG_INT64(0), &part);
+	if (outbox_distributed())
+	{
+		const DedupFingerprint *forwarded = dedup_cluster_forwarded_key();
+		Datum		routed;
+
+		if (strcmp(rf->name, "dedup_outbox_take") == 0 ||
+			strcmp(rf->name, "dedup_outbox_ack") == 0 ||
+			strcmp(rf->name, "dedup_outbox_nack") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s() does not run on a Citus cluster", rf->name),
+					 errdetail("The outbox is kept in partitions there, and an event's id does not say its partition."),
+					 errhint("Take, ack and nack batches: dedup_outbox_take_batch, dedup_outbox_ack_batch, dedup_outbox_nack_batch.")));
+		if (forwarded != NULL)
+			memcpy(&part, forwarded, sizeof(part));
+		else if (!of_batch)
+			return relay_on_cluster(fcinfo, rf);
+		/* the batch's partition, or the one forwarded here: run there */
+		if (dedup_cluster_route_key(fcinfo, DEDUP_REL_OUTBOX, &part, &routed))
+			return routed;
+		in_one_partition = true;
+
+		/*
+		 * A take of a cluster's relay passes a partition whose relay lock
+		 * another take holds (it is taking from it): no take waits for
+		 * another, so takes that go through the partitions in different
+		 * orders, each holding the locks of those it passed until it
+		 * commits, never deadlock.
+		 */
+		if (forwarded != NULL && strcmp(rf->name, "dedup_outbox_take_batch") == 0 &&
+			!PG_ARGISNULL(0) && !outbox_lock_relay(&part, PG_GETARG_TEXT_PP(0), true))
+		{
+			InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+			return (Datum) 0;
+		}
+	}
 	if (take)
 		outbox_check_isolation();
 	/* the fast path's take checks as the PL/pgSQL one does, first */
@@ -994,21 +1332,10 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	if (ack_whole)
 		dedup_check_interval(PG_GETARG_INTERVAL_P(2), "retry_delay", true,
 							 GetCurrentStatementStartTimestamp());
-	/*
-	 * The partition: a batch's is in its id (one of no batch's id finds
-	 * none); the figures are of every partition; the rest work in the one
-	 * there is.
-	 */
 	values[0] = ObjectIdGetDatum(caller);
 	nulls[0] = ' ';
-	dedup_outbox_part(0, &part);
 	values[1] = PointerGetDatum(&part);
-	nulls[1] = ' ';
-	if ((strcmp(rf->name, "dedup_outbox_ack_batch") == 0 ||
-		 strcmp(rf->name, "dedup_outbox_nack_batch") == 0) && !PG_ARGISNULL(0))
-		(void) outbox_batch_part(PG_GETARG_INT64(0), &part);
-	else if (strcmp(rf->name, "dedup_outbox_stats") == 0)
-		nulls[1] = 'n';
+	nulls[1] = (strcmp(rf->name, "dedup_outbox_stats") == 0 && !in_one_partition) ? 'n' : ' ';
 	for (int i = 0; i < rf->nargs; i++)
 	{
 		values[i + 2] = PG_GETARG_DATUM(i);
@@ -1017,9 +1344,7 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	if (retset)
 		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
-	outbox = dedup_relation_open(DEDUP_REL_OUTBOX, AccessShareLock);
-	owner = outbox->rd_rel->relowner;
-	table_close(outbox, NoLock);
+	owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -1064,6 +1389,13 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 		acked_topic = MemoryContextStrdup(outer, acked_topic);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+	/*
+	 * A redrive that moved events wakes the topic's relays; not on a
+	 * cluster (see dedup_outbox_put)
+	 */
+	if (strcmp(rf->name, "dedup_outbox_redrive") == 0 && !isnull && DatumGetInt32(result) > 0 &&
+		!outbox_distributed())
+		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	if (acked_topic)
 	{
 		/* a caller without relay of the topic: 42501, and the ack undone */

@@ -71,13 +71,28 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.run_everywhere(text) FROM PUBLIC;
 
+-- The outbox's partitions on a cluster (cluster.c): that of an aggregate's
+-- events, and all of them, one a shard of dedup.claims.
+CREATE FUNCTION dedup.outbox_partition_of(topic text, aggregate_id text)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_outbox_partition_of' LANGUAGE C STRICT STABLE;
+REVOKE ALL ON FUNCTION dedup.outbox_partition_of(text, text) FROM PUBLIC;
+CREATE FUNCTION dedup.outbox_partitions()
+RETURNS SETOF @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_outbox_partitions' LANGUAGE C STRICT STABLE;
+REVOKE ALL ON FUNCTION dedup.outbox_partitions() FROM PUBLIC;
+
 -- Distribute dedup's tables on a Citus cluster, from its coordinator:
 -- claims and records (dedup.claims) and sequence marks (dedup.streams) by
--- their key, co-located; scopes and grants as reference tables; the
--- forwarded call by its key.  The time buckets of dedup.claims are merged
--- into it first (the latest row of each key), since Citus distributes no
--- table with inheritance children.  The outbox, its topics and the
--- histories stay on the coordinator.  Once, by the extension's owner.
+-- their key, co-located; the outbox's tables by partition (part), one a
+-- shard of dedup.claims, co-located with it; scopes and grants as
+-- reference tables; the forwarded call by its key.  The time buckets of
+-- dedup.claims are merged into it first (the latest row of each key),
+-- since Citus distributes no table with inheritance children; the
+-- outbox's events move to their aggregate's partition, each partition
+-- starting at its topic's position (so no batch may be handed out, and no
+-- key of 1.0 kept).  The histories stay on the coordinator.  Once, by the
+-- extension's owner.
 CREATE FUNCTION @extschema@.dedup_distribute(shard_count integer DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
@@ -112,8 +127,23 @@ BEGIN
                   HINT = 'Take the histories away first: dedup_set_scope(scope, history => ''0'').';
     END IF;
 
-    -- no call reads or writes claims while the buckets are merged
-    LOCK TABLE dedup.buckets, dedup.claims IN ACCESS EXCLUSIVE MODE;
+    -- no call reads or writes claims or the outbox while they move
+    LOCK TABLE dedup.buckets, dedup.claims, dedup.outbox, dedup.outbox_topics,
+               dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_dead, dedup.outbox_keys
+        IN ACCESS EXCLUSIVE MODE;
+    IF EXISTS (SELECT FROM dedup.outbox_batches WHERE busy) THEN
+        RAISE EXCEPTION 'the outbox has batches handed out'
+            USING ERRCODE = '55000',
+                  DETAIL = 'The events of a batch move to the partitions of their aggregates on the cluster.',
+                  HINT = 'Ack or nack them (dedup_outbox_ack_batch, dedup_outbox_nack_batch, or dedup_outbox_ack and dedup_outbox_nack by id), then distribute.';
+    END IF;
+    IF EXISTS (SELECT FROM dedup.outbox_keys WHERE expires_at > pg_catalog.statement_timestamp()) THEN
+        RAISE EXCEPTION 'keys of outbox events put by dedup 1.0 are kept'
+            USING ERRCODE = '55000',
+                  DETAIL = 'A cluster keeps the key of an event in its partition only.',
+                  HINT = 'Distribute once their topics'' retention passed (the cleanup deletes them).';
+    END IF;
+    DELETE FROM dedup.outbox_keys;
     CREATE TEMP TABLE dedup_merged ON COMMIT DROP AS
         SELECT * FROM ONLY dedup.claims WITH NO DATA;
     ALTER TABLE dedup_merged ADD COLUMN bucket integer;
@@ -148,6 +178,24 @@ BEGIN
     END LOOP;
     PERFORM create_distributed_table('dedup.claims', 'key', shard_count => n);
     PERFORM create_distributed_table('dedup.streams', 'key', colocate_with => 'dedup.claims');
+    -- the outbox: each event to the partition of its aggregate, each
+    -- partition of a topic from the topic's position (every event of it
+    -- before that was handed out, or is held in dedup.outbox_retry)
+    CREATE TEMP TABLE dedup_positions ON COMMIT DROP AS
+        SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_topics GROUP BY topic;
+    DELETE FROM dedup.outbox_topics;
+    DELETE FROM dedup.outbox_batches;
+    UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
+    UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
+    UPDATE dedup.outbox_dead SET part = dedup.outbox_partition_of(topic, aggregateid);
+    INSERT INTO dedup.outbox_topics (part, topic, next_seq)
+        SELECT p.part, x.topic, x.next_seq
+        FROM dedup_positions AS x, dedup.outbox_partitions() AS p(part);
+    PERFORM create_distributed_table('dedup.outbox', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_topics', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_batches', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_retry', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_function(
         '@extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
         colocate_with => 'dedup.claims', force_delegation => true);
@@ -163,5 +211,5 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION @extschema@.dedup_distribute(integer) IS
-    'on a Citus coordinator: distribute dedup.claims and dedup.streams by key (shard_count shards, citus.shard_count by default), make the scopes and grants reference tables, and route calls to the node of their key';
+    'on a Citus coordinator: distribute dedup.claims and dedup.streams by key (shard_count shards, citus.shard_count by default) and the outbox by partition (one a shard), make the scopes and grants reference tables, and route calls to the node of their key';
 REVOKE ALL ON FUNCTION @extschema@.dedup_distribute(integer) FROM PUBLIC;

@@ -57,9 +57,10 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
 
 -- The highest seq below which every put of topic has settled: waits for
 -- the puts of the topic in progress (never for the caller's own).
-CREATE FUNCTION dedup.outbox_stable_seq(topic text) RETURNS bigint
+CREATE FUNCTION dedup.outbox_stable_seq(in_part @extschema@.dedup_fingerprint, topic text)
+RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
-REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- The relay lock of a topic in a partition, held until the transaction
 -- ends: the takes of a topic in a partition go one after another.  The
@@ -117,30 +118,39 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_batch_id' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, integer, integer) FROM PUBLIC;
 
 -- The busy slot of partition in_part that holds batch bid, locked, or no row.
+-- (These two are PL/pgSQL, not SQL: Citus plans no statement of a SQL
+-- function that has parameters.)
 CREATE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint)
 RETURNS SETOF dedup.outbox_batches
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT * FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part
       AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
       AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy
-    FOR UPDATE
+    FOR UPDATE;
+END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
 -- The events of a batch, in order: from the log and from outbox_retry.
 -- The batch's columns are passed one by one (a row of a Citus shard has
--- a type of its own).
+-- a type of its own).  Called on its own, not inside a statement that
+-- reads a table of the outbox: on a Citus cluster such a statement runs on
+-- a shard, where no other statement on a distributed table may run.
 CREATE FUNCTION dedup.outbox_members(in_part @extschema@.dedup_fingerprint, topic text, first_seq bigint,
     last_seq bigint, settled bigint[], attempt integer, retried integer, bid bigint)
 RETURNS TABLE (seq bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                in_retry boolean)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT e.* FROM (
         SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload, o.headers,
                outbox_members.attempt, o.created_at, false
@@ -158,7 +168,8 @@ AS $$
           AND r.part OPERATOR(@extschema@.=) outbox_members.in_part
           AND r.batch = outbox_members.bid
     ) AS e
-    ORDER BY e.seq
+    ORDER BY e.seq;
+END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_members(@extschema@.dedup_fingerprint, text, bigint, bigint, bigint[], integer,
     integer, bigint) FROM PUBLIC;
@@ -172,16 +183,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     b dedup.outbox_batches;
+    n integer;
+    r integer;
+    a integer[];
 BEGIN
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
+    SELECT count(*), count(*) FILTER (WHERE m.in_retry),
+           coalesce(array_agg(pg_catalog.hashtext(m.aggregateid)), '{}')
+    INTO n, r, a
+    FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
+                              b.attempt, b.retried,
+                              dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m;
     UPDATE dedup.outbox_batches AS x
-    SET events = c.n, retried = c.r, aggregates = c.a, busy = c.n > 0
-    FROM (SELECT count(*)::integer AS n, (count(*) FILTER (WHERE m.in_retry))::integer AS r,
-                 coalesce(array_agg(pg_catalog.hashtext(m.aggregateid)), '{}') AS a
-          FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
-                                    b.attempt, b.retried,
-                                    dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m) AS c
+    SET events = n, retried = r, aggregates = a, busy = n > 0
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of
     RETURNING x.* INTO b;
     RETURN b;
@@ -348,7 +363,7 @@ BEGIN
        AND (SELECT o.seq FROM dedup.outbox AS o
             WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic AND o.seq >= pos
             ORDER BY o.seq LIMIT 1) IS NOT NULL THEN
-        stable := dedup.outbox_stable_seq(topic);
+        stable := dedup.outbox_stable_seq(in_part, topic);
         lease_end := pg_catalog.clock_timestamp() + lease;
         RETURN QUERY
         WITH scanned AS (
@@ -553,12 +568,21 @@ BEGIN
     END IF;
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     IF coalesce(cardinality(failed), 0) = 0 THEN
+        -- (the privilege checked first: Citus runs no STABLE function of a
+        -- column in an UPDATE)
+        SELECT x.topic INTO t FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
+          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
+          AND x.busy AND x.retried = 0;
+        IF FOUND THEN
+            PERFORM dedup.has_privilege(caller, t, 'relay', true);
+        END IF;
         UPDATE dedup.outbox_batches AS x SET busy = false
         WHERE x.part OPERATOR(@extschema@.=) in_part
           AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
           AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
-          AND x.busy AND x.retried = 0
-          AND dedup.has_privilege(caller, x.topic, 'relay', true)
+          AND x.busy AND x.retried = 0 AND x.topic = t
         RETURNING x.topic, x.events INTO t, n;
         IF FOUND THEN
             PERFORM dedup.scope_count(t, 'events_acked', n);
@@ -665,6 +689,32 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_check_ids(@extschema@.dedup_fingerprint, uuid[], uuid[]) FROM PUBLIC;
 
+-- The ids of the busy batches of a partition that hold any of ids, in slot
+-- order.
+CREATE FUNCTION dedup.outbox_batches_of(in_part @extschema@.dedup_fingerprint, ids uuid[])
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b dedup.outbox_batches;
+    bid bigint;
+    named bigint[] := '{}';
+BEGIN
+    FOR b IN SELECT * FROM dedup.outbox_batches AS x
+             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.busy ORDER BY x.slot LOOP
+        bid := dedup.outbox_batch_id(b.part, b.slot, b.generation);
+        IF EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq,
+                                                    b.settled, b.attempt, b.retried, bid) AS m
+                   WHERE m.id = ANY (ids)) THEN
+            named := named || bid;
+        END IF;
+    END LOOP;
+    RETURN named;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batches_of(@extschema@.dedup_fingerprint, uuid[]) FROM PUBLIC;
+
 -- Settle the events named by id, batch by batch: the 1.0 shape of ack and
 -- nack.  With nack false, the events were published (an event of the dead
 -- letters too: it leaves them); with nack true they come back after
@@ -690,14 +740,7 @@ BEGIN
     SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
     INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
     -- the batches the ids are in
-    named := ARRAY(SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation)
-                   FROM dedup.outbox_batches AS b
-                   WHERE b.part OPERATOR(@extschema@.=) in_part AND b.busy
-                     AND EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq,
-                                     b.last_seq, b.settled, b.attempt, b.retried,
-                                     dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
-                                 WHERE m.id = ANY (given_ids))
-                   ORDER BY b.slot);
+    named := dedup.outbox_batches_of(in_part, given_ids);
     -- refused before anything is done: every topic the ids are events of
     PERFORM dedup.has_privilege(caller, x.topic, 'relay', true)
     FROM (SELECT b.topic FROM dedup.outbox_batches AS b
@@ -729,15 +772,9 @@ BEGIN
             missed := missed OR s.topic IS NULL;
         END LOOP;
         EXIT WHEN NOT missed;
-        named := ARRAY(SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation)
-                       FROM dedup.outbox_batches AS b
-                       WHERE b.part OPERATOR(@extschema@.=) in_part AND b.busy
-                         AND EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic,
-                                         b.first_seq, b.last_seq, b.settled, b.attempt,
-                                         b.retried,
-                                         dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
-                                     WHERE m.id = ANY (given_ids) AND m.id <> ALL (done))
-                       ORDER BY b.slot);
+        named := dedup.outbox_batches_of(in_part,
+                                         ARRAY(SELECT i FROM unnest(given_ids) AS i
+                                               WHERE i <> ALL (done)));
     END LOOP;
     IF NOT nack THEN
         -- an event dead-lettered while its relay was still publishing
@@ -746,7 +783,6 @@ BEGIN
             USING unnest(given_ids, given_attempts) AS g(i, a)
             WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = g.i AND d.id <> ALL (done)
               AND (g.a IS NULL OR d.attempts = g.a)
-              AND dedup.has_privilege(caller, d.topic, 'relay', true)
             RETURNING d.id, d.topic
         )
         SELECT coalesce(array_agg(g.id), '{}'), coalesce(array_agg(g.topic), '{}')
@@ -784,7 +820,8 @@ BEGIN
 END
 $$;
 
--- Dead events back: into outbox_retry, with no attempts, in their place.
+-- Dead events back: into outbox_retry, with no attempts, in their place
+-- (dedup_outbox_redrive notifies the topic's relays when any moved).
 CREATE FUNCTION dedup.outbox_redrive(caller oid, in_part @extschema@.dedup_fingerprint, topic text, ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -810,9 +847,6 @@ BEGIN
     FROM revived AS r
     ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
     GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM pg_catalog.pg_notify('dedup_outbox', topic);
-    END IF;
     RETURN n;
 END
 $$;
@@ -844,15 +878,25 @@ BEGIN
         WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
           AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
         UNION ALL
-        -- events of batches, from the log and from outbox_retry
-        SELECT b.topic, m.created_at,
+        -- events of batches, from the log and from outbox_retry (as
+        -- dedup.outbox_members() finds them, here joined)
+        SELECT b.topic, o.created_at,
                CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
-        FROM dedup.outbox_batches AS b,
-             dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
-                                  b.attempt, b.retried,
-                                  dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
+        FROM dedup.outbox_batches AS b
+        JOIN dedup.outbox AS o
+          ON o.part OPERATOR(@extschema@.=) b.part AND o.topic = b.topic
+         AND o.seq BETWEEN b.first_seq AND b.last_seq AND o.seq <> ALL (b.settled)
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND (for_topic IS NULL OR b.topic = for_topic)
+        UNION ALL
+        SELECT b.topic, r.created_at,
+               CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
+        FROM dedup.outbox_batches AS b
+        JOIN dedup.outbox_retry AS r
+          ON r.part OPERATOR(@extschema@.=) b.part
+         AND r.batch = dedup.outbox_batch_id(b.part, b.slot, b.generation)
+        WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
+          AND b.busy AND b.retried > 0 AND (for_topic IS NULL OR b.topic = for_topic)
         UNION ALL
         -- events of outbox_retry not handed out
         SELECT r.topic, r.created_at, 'p'::"char"

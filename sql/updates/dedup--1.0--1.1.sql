@@ -624,9 +624,10 @@ COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put by dedup 1.0, k
 
 -- The highest seq below which every put of topic has settled: waits for
 -- the puts of the topic in progress (never for the caller's own).
-CREATE FUNCTION dedup.outbox_stable_seq(topic text) RETURNS bigint
+CREATE FUNCTION dedup.outbox_stable_seq(in_part @extschema@.dedup_fingerprint, topic text)
+RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
-REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- The relay lock of a topic in a partition, held until the transaction
 -- ends: the takes of a topic in a partition go one after another.  The
@@ -684,30 +685,39 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_batch_id' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, integer, integer) FROM PUBLIC;
 
 -- The busy slot of partition in_part that holds batch bid, locked, or no row.
+-- (These two are PL/pgSQL, not SQL: Citus plans no statement of a SQL
+-- function that has parameters.)
 CREATE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint)
 RETURNS SETOF dedup.outbox_batches
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT * FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part
       AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
       AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy
-    FOR UPDATE
+    FOR UPDATE;
+END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
 -- The events of a batch, in order: from the log and from outbox_retry.
 -- The batch's columns are passed one by one (a row of a Citus shard has
--- a type of its own).
+-- a type of its own).  Called on its own, not inside a statement that
+-- reads a table of the outbox: on a Citus cluster such a statement runs on
+-- a shard, where no other statement on a distributed table may run.
 CREATE FUNCTION dedup.outbox_members(in_part @extschema@.dedup_fingerprint, topic text, first_seq bigint,
     last_seq bigint, settled bigint[], attempt integer, retried integer, bid bigint)
 RETURNS TABLE (seq bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                in_retry boolean)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT e.* FROM (
         SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload, o.headers,
                outbox_members.attempt, o.created_at, false
@@ -725,7 +735,8 @@ AS $$
           AND r.part OPERATOR(@extschema@.=) outbox_members.in_part
           AND r.batch = outbox_members.bid
     ) AS e
-    ORDER BY e.seq
+    ORDER BY e.seq;
+END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_members(@extschema@.dedup_fingerprint, text, bigint, bigint, bigint[], integer,
     integer, bigint) FROM PUBLIC;
@@ -739,16 +750,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     b dedup.outbox_batches;
+    n integer;
+    r integer;
+    a integer[];
 BEGIN
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
+    SELECT count(*), count(*) FILTER (WHERE m.in_retry),
+           coalesce(array_agg(pg_catalog.hashtext(m.aggregateid)), '{}')
+    INTO n, r, a
+    FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
+                              b.attempt, b.retried,
+                              dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m;
     UPDATE dedup.outbox_batches AS x
-    SET events = c.n, retried = c.r, aggregates = c.a, busy = c.n > 0
-    FROM (SELECT count(*)::integer AS n, (count(*) FILTER (WHERE m.in_retry))::integer AS r,
-                 coalesce(array_agg(pg_catalog.hashtext(m.aggregateid)), '{}') AS a
-          FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
-                                    b.attempt, b.retried,
-                                    dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m) AS c
+    SET events = n, retried = r, aggregates = a, busy = n > 0
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of
     RETURNING x.* INTO b;
     RETURN b;
@@ -915,7 +930,7 @@ BEGIN
        AND (SELECT o.seq FROM dedup.outbox AS o
             WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic AND o.seq >= pos
             ORDER BY o.seq LIMIT 1) IS NOT NULL THEN
-        stable := dedup.outbox_stable_seq(topic);
+        stable := dedup.outbox_stable_seq(in_part, topic);
         lease_end := pg_catalog.clock_timestamp() + lease;
         RETURN QUERY
         WITH scanned AS (
@@ -1120,12 +1135,21 @@ BEGIN
     END IF;
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     IF coalesce(cardinality(failed), 0) = 0 THEN
+        -- (the privilege checked first: Citus runs no STABLE function of a
+        -- column in an UPDATE)
+        SELECT x.topic INTO t FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
+          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
+          AND x.busy AND x.retried = 0;
+        IF FOUND THEN
+            PERFORM dedup.has_privilege(caller, t, 'relay', true);
+        END IF;
         UPDATE dedup.outbox_batches AS x SET busy = false
         WHERE x.part OPERATOR(@extschema@.=) in_part
           AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
           AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
-          AND x.busy AND x.retried = 0
-          AND dedup.has_privilege(caller, x.topic, 'relay', true)
+          AND x.busy AND x.retried = 0 AND x.topic = t
         RETURNING x.topic, x.events INTO t, n;
         IF FOUND THEN
             PERFORM dedup.scope_count(t, 'events_acked', n);
@@ -1235,6 +1259,32 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_check_ids(@extschema@.dedup_fingerprint, uuid[], uuid[]) FROM PUBLIC;
 
+-- The ids of the busy batches of a partition that hold any of ids, in slot
+-- order.
+CREATE FUNCTION dedup.outbox_batches_of(in_part @extschema@.dedup_fingerprint, ids uuid[])
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b dedup.outbox_batches;
+    bid bigint;
+    named bigint[] := '{}';
+BEGIN
+    FOR b IN SELECT * FROM dedup.outbox_batches AS x
+             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.busy ORDER BY x.slot LOOP
+        bid := dedup.outbox_batch_id(b.part, b.slot, b.generation);
+        IF EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq,
+                                                    b.settled, b.attempt, b.retried, bid) AS m
+                   WHERE m.id = ANY (ids)) THEN
+            named := named || bid;
+        END IF;
+    END LOOP;
+    RETURN named;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batches_of(@extschema@.dedup_fingerprint, uuid[]) FROM PUBLIC;
+
 -- Settle the events named by id, batch by batch: the 1.0 shape of ack and
 -- nack.  With nack false, the events were published (an event of the dead
 -- letters too: it leaves them); with nack true they come back after
@@ -1260,14 +1310,7 @@ BEGIN
     SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
     INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
     -- the batches the ids are in
-    named := ARRAY(SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation)
-                   FROM dedup.outbox_batches AS b
-                   WHERE b.part OPERATOR(@extschema@.=) in_part AND b.busy
-                     AND EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq,
-                                     b.last_seq, b.settled, b.attempt, b.retried,
-                                     dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
-                                 WHERE m.id = ANY (given_ids))
-                   ORDER BY b.slot);
+    named := dedup.outbox_batches_of(in_part, given_ids);
     -- refused before anything is done: every topic the ids are events of
     PERFORM dedup.has_privilege(caller, x.topic, 'relay', true)
     FROM (SELECT b.topic FROM dedup.outbox_batches AS b
@@ -1299,15 +1342,9 @@ BEGIN
             missed := missed OR s.topic IS NULL;
         END LOOP;
         EXIT WHEN NOT missed;
-        named := ARRAY(SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation)
-                       FROM dedup.outbox_batches AS b
-                       WHERE b.part OPERATOR(@extschema@.=) in_part AND b.busy
-                         AND EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic,
-                                         b.first_seq, b.last_seq, b.settled, b.attempt,
-                                         b.retried,
-                                         dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
-                                     WHERE m.id = ANY (given_ids) AND m.id <> ALL (done))
-                       ORDER BY b.slot);
+        named := dedup.outbox_batches_of(in_part,
+                                         ARRAY(SELECT i FROM unnest(given_ids) AS i
+                                               WHERE i <> ALL (done)));
     END LOOP;
     IF NOT nack THEN
         -- an event dead-lettered while its relay was still publishing
@@ -1316,7 +1353,6 @@ BEGIN
             USING unnest(given_ids, given_attempts) AS g(i, a)
             WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = g.i AND d.id <> ALL (done)
               AND (g.a IS NULL OR d.attempts = g.a)
-              AND dedup.has_privilege(caller, d.topic, 'relay', true)
             RETURNING d.id, d.topic
         )
         SELECT coalesce(array_agg(g.id), '{}'), coalesce(array_agg(g.topic), '{}')
@@ -1354,7 +1390,8 @@ BEGIN
 END
 $$;
 
--- Dead events back: into outbox_retry, with no attempts, in their place.
+-- Dead events back: into outbox_retry, with no attempts, in their place
+-- (dedup_outbox_redrive notifies the topic's relays when any moved).
 CREATE FUNCTION dedup.outbox_redrive(caller oid, in_part @extschema@.dedup_fingerprint, topic text, ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -1380,9 +1417,6 @@ BEGIN
     FROM revived AS r
     ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
     GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN
-        PERFORM pg_catalog.pg_notify('dedup_outbox', topic);
-    END IF;
     RETURN n;
 END
 $$;
@@ -1414,15 +1448,25 @@ BEGIN
         WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
           AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
         UNION ALL
-        -- events of batches, from the log and from outbox_retry
-        SELECT b.topic, m.created_at,
+        -- events of batches, from the log and from outbox_retry (as
+        -- dedup.outbox_members() finds them, here joined)
+        SELECT b.topic, o.created_at,
                CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
-        FROM dedup.outbox_batches AS b,
-             dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
-                                  b.attempt, b.retried,
-                                  dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
+        FROM dedup.outbox_batches AS b
+        JOIN dedup.outbox AS o
+          ON o.part OPERATOR(@extschema@.=) b.part AND o.topic = b.topic
+         AND o.seq BETWEEN b.first_seq AND b.last_seq AND o.seq <> ALL (b.settled)
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND (for_topic IS NULL OR b.topic = for_topic)
+        UNION ALL
+        SELECT b.topic, r.created_at,
+               CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
+        FROM dedup.outbox_batches AS b
+        JOIN dedup.outbox_retry AS r
+          ON r.part OPERATOR(@extschema@.=) b.part
+         AND r.batch = dedup.outbox_batch_id(b.part, b.slot, b.generation)
+        WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
+          AND b.busy AND b.retried > 0 AND (for_topic IS NULL OR b.topic = for_topic)
         UNION ALL
         -- events of outbox_retry not handed out
         SELECT r.topic, r.created_at, 'p'::"char"
@@ -1799,13 +1843,28 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.run_everywhere(text) FROM PUBLIC;
 
+-- The outbox's partitions on a cluster (cluster.c): that of an aggregate's
+-- events, and all of them, one a shard of dedup.claims.
+CREATE FUNCTION dedup.outbox_partition_of(topic text, aggregate_id text)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_outbox_partition_of' LANGUAGE C STRICT STABLE;
+REVOKE ALL ON FUNCTION dedup.outbox_partition_of(text, text) FROM PUBLIC;
+CREATE FUNCTION dedup.outbox_partitions()
+RETURNS SETOF @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_outbox_partitions' LANGUAGE C STRICT STABLE;
+REVOKE ALL ON FUNCTION dedup.outbox_partitions() FROM PUBLIC;
+
 -- Distribute dedup's tables on a Citus cluster, from its coordinator:
 -- claims and records (dedup.claims) and sequence marks (dedup.streams) by
--- their key, co-located; scopes and grants as reference tables; the
--- forwarded call by its key.  The time buckets of dedup.claims are merged
--- into it first (the latest row of each key), since Citus distributes no
--- table with inheritance children.  The outbox, its topics and the
--- histories stay on the coordinator.  Once, by the extension's owner.
+-- their key, co-located; the outbox's tables by partition (part), one a
+-- shard of dedup.claims, co-located with it; scopes and grants as
+-- reference tables; the forwarded call by its key.  The time buckets of
+-- dedup.claims are merged into it first (the latest row of each key),
+-- since Citus distributes no table with inheritance children; the
+-- outbox's events move to their aggregate's partition, each partition
+-- starting at its topic's position (so no batch may be handed out, and no
+-- key of 1.0 kept).  The histories stay on the coordinator.  Once, by the
+-- extension's owner.
 CREATE FUNCTION @extschema@.dedup_distribute(shard_count integer DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
@@ -1840,8 +1899,23 @@ BEGIN
                   HINT = 'Take the histories away first: dedup_set_scope(scope, history => ''0'').';
     END IF;
 
-    -- no call reads or writes claims while the buckets are merged
-    LOCK TABLE dedup.buckets, dedup.claims IN ACCESS EXCLUSIVE MODE;
+    -- no call reads or writes claims or the outbox while they move
+    LOCK TABLE dedup.buckets, dedup.claims, dedup.outbox, dedup.outbox_topics,
+               dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_dead, dedup.outbox_keys
+        IN ACCESS EXCLUSIVE MODE;
+    IF EXISTS (SELECT FROM dedup.outbox_batches WHERE busy) THEN
+        RAISE EXCEPTION 'the outbox has batches handed out'
+            USING ERRCODE = '55000',
+                  DETAIL = 'The events of a batch move to the partitions of their aggregates on the cluster.',
+                  HINT = 'Ack or nack them (dedup_outbox_ack_batch, dedup_outbox_nack_batch, or dedup_outbox_ack and dedup_outbox_nack by id), then distribute.';
+    END IF;
+    IF EXISTS (SELECT FROM dedup.outbox_keys WHERE expires_at > pg_catalog.statement_timestamp()) THEN
+        RAISE EXCEPTION 'keys of outbox events put by dedup 1.0 are kept'
+            USING ERRCODE = '55000',
+                  DETAIL = 'A cluster keeps the key of an event in its partition only.',
+                  HINT = 'Distribute once their topics'' retention passed (the cleanup deletes them).';
+    END IF;
+    DELETE FROM dedup.outbox_keys;
     CREATE TEMP TABLE dedup_merged ON COMMIT DROP AS
         SELECT * FROM ONLY dedup.claims WITH NO DATA;
     ALTER TABLE dedup_merged ADD COLUMN bucket integer;
@@ -1876,6 +1950,24 @@ BEGIN
     END LOOP;
     PERFORM create_distributed_table('dedup.claims', 'key', shard_count => n);
     PERFORM create_distributed_table('dedup.streams', 'key', colocate_with => 'dedup.claims');
+    -- the outbox: each event to the partition of its aggregate, each
+    -- partition of a topic from the topic's position (every event of it
+    -- before that was handed out, or is held in dedup.outbox_retry)
+    CREATE TEMP TABLE dedup_positions ON COMMIT DROP AS
+        SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_topics GROUP BY topic;
+    DELETE FROM dedup.outbox_topics;
+    DELETE FROM dedup.outbox_batches;
+    UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
+    UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
+    UPDATE dedup.outbox_dead SET part = dedup.outbox_partition_of(topic, aggregateid);
+    INSERT INTO dedup.outbox_topics (part, topic, next_seq)
+        SELECT p.part, x.topic, x.next_seq
+        FROM dedup_positions AS x, dedup.outbox_partitions() AS p(part);
+    PERFORM create_distributed_table('dedup.outbox', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_topics', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_batches', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_retry', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_function(
         '@extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
         colocate_with => 'dedup.claims', force_delegation => true);
@@ -1891,5 +1983,5 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION @extschema@.dedup_distribute(integer) IS
-    'on a Citus coordinator: distribute dedup.claims and dedup.streams by key (shard_count shards, citus.shard_count by default), make the scopes and grants reference tables, and route calls to the node of their key';
+    'on a Citus coordinator: distribute dedup.claims and dedup.streams by key (shard_count shards, citus.shard_count by default) and the outbox by partition (one a shard), make the scopes and grants reference tables, and route calls to the node of their key';
 REVOKE ALL ON FUNCTION @extschema@.dedup_distribute(integer) FROM PUBLIC;

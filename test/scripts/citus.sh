@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
 # Scripted test: dedup on a Citus cluster (a coordinator and two workers on
 # this machine), distributed by dedup_distribute():
-#   - claims, records and sequence marks made before are kept, the time
-#     buckets merged; the claims' shards are on both workers;
+#   - claims, records, sequence marks and outbox events made before are
+#     kept, the time buckets merged; the claims' shards are on both workers;
+#     dedup_distribute() refuses while an outbox batch is handed out;
 #   - a claim and a business row of a table co-located with dedup.claims
 #     commit or roll back together, as a single-node transaction (one
 #     COMMIT, no PREPARE TRANSACTION); a redelivery is a duplicate;
 #   - one key claimed from three connections, to the coordinator and to each
 #     worker: exactly one true; records and sequence marks from any node;
 #     batches of claims and of marks whose keys are on both workers;
+#   - the outbox by partition, one a shard: an event and a business row of
+#     its aggregate commit on one node; puts from any node, idempotent; a
+#     relay on a worker drains every partition, each event once, each
+#     aggregate in order; the 1.0 relay calls fail with 0A000;
 #   - what does not run on a cluster fails with 0A000 and writes nothing: a
-#     history, dedup_streams, the outbox on a worker; a forwarded
+#     history, dedup_streams; a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
 #   - the cleanup on each node deletes the expired rows of the shards it
-#     holds, once: the coordinator none; a worker's background worker too;
+#     holds, and the published events of its partitions, once: the
+#     coordinator none; a worker's background worker too;
 #   - a shard moved (citus_move_shard_placement) under claim load, then
 #     rebalanced (rebalance_table_shards), then a
-#     worker killed with kill -9 and restarted under load: every committed
-#     claim kept, with its business row, and none without;
+#     worker killed with kill -9 and restarted under load, a relay taking
+#     the load's events all along: every committed claim kept, with its
+#     business row and its event, none without; every event relayed, each
+#     aggregate's in commit order;
 #   - the exactly-once simulator (--citus) through the coordinator, with its
 #     connections killed and a worker killed once: every invariant holds.
 # Citus is installed from ../shared/citus when missing (about two minutes).
@@ -82,12 +90,18 @@ q -c "SELECT count(*) FROM generate_series(101, 150) g WHERE dedup_claim('pre', 
   -c "SELECT scope FROM dedup_set_scope('pre', ttl => '2 days')" >/dev/null
 # a role granted a scope on one server (its OID on the workers is another)
 q -c "CREATE ROLE citus_before LOGIN" -c "SELECT dedup_grant_usage('citus_before', ARRAY['pre'])" >/dev/null
-check "dedup_distribute() refuses a shard_count of 0: 22023" \
-	"$(sqlstate -c "SELECT dedup_distribute(0)")" "ERROR:  22023"
+# 30 events of 6 aggregates; a batch of 4 taken, then nacked (to outbox_retry)
+q -c "SELECT count(*) FROM generate_series(1, 30) g
+      WHERE dedup_outbox_put('pre-ev', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'a-' || g % 6) IS NOT NULL" \
+  -c "SELECT count(*) FROM dedup_outbox_take_batch('pre-ev', 4)" >/dev/null
+check "dedup_distribute() refuses a shard_count of 0 (22023) and a batch handed out (55000)" \
+	"$(sqlstate -c "SELECT dedup_distribute(0)")|$(sqlstate -c "SELECT dedup_distribute(8)")|$(q -c "SELECT count(*) FROM pg_dist_partition")" \
+	"ERROR:  22023|ERROR:  55000|0"
+q -c "SELECT dedup_outbox_nack_batch(dedup.outbox_batch_id(part, slot, generation)) FROM dedup.outbox_batches WHERE busy" >/dev/null
 q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
 check "claims and marks distributed by key, co-located; scopes and grants reference tables" \
 	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \
-	"dedup.claims:h,dedup.grants:n,dedup.scopes:n,dedup.streams:h|1"
+	"dedup.claims:h,dedup.grants:n,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
 check "the claims' shards are on both workers, none on the coordinator" \
 	"$(q -c "SELECT string_agg(DISTINCT p.groupid::text, ',') FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass")" "1,2"
 check "the buckets are merged away" "$(q -c "SELECT count(*) FROM dedup.buckets")" 0
@@ -99,6 +113,9 @@ check "the record replays its response, the mark and the scope's ttl are kept" \
 	"$(worker 2 -c "SELECT outcome, response_code FROM dedup_begin('pre', 'rec')")|$(worker 1 -c "SELECT mark FROM dedup_position('pre', 'stream')")|$(worker 2 -c "SELECT ttl FROM dedup_scope('pre')")" \
 	"replay|201|41|2 days"
 check "dedup_distribute() a second time: 55000" "$(sqlstate -c "SELECT dedup_distribute()")" "ERROR:  55000"
+check "the outbox's events in the partitions of their aggregates, on both workers, all pending" \
+	"$(q -c "SELECT count(*), count(DISTINCT part) > 1, bool_and(part = dedup.outbox_partition_of(topic, aggregateid)) FROM (SELECT part, topic, aggregateid FROM dedup.outbox UNION ALL SELECT part, topic, aggregateid FROM dedup.outbox_retry) e")|$(q -c "SELECT string_agg(DISTINCT p.groupid::text, ',') FROM dedup.outbox o, pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.outbox'::regclass AND dedup_fingerprint_hash(o.part) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int")|$(worker 1 -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('pre-ev')")" \
+	"34|t|t|1,2|30|0|0"
 # settings and grants once distributed: written on the coordinator, seen on every node
 q -c "SELECT scope FROM dedup_set_scope('post', ttl => '3 days')" \
   -c "SELECT scope FROM dedup_set_scope('pre', ttl => '4 days', lease => '1 minute')" >/dev/null
@@ -187,9 +204,6 @@ check "a batch of 40 sequence marks over both workers: each moved; again: none; 
 	"40|0|bs-4|5"
 check "a history: 0A000" \
 	"$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '1 day')")" "ERROR:  0A000"
-check "the outbox on a worker: 0A000" \
-	"$(sqlstate -h "${wdirs[1]}" -p "$((port + 2))" -U postgres -c "SELECT dedup_outbox_put('citus', 'a', '{}')")" \
-	"ERROR:  0A000"
 check "dedup_streams, which reads every shard: 0A000" \
 	"$(sqlstate -c "SELECT count(*) FROM dedup_streams('citus')")" "ERROR:  0A000"
 # a forwarded call that reaches a node without its key's shard (run here
@@ -206,8 +220,48 @@ check "a forwarded call on a node without the key's shard: 40001" \
 check "and the key is still new" "$(q -c "SELECT dedup_seen('citus', '$elsewhere')")" absent
 check "nothing written" \
 	"$(q -c "SELECT count(*) FROM dedup.scopes WHERE scope = 'citus'")" "0"
-check "the outbox on the coordinator" \
-	"$(q -c "SELECT dedup_outbox_put('citus', 'a', '{}') IS NOT NULL")" t
+
+# 4b. the outbox by partition
+# an event and the business row of its aggregate, co-located: one node, one commit
+check "an order and its event, keyed by the aggregate: one COMMIT on one worker, no PREPARE" \
+	"$(psql -X -q -At -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+		-c "BEGIN" -c "INSERT INTO orders VALUES (dedup_key('ev', 'order-1'), 'order-1', 5)" \
+		-c "SELECT dedup_outbox_put('ev', 'order-1-created', '{\"i\": 0}', aggregate_id => 'order-1') IS NOT NULL" \
+		-c "COMMIT" 2>&1 | grep -o 'issuing [A-Z]*' | sort | uniq -c | awk '{print $3 "=" $1}' | tr '\n' ' ')" \
+	"BEGIN=1 COMMIT=1 INSERT=1 SELECT=1 "
+check "the event is in the partition of the order's shard" \
+	"$(q -c "SELECT (SELECT s.shardid FROM pg_dist_shard s WHERE s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(dedup_key('ev', 'order-1')) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int) = (SELECT s.shardid FROM dedup.outbox o, pg_dist_shard s WHERE o.aggregateid = 'order-1' AND s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(o.part) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int)")" t
+# 60 events of 12 aggregates, put from the three nodes in turn; each put again
+for g in $(seq 1 60); do
+	n=$((g % 3))
+	stmt="SELECT dedup_outbox_put('ev', 'e-$g', '{\"i\": $g}', aggregate_id => 'order-$((g % 12))') IS NOT NULL"
+	if [ "$n" -eq 0 ]; then q -c "$stmt"; else worker "$n" -c "$stmt"; fi
+done >/dev/null
+check "puts from every node; the same keys again from another node: no new event" \
+	"$(worker 2 -c "SELECT count(*) FROM generate_series(1, 60) g WHERE dedup_outbox_put('ev', 'e-' || g, '{}', aggregate_id => 'order-' || g % 12) IS NOT NULL")|$(q -c "SELECT count(*) FROM dedup.outbox WHERE topic = 'ev'")|$(worker 1 -c "SELECT pending FROM dedup_outbox_stats('ev')")" \
+	"60|61|61"
+check "the 1.0 relay calls on a cluster: 0A000" \
+	"$(sqlstate -c "SELECT count(*) FROM dedup_outbox_take('ev', 10)")|$(sqlstate -c "SELECT dedup_outbox_ack(ARRAY[gen_random_uuid()])")|$(sqlstate -c "SELECT dedup_outbox_nack(ARRAY[gen_random_uuid()])")" \
+	"ERROR:  0A000|ERROR:  0A000|ERROR:  0A000"
+relay() {	# relay TOPIC HOST PORT FILE: take and ack batches until none is left
+	local empty=0 rows
+	while [ "$empty" -lt 2 ]; do
+		rows=$(psql -X -q -At -h "$2" -p "$3" -U postgres \
+			-c "BEGIN" \
+			-c "CREATE TEMP TABLE taken ON COMMIT DROP AS SELECT * FROM dedup_outbox_take_batch('$1', 7)" \
+			-c "SELECT id || '|' || aggregateid || '|' || (payload->>'i') FROM taken ORDER BY id" \
+			-c "SELECT dedup_outbox_ack_batch(max(batch_id)) FROM taken HAVING count(*) > 0" \
+			-c "COMMIT" 2>>"$dir/relay.err") || true
+		if [ -z "$(printf '%s' "$rows" | grep '|' || true)" ]; then empty=$((empty + 1)); sleep 0.2; else empty=0; fi
+		printf '%s\n' "$rows" | grep '|' >>"$4" || true
+	done
+}
+relay ev "${wdirs[0]}" "$((port + 1))" "$dir/relayed-ev"
+check "a relay on worker 1 took every event of every partition, each once" \
+	"$(wc -l <"$dir/relayed-ev")|$(cut -d'|' -f1 "$dir/relayed-ev" | sort -u | wc -l)|$(worker 2 -c "SELECT coalesce(sum(pending), 0), coalesce(sum(in_flight), 0) FROM dedup_outbox_stats('ev')")" \
+	"61|61|0|0"
+check "each aggregate's events in the order of their puts" \
+	"$(awk -F'|' 'seen[$2] != "" && $3 + 0 < last[$2] { bad++ } { seen[$2] = 1; last[$2] = $3 + 0 } END { print bad + 0 }' "$dir/relayed-ev")" 0
 
 # 5. the cleanup: each worker deletes the expired rows of its shards
 q -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('short', 's-' || g, ttl => '1 second')" >/dev/null
@@ -231,20 +285,37 @@ echo "ok: the cleanup worker of worker 2 deleted $(worker 2 -c "SELECT sum(rows_
 worker 2 -c "ALTER SYSTEM RESET dedup.cleanup_enabled" -c "SELECT pg_reload_conf()" >/dev/null
 check "the expired keys are new again" \
 	"$(q -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('short', 's-' || g)")" 40
+# the published events of the partitions, once their retention passed
+q -c "SELECT scope FROM dedup_set_scope('ev', retention => '1 second')" >/dev/null
+sleep 1.2
+c0=$(q -c "CALL dedup_cleanup()")
+c1=$(worker 1 -c "CALL dedup_cleanup()")
+c2=$(worker 2 -c "CALL dedup_cleanup()")
+check "the outbox's published events: none on the coordinator, the rest by the workers, of their partitions" \
+	"$c0|$((c1 > 0))|$((c2 > 0))|$(q -c "SELECT count(*) FROM dedup.outbox WHERE topic = 'ev'")|$(worker 1 -c "CALL dedup_cleanup()")$(worker 2 -c "CALL dedup_cleanup()")" \
+	"0|1|1|0|00"
 
 # 6. load: claims with their business rows, while a shard moves, then while
 #    worker 1 is killed and restarted.  The client goes on through errors.
-load() {	# load FROM TO: one transaction a key, a claim and its business row
+load() {	# load FROM TO: one transaction a key, a claim, its business row and its event
 	local g
 	for g in $(seq "$1" "$2"); do
 		echo "BEGIN;"
 		echo "SELECT dedup_claim('load', 'k-$g') AS claimed \\gset"
 		echo "\\if :claimed"
 		echo "INSERT INTO orders VALUES (dedup_key('load', 'k-$g'), 'k-$g', 1);"
+		echo "SELECT dedup_outbox_put('load-ev', 'k-$g', '{\"i\": $g}', aggregate_id => 'a-$((g % 50))');"
 		echo "\\endif"
 		echo "COMMIT;"
 	done | psql -X -q -At -v ON_ERROR_STOP=0 >/dev/null 2>>"$dir/load.err" || true
 }
+# a relay of the load's events, on the coordinator, all along
+relay_all() {	# relay_all: relay() until the file stop appears
+	while [ ! -f "$dir/relay.stop" ]; do relay load-ev "$dir" "$port" "$dir/relayed-load"; sleep 0.3; done
+}
+q -c "SELECT scope FROM dedup_set_scope('load-ev', lease => '2 seconds')" >/dev/null
+relay_all &
+relayer=$!
 # every committed claim has its business row and every business row its claim
 check_load() {	# check_load N WHAT
 	local rows fresh
@@ -278,6 +349,18 @@ sleep 1
 server_crash "${wdirs[0]}"
 wait "$loader"
 check_load 6000 "worker killed"
+touch "$dir/relay.stop"
+wait "$relayer"
+relay load-ev "$dir" "$port" "$dir/relayed-load"
+check "every committed claim's event relayed, and no other; the outbox empty" \
+	"$(q -c "SELECT count(*) FROM orders WHERE message_id LIKE 'k-%'")|$(q -c "SELECT count(*) FROM dedup.outbox WHERE topic = 'load-ev'")|$(cut -d'|' -f1 "$dir/relayed-load" | sort -u | wc -l)|$(q -c "SELECT coalesce(sum(pending), 0), coalesce(sum(in_flight), 0), coalesce(sum(dead), 0) FROM dedup_outbox_stats('load-ev')")" \
+	"$(q -c "SELECT count(*) FROM orders WHERE message_id LIKE 'k-%'")|$(q -c "SELECT count(*) FROM orders WHERE message_id LIKE 'k-%'")|$(q -c "SELECT count(*) FROM orders WHERE message_id LIKE 'k-%'")|0|0|0"
+check "the relayed events are the committed orders' (by their i)" \
+	"$(cut -d'|' -f3 "$dir/relayed-load" | sort -un | md5sum)" \
+	"$(q -c "SELECT substr(message_id, 3) FROM orders WHERE message_id LIKE 'k-%'" | sort -un | md5sum)"
+check "each aggregate's events first handed out in commit order, through a move, a rebalance and a kill" \
+	"$(awk -F'|' '!($1 in once) { once[$1] = 1; if (($2 in last) && $3 + 0 < last[$2]) bad++; last[$2] = $3 + 0 } END { print bad + 0 }' "$dir/relayed-load")" 0
+echo "   ($(wc -l <"$dir/relayed-load") hand-outs of $(cut -d'|' -f1 "$dir/relayed-load" | sort -u | wc -l) events)"
 # what a node's failure may answer: lost connections, a node starting up, a
 # commit whose node died (Citus: could not commit ... on at least one active
 # node, its outcome found again by the checks above), a moved shard (40001)
