@@ -468,12 +468,7 @@ log_scope_rows(PGconn *conn, const char *scope)
 {
 	char		sql[256];
 
-	/* dedup_streams reads every stream, which a Citus cluster keeps on its shards */
-	if (sim_options.citus)
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM dedup.streams"
-				 " WHERE scope = '%s' AND expires_at > now()", scope);
-	else
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM dedup_streams('%s')", scope);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM dedup_streams('%s')", scope);
 	return log_check(conn, sql);
 }
 

@@ -517,7 +517,8 @@ dedup_cluster_partition(const DedupFingerprint *afp, DedupFingerprint *part)
 /*
  * Every partition of the outbox, one a shard of dedup.claims, in the
  * shards' order, as parts; *local[i] says whether part i is on this node.
- * Returns how many.
+ * Returns how many.  A part is also a key of its shard, which a call that
+ * goes to every shard (dedup_streams) is forwarded by.
  */
 int
 dedup_cluster_partitions(DedupFingerprint **parts, bool **local)
@@ -565,6 +566,28 @@ dedup_cluster_row_values(ArrayType *row, int *n)
 	return values;
 }
 
+/*
+ * Add the rows of a forwarded call to a set-returning function's result
+ * (materialized); returns how many.
+ */
+int
+dedup_cluster_put_rows(ReturnSetInfo *rsinfo, List *rows)
+{
+	AttInMetadata *meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
+	ListCell   *lc;
+
+	foreach(lc, rows)
+	{
+		int			n;
+		char	  **values = dedup_cluster_row_values(lfirst(lc), &n);
+
+		if (n != rsinfo->setDesc->natts)
+			elog(ERROR, "a forwarded call returned %d columns, not %d", n, rsinfo->setDesc->natts);
+		tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
+	}
+	return list_length(rows);
+}
+
 /* The result of a forwarded call, from its rows, as the call itself returns it */
 static Datum
 cluster_result(FunctionCallInfo fcinfo, List *rows)
@@ -577,19 +600,8 @@ cluster_result(FunctionCallInfo fcinfo, List *rows)
 
 	if (get_func_retset(fcinfo->flinfo->fn_oid))
 	{
-		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-		AttInMetadata *meta;
-		ListCell   *lc;
-
 		InitMaterializedSRF(fcinfo, 0);
-		meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
-		foreach(lc, rows)
-		{
-			values = dedup_cluster_row_values(lfirst(lc), &n);
-			if (n != rsinfo->setDesc->natts)
-				elog(ERROR, "a forwarded call returned %d columns, not %d", n, rsinfo->setDesc->natts);
-			tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
-		}
+		(void) dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo, rows);
 		return (Datum) 0;
 	}
 	class = get_call_result_type(fcinfo, &rettype, &tupdesc);

@@ -10,6 +10,8 @@
 #ifndef DEDUP_CLUSTER_H
 #define DEDUP_CLUSTER_H
 
+#include "fmgr.h"
+#include "nodes/execnodes.h"
 #include "nodes/pg_list.h"
 #include "utils/array.h"
 
@@ -52,6 +54,7 @@ extern int	dedup_cluster_partitions(DedupFingerprint **parts, bool **local);
 extern List *dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 								const DedupFingerprint *route);
 extern char **dedup_cluster_row_values(ArrayType *row, int *n);
+extern int	dedup_cluster_put_rows(ReturnSetInfo *rsinfo, List *rows);
 
 /* a batch's runs of keys (dedup_cluster_batch) */
 typedef void (*DedupBatchLocal) (const int *run, int n, void *arg);

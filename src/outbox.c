@@ -350,8 +350,13 @@ static bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic,
  * range is higher: before an event of the partition gets its number, the
  * sequence is moved past every number the topic's log in the partition has
  * used or passed, so that the log's order, and the topic's position in it,
- * hold.  Inside SPI, as the owner of the outbox.
+ * hold.  It is moved OUTBOX_SEQ_CATCH_UP_GAP further still: setval() is not
+ * atomic with the check, and the numbers other puts may take meanwhile
+ * (fewer than that) stay below the new ones.  Inside SPI, as the owner of
+ * the outbox.
  */
+#define OUTBOX_SEQ_CATCH_UP_GAP INT64CONST(1048576)
+
 static void
 outbox_sequence_catch_up(const DedupFingerprint *part, text *topic)
 {
@@ -367,7 +372,8 @@ outbox_sequence_catch_up(const DedupFingerprint *part, text *topic)
 	seqinfo->args[0].isnull = false;
 	last = pg_sequence_last_value(seqinfo);
 	if (seqinfo->isnull || DatumGetInt64(last) < used)
-		(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq), Int64GetDatum(used));
+		(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq),
+								   Int64GetDatum(used + OUTBOX_SEQ_CATCH_UP_GAP));
 }
 
 /*
@@ -1127,37 +1133,23 @@ relay_on_cluster(FunctionCallInfo fcinfo, RelayFunction *rf)
 	}
 	if (strcmp(rf->name, "dedup_outbox_take_batch") == 0)
 	{
-		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-		AttInMetadata *meta;
-
 		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-		meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
 		/* this node's partitions, then the others' */
 		for (int pass = 0; pass < 2; pass++)
 		{
 			for (int j = 0; j < nparts; j++)
 			{
 				int			i = (relay_next_partition + j) % nparts;
-				List	   *rows;
-				ListCell   *lc;
 
 				if (local[i] != (pass == 0))
 					continue;
-				rows = dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, &parts[i]);
-				if (rows == NIL)
-					continue;
-				foreach(lc, rows)
+				if (dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
+										   dedup_cluster_call(fcinfo->flinfo->fn_oid, args,
+															  argnulls, &parts[i])) > 0)
 				{
-					int			n;
-					char	  **values = dedup_cluster_row_values(lfirst(lc), &n);
-
-					if (n != rsinfo->setDesc->natts)
-						elog(ERROR, "a take on another node returned %d columns, not %d",
-							 n, rsinfo->setDesc->natts);
-					tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
+					relay_next_partition = (i + 1) % nparts;
+					return (Datum) 0;
 				}
-				relay_next_partition = (i + 1) % nparts;
-				return (Datum) 0;
 			}
 		}
 		return (Datum) 0;

@@ -511,7 +511,10 @@ dedup_position(PG_FUNCTION_ARGS)
  *		epoch bigint, expires_at timestamptz)
  *
  * Every live stream of a scope, as the statement's snapshot sees them, in
- * no particular order; a scan of dedup.streams (one row a stream).
+ * no particular order; a scan of dedup.streams (one row a stream).  On a
+ * Citus cluster, the same call on the node of each shard (forwarded by a
+ * key of that shard, the part of its outbox partition), which scans that
+ * shard.
  */
 PG_FUNCTION_INFO_V1(dedup_streams);
 Datum
@@ -525,7 +528,30 @@ dedup_streams(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 
 	InitMaterializedSRF(fcinfo, 0);
-	rel = dedup_relation_open(DEDUP_REL_STREAMS, AccessShareLock);
+	if (dedup_relation_hashed(DEDUP_REL_STREAMS))
+	{
+		const DedupFingerprint *forwarded = dedup_cluster_forwarded_key();
+		Relation	index;
+
+		if (forwarded == NULL)
+		{
+			DedupFingerprint *shard_keys;
+			bool	   *local;
+			int			nshards = dedup_cluster_partitions(&shard_keys, &local);
+			Datum		arg = PG_GETARG_DATUM(0);
+			bool		argnull = false;
+
+			for (int i = 0; i < nshards; i++)
+				(void) dedup_cluster_put_rows(rsinfo,
+											  dedup_cluster_call(fcinfo->flinfo->fn_oid, &arg,
+																 &argnull, &shard_keys[i]));
+			return (Datum) 0;
+		}
+		dedup_cluster_shard_open(DEDUP_REL_STREAMS, forwarded, AccessShareLock, &rel, &index);
+		index_close(index, NoLock);
+	}
+	else
+		rel = dedup_relation_open(DEDUP_REL_STREAMS, AccessShareLock);
 	slot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
@@ -552,6 +578,6 @@ dedup_streams(PG_FUNCTION_ARGS)
 	}
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);
 	return (Datum) 0;
 }
