@@ -282,6 +282,7 @@ outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *
 	TupleTableSlot *slot;
 	SnapshotData dirty;
 	ScanKeyData skey[2];
+	int			nkeys;
 	Oid			part_eq;
 	IndexScanDesc scan;
 	bool		found;
@@ -303,10 +304,13 @@ outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *
 	memcpy(&lo, id->data + sizeof(hi), sizeof(lo));
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_EVENT);
 	InitDirtySnapshot(dirty);
-	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   index->rd_indcollation[0], get_opcode(part_eq), PointerGetDatum(part));
-	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(id));
-	scan = index_beginscan(heap, index, &dirty, 2, 0);
+	/* the primary key: (id) on one server, (part, id) where distributed */
+	nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	if (nkeys == 2)
+		ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   index->rd_indcollation[0], get_opcode(part_eq), PointerGetDatum(part));
+	ScanKeyInit(&skey[nkeys - 1], nkeys, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(id));
+	scan = index_beginscan(heap, index, &dirty, nkeys, 0);
 	for (;;)
 	{
 		TransactionId xwait = InvalidTransactionId;
@@ -314,7 +318,7 @@ outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *
 
 		CHECK_FOR_INTERRUPTS();
 		(void) LockAcquire(tag, ExclusiveLock, false, false);
-		index_rescan(scan, skey, 2, NULL, 0);
+		index_rescan(scan, skey, nkeys, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, slot);
 		if (found && (TransactionIdIsValid(dirty.xmin) || TransactionIdIsValid(dirty.xmax)))
 		{

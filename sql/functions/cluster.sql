@@ -188,6 +188,20 @@ BEGIN
     UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_dead SET part = dedup.outbox_partition_of(topic, aggregateid);
+    -- the partition first in the keys (one server's have one partition),
+    -- as Citus wants its distribution column in them
+    ALTER TABLE dedup.outbox
+        DROP CONSTRAINT outbox_pkey, ADD CONSTRAINT outbox_pkey PRIMARY KEY (part, id);
+    DROP INDEX dedup.outbox_topic_seq;
+    CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (part, topic, seq);
+    ALTER TABLE dedup.outbox_topics
+        DROP CONSTRAINT outbox_topics_pkey, ADD CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic);
+    ALTER TABLE dedup.outbox_batches
+        DROP CONSTRAINT outbox_batches_pkey, ADD CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot);
+    ALTER TABLE dedup.outbox_retry
+        DROP CONSTRAINT outbox_retry_pkey, ADD CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id);
+    ALTER TABLE dedup.outbox_dead
+        DROP CONSTRAINT outbox_dead_pkey, ADD CONSTRAINT outbox_dead_pkey PRIMARY KEY (part, id);
     INSERT INTO dedup.outbox_topics (part, topic, next_seq)
         SELECT p.part, x.topic, x.next_seq
         FROM dedup_positions AS x, dedup.outbox_partitions() AS p(part);

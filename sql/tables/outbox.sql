@@ -9,10 +9,12 @@
 -- until published.  (topic, seq) is the relay's read path.
 --
 -- Partitions.  Every table of the relay has the column part, the
--- partition of the outbox the row belongs to, first in each of its keys:
--- a partition is a log of its own, with its own positions, batches,
--- retries and dead letters.  On one server the outbox is one partition
--- (part is all zeros); on a Citus cluster, each shard of dedup.claims is
+-- partition of the outbox the row belongs to: a partition is a log of its
+-- own, with its own positions, batches, retries and dead letters.  On one
+-- server the outbox is one partition (part is all zeros), and the keys
+-- below are those of that one; dedup_distribute() puts part first in each
+-- primary key and unique index (Citus wants its distribution column in
+-- them).  On a Citus cluster, each shard of dedup.claims is
 -- one, and an event goes to that of its aggregate (outbox.c).  A
 -- partition's part is the fingerprint of its number: 4 bytes, big-endian,
 -- then zeros.
@@ -27,9 +29,9 @@ CREATE TABLE dedup.outbox (
     headers       jsonb NOT NULL DEFAULT '{}',
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     part          @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_pkey PRIMARY KEY (part, id)
+    CONSTRAINT outbox_pkey PRIMARY KEY (id)
 ) USING heap WITH (autovacuum_vacuum_scale_factor = 0.02);
-CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (part, topic, seq);
+CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
 COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup once their topic''s retention passed';
 
 -- Where each topic's relays are in the log: every event of the topic with
@@ -39,7 +41,7 @@ CREATE TABLE dedup.outbox_topics (
     topic    text COLLATE "C" NOT NULL,
     next_seq bigint NOT NULL DEFAULT 0,
     part     @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic)
+    CONSTRAINT outbox_topics_pkey PRIMARY KEY (topic)
 ) USING heap;
 COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s log: the events before it were handed out';
 
@@ -69,9 +71,9 @@ CREATE TABLE dedup.outbox_batches (
     events      integer NOT NULL DEFAULT 0,
     aggregates  integer[] NOT NULL DEFAULT '{}',
     part        @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot)
+    CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
 ) USING heap WITH (fillfactor = 20);
-CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (part, topic, slot);
+CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
 COMMENT ON TABLE dedup.outbox_batches IS 'the slots of each topic''s outbox batches: a busy one holds a batch handed out and not yet acked, with its events, attempt and lease';
 
 -- Events with a state of their own (PgQ's retry queue): nacked ones,
@@ -94,11 +96,11 @@ CREATE TABLE dedup.outbox_retry (
     last_error    text,
     batch         bigint,
     part          @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id)
+    CONSTRAINT outbox_retry_pkey PRIMARY KEY (id)
 ) USING heap WITH (fillfactor = 50);
-CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (part, topic, seq);
-CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (part, topic, aggregateid, seq);
-CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (part, batch) WHERE batch IS NOT NULL;
+CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (topic, seq);
+CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (topic, aggregateid, seq);
+CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (batch) WHERE batch IS NOT NULL;
 COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked, held back behind an earlier event of their aggregate, or redriven: each with its own attempts and time';
 
 -- Events that failed max_attempts times, until redriven.
@@ -116,9 +118,9 @@ CREATE TABLE dedup.outbox_dead (
     last_error    text,
     died_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     part          @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_dead_pkey PRIMARY KEY (part, id)
+    CONSTRAINT outbox_dead_pkey PRIMARY KEY (id)
 ) USING heap;
-CREATE INDEX outbox_dead_topic_seq ON dedup.outbox_dead (part, topic, seq);
+CREATE INDEX outbox_dead_topic_seq ON dedup.outbox_dead (topic, seq);
 COMMENT ON TABLE dedup.outbox_dead IS 'dead-lettered outbox events; dedup_outbox_redrive() puts them back';
 
 -- The (topic, key) of every event put by 1.0 within its topic's retention,

@@ -444,7 +444,7 @@ CREATE TABLE dedup.outbox_topics (
     topic    text COLLATE "C" NOT NULL,
     next_seq bigint NOT NULL DEFAULT 0,
     part     @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic)
+    CONSTRAINT outbox_topics_pkey PRIMARY KEY (topic)
 ) USING heap;
 COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s log: the events before it were handed out';
 
@@ -474,9 +474,9 @@ CREATE TABLE dedup.outbox_batches (
     events      integer NOT NULL DEFAULT 0,
     aggregates  integer[] NOT NULL DEFAULT '{}',
     part        @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot)
+    CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
 ) USING heap WITH (fillfactor = 20);
-CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (part, topic, slot);
+CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
 COMMENT ON TABLE dedup.outbox_batches IS 'the slots of each topic''s outbox batches: a busy one holds a batch handed out and not yet acked, with its events, attempt and lease';
 
 -- Events with a state of their own (PgQ's retry queue): nacked ones,
@@ -499,11 +499,11 @@ CREATE TABLE dedup.outbox_retry (
     last_error    text,
     batch         bigint,
     part          @extschema@.dedup_fingerprint NOT NULL,
-    CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id)
+    CONSTRAINT outbox_retry_pkey PRIMARY KEY (id)
 ) USING heap WITH (fillfactor = 50);
-CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (part, topic, seq);
-CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (part, topic, aggregateid, seq);
-CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (part, batch) WHERE batch IS NOT NULL;
+CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (topic, seq);
+CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (topic, aggregateid, seq);
+CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (batch) WHERE batch IS NOT NULL;
 COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked, held back behind an earlier event of their aggregate, or redriven: each with its own attempts and time';
 
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_topics', '');
@@ -511,20 +511,13 @@ SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_retry', '');
 
 -- 1.0's log and dead letters become those of the outbox's partition 0,
--- the one partition of one server (sql/tables/outbox.sql): part, first in
--- their keys.
+-- the one partition of one server (sql/tables/outbox.sql).
 ALTER TABLE dedup.outbox
     ADD COLUMN part @extschema@.dedup_fingerprint NOT NULL DEFAULT '00000000000000000000000000000000';
 ALTER TABLE dedup.outbox ALTER COLUMN part DROP DEFAULT;
-ALTER TABLE dedup.outbox
-    DROP CONSTRAINT outbox_pkey, ADD CONSTRAINT outbox_pkey PRIMARY KEY (part, id);
 ALTER TABLE dedup.outbox_dead
     ADD COLUMN part @extschema@.dedup_fingerprint NOT NULL DEFAULT '00000000000000000000000000000000';
 ALTER TABLE dedup.outbox_dead ALTER COLUMN part DROP DEFAULT;
-ALTER TABLE dedup.outbox_dead
-    DROP CONSTRAINT outbox_dead_pkey, ADD CONSTRAINT outbox_dead_pkey PRIMARY KEY (part, id);
-DROP INDEX dedup.outbox_dead_topic_seq;
-CREATE INDEX outbox_dead_topic_seq ON dedup.outbox_dead (part, topic, seq);
 
 -- 1.0's events with a state of their own move to dedup.outbox_retry: those
 -- handed out before (nacked, leased, or whose lease passed), each with its
@@ -570,7 +563,7 @@ ALTER TABLE dedup.outbox
     RESET (fillfactor);
 DROP INDEX dedup.outbox_aggregate_seq;
 DROP INDEX dedup.outbox_topic_seq;
-CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (part, topic, seq);
+CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
 COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup once their topic''s retention passed';
 -- 1.0's keys stay where they are until their retention passes: a 1.1 put
 -- keeps its key as the event's id in the log.
@@ -1960,6 +1953,20 @@ BEGIN
     UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_dead SET part = dedup.outbox_partition_of(topic, aggregateid);
+    -- the partition first in the keys (one server's have one partition),
+    -- as Citus wants its distribution column in them
+    ALTER TABLE dedup.outbox
+        DROP CONSTRAINT outbox_pkey, ADD CONSTRAINT outbox_pkey PRIMARY KEY (part, id);
+    DROP INDEX dedup.outbox_topic_seq;
+    CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (part, topic, seq);
+    ALTER TABLE dedup.outbox_topics
+        DROP CONSTRAINT outbox_topics_pkey, ADD CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic);
+    ALTER TABLE dedup.outbox_batches
+        DROP CONSTRAINT outbox_batches_pkey, ADD CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot);
+    ALTER TABLE dedup.outbox_retry
+        DROP CONSTRAINT outbox_retry_pkey, ADD CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id);
+    ALTER TABLE dedup.outbox_dead
+        DROP CONSTRAINT outbox_dead_pkey, ADD CONSTRAINT outbox_dead_pkey PRIMARY KEY (part, id);
     INSERT INTO dedup.outbox_topics (part, topic, next_seq)
         SELECT p.part, x.topic, x.next_seq
         FROM dedup_positions AS x, dedup.outbox_partitions() AS p(part);

@@ -168,18 +168,14 @@ SELECT columns_are('dedup', 'outbox',
           'created_at', 'part'],
     'dedup.outbox is the log: Debezium''s columns and the partition, no relay state');
 SELECT col_type_is('dedup', 'outbox', 'id', 'uuid', 'the event id is a uuid');
-SELECT col_is_pk('dedup', 'outbox', ARRAY['part', 'id'],
-                 'the event id in its partition is the log''s primary key: a put is idempotent by it');
-SELECT index_is_unique('dedup', 'outbox', 'outbox_topic_seq',
-                       'the relay reads the log by (part, topic, seq)');
-SELECT is((SELECT array_agg(DISTINCT c.relname::text ORDER BY c.relname::text)
-           FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid
-           JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-           WHERE c.relnamespace = 'dedup'::regnamespace
-             AND (c.relname = 'outbox' OR c.relname LIKE 'outbox\_%')
-             AND c.relname <> 'outbox_keys' AND (i.indisprimary OR i.indisunique)
-             AND a.attname <> 'part'),
-          NULL, 'every key of the relay''s tables begins with the partition');
+SELECT col_is_pk('dedup', 'outbox', 'id', 'the event id is the log''s primary key: a put is idempotent by it');
+SELECT index_is_unique('dedup', 'outbox', 'outbox_topic_seq', 'the relay reads the log by (topic, seq)');
+SELECT is((SELECT count(*) FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid,
+                  unnest(i.indkey) AS k(attnum)
+           JOIN pg_attribute AS a ON a.attnum = k.attnum
+           WHERE a.attrelid = i.indrelid AND c.relnamespace = 'dedup'::regnamespace
+             AND c.relname LIKE 'outbox%' AND a.attname = 'part'),
+          0::bigint, 'on one server, one partition: no index of the relay''s tables has the partition (dedup_distribute adds it)');
 -- the batch API, for relays only
 SELECT has_function('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer']);
 SELECT has_function('public', 'dedup_outbox_ack_batch', ARRAY['bigint', 'uuid[]', 'interval', 'text']);

@@ -113,6 +113,9 @@ check "the record replays its response, the mark and the scope's ttl are kept" \
 	"$(worker 2 -c "SELECT outcome, response_code FROM dedup_begin('pre', 'rec')")|$(worker 1 -c "SELECT mark FROM dedup_position('pre', 'stream')")|$(worker 2 -c "SELECT ttl FROM dedup_scope('pre')")" \
 	"replay|201|41|2 days"
 check "dedup_distribute() a second time: 55000" "$(sqlstate -c "SELECT dedup_distribute()")" "ERROR:  55000"
+check "the outbox's keys begin with the partition" \
+	"$(q -c "SELECT string_agg(pg_get_indexdef(i.indexrelid), '; ' ORDER BY c.relname) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indisunique AND i.indrelid IN ('dedup.outbox'::regclass, 'dedup.outbox_retry'::regclass)")" \
+	"CREATE UNIQUE INDEX outbox_pkey ON dedup.outbox USING btree (part, id); CREATE UNIQUE INDEX outbox_retry_pkey ON dedup.outbox_retry USING btree (part, id); CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox USING btree (part, topic, seq)"
 check "the outbox's events in the partitions of their aggregates, on both workers, all pending" \
 	"$(q -c "SELECT count(*), count(DISTINCT part) > 1, bool_and(part = dedup.outbox_partition_of(topic, aggregateid)) FROM (SELECT part, topic, aggregateid FROM dedup.outbox UNION ALL SELECT part, topic, aggregateid FROM dedup.outbox_retry) e")|$(q -c "SELECT string_agg(DISTINCT p.groupid::text, ',') FROM dedup.outbox o, pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.outbox'::regclass AND dedup_fingerprint_hash(o.part) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int")|$(worker 1 -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('pre-ev')")" \
 	"34|t|t|1,2|30|0|0"
