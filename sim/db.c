@@ -160,7 +160,10 @@ db_broken(SimConn *sc)
  */
 static const char *const db_node_failures[] = {
 	"remote node", "server closed the connection", "terminating connection",
-	"postmaster was shut down", "the database system is", NULL
+	"postmaster was shut down", "the database system is", "connection establishment for",
+	"could not establish any connections", "failure on connection marked as essential",
+	"connection not open", "could not receive data", "could not send data",
+	"could not commit transaction", NULL
 };
 
 /*

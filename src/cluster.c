@@ -260,6 +260,13 @@ dedup_cluster_single_shard(Oid relid, const char *relname, bool *local)
 	return result;
 }
 
+/* How many times the shard maps were forgotten: what was checked against them holds while it stays. */
+uint64
+dedup_cluster_generation(void)
+{
+	return cluster_resets;
+}
+
 /* Forget every shard map: an invalidation came (dedup.c's callback). */
 void
 dedup_cluster_reset(void)

@@ -35,6 +35,7 @@ typedef enum DedupCitusKind
 extern DedupCitusKind dedup_cluster_kind(Oid relid);
 extern Oid	dedup_cluster_single_shard(Oid relid, const char *relname, bool *local);
 extern void dedup_cluster_reset(void);
+extern uint64 dedup_cluster_generation(void);
 extern bool dedup_cluster_forget(Oid relid);
 
 extern bool dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table,

@@ -229,6 +229,10 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_HISTORY_GENERATIONS] = "history_generations",
 	[DEDUP_REL_HISTORY_BLOCKS] = "history_blocks",
 	[DEDUP_REL_HISTORY_BLOCKS_PKEY] = "history_blocks_pkey",
+	[DEDUP_REL_OUTBOX_RETRY] = "outbox_retry",
+	[DEDUP_REL_OUTBOX_RETRY_PKEY] = "outbox_retry_pkey",
+	[DEDUP_REL_OUTBOX_DEAD] = "outbox_dead",
+	[DEDUP_REL_OUTBOX_DEAD_PKEY] = "outbox_dead_pkey",
 };
 static DedupCitusKind dedup_relkind[DEDUP_NUM_RELATIONS];	/* Citus's kind of each */
 static bool dedup_relremote[DEDUP_NUM_RELATIONS];	/* one shard, not on this node */
@@ -270,6 +274,10 @@ dedup_relation_table(DedupRelation rel)
 			return DEDUP_REL_OUTBOX;
 		case DEDUP_REL_HISTORY_BLOCKS_PKEY:
 			return DEDUP_REL_HISTORY_BLOCKS;
+		case DEDUP_REL_OUTBOX_RETRY_PKEY:
+			return DEDUP_REL_OUTBOX_RETRY;
+		case DEDUP_REL_OUTBOX_DEAD_PKEY:
+			return DEDUP_REL_OUTBOX_DEAD;
 		default:
 			return rel;
 	}

@@ -4,5 +4,5 @@
 BEGIN;
 SELECT dedup_claim('bench', 'msg-' || :r);
 INSERT INTO orders (message_id, amount) VALUES ('msg-' || :r, 1);
-SELECT dedup_outbox_put('bench', 'msg-' || :r, jsonb_build_object('order', :r), aggregate_id => 'msg-' || :r);
+SELECT dedup_outbox_put('bench', 'msg-' || :r, jsonb_build_object('order', 'msg-' || :r), aggregate_id => 'msg-' || :r);
 COMMIT;
