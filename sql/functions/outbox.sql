@@ -40,8 +40,8 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
 -- before anything new, under a new batch id, so that the relay that held
 -- it before can no longer ack or nack it by that id.  An event handed out max_attempts times and not acked goes dead;
 -- so does one nacked at its max_attempts.  Relays of one topic take one
--- after another (the topic's relay lock, held for the take's transaction);
--- they publish and ack in parallel.
+-- after another in a partition (the relay lock of the topic there, held
+-- for the take's transaction); they publish and ack in parallel.
 --
 -- A take needs a snapshot of its own for each statement: it refuses to run
 -- in a REPEATABLE READ or SERIALIZABLE transaction (0A000).
