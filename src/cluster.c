@@ -399,6 +399,28 @@ cluster_lock_shard(const ClusterShard *shard)
 }
 
 /*
+ * The shard of key fp, which must be on this node (40001 otherwise), with
+ * its metadata lock taken (cluster_lock_shard); NULL when the key's shard
+ * changed meanwhile (a split): look again.
+ */
+static ClusterShard *
+cluster_shard_locked(DedupRelation table, const DedupFingerprint *fp)
+{
+	ClusterShard *shard = cluster_shard_of(table, fp);
+	int64		shardid = shard->shardid;
+
+	if (!shard->local)
+		cluster_not_here(table, shardid);
+	cluster_lock_shard(shard);
+	shard = cluster_shard_of(table, fp);
+	if (shard->shardid != shardid)
+		return NULL;
+	if (!shard->local)
+		cluster_not_here(table, shardid);
+	return shard;
+}
+
+/*
  * Open the shard of a key's table (dedup.claims or dedup.streams) on this
  * node, and its primary key, with lockmode, after taking Citus's lock on the
  * shard's metadata as its writers do: once it is held, a move of the shard
@@ -410,17 +432,12 @@ dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 {
 	for (;;)
 	{
-		ClusterShard *shard = cluster_shard_of(table, fp);
-		int64		shardid = shard->shardid;
+		ClusterShard *shard = cluster_shard_locked(table, fp);
+		int64		shardid;
 
-		if (!shard->local)
-			cluster_not_here(table, shardid);
-		cluster_lock_shard(shard);
-		shard = cluster_shard_of(table, fp);
-		if (shard->shardid != shardid)
-			continue;			/* split meanwhile: the key's shard is another */
-		if (!shard->local)
-			cluster_not_here(table, shardid);
+		if (shard == NULL)
+			continue;
+		shardid = shard->shardid;
 		if (!OidIsValid(shard->heap))
 		{
 			Oid			heapid = cluster_key_shard_relid(table, shardid);
@@ -930,6 +947,20 @@ dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table,
 		return false;
 	*result = cluster_forward(fcinfo, fp);
 	return true;
+}
+
+/*
+ * Hold Citus's lock on the metadata of the shard of key fp (of a distributed
+ * table), which must be on this node, until the transaction ends, as its
+ * writers do: for calls that work in the shard through SQL (the outbox's
+ * relay), so that a move of the shard waits for them, or they fail (40001)
+ * when it switched first.
+ */
+void
+dedup_cluster_lock_key(DedupRelation table, const DedupFingerprint *fp)
+{
+	while (cluster_shard_locked(table, fp) == NULL)
+		;
 }
 
 /* Whether the shard of key fp of a distributed table is on this node. */

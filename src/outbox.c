@@ -409,10 +409,15 @@ static bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic,
  * range is higher: before an event of the partition gets its number, the
  * sequence is moved past every number the topic's log in the partition has
  * used or passed, so that the log's order, and the topic's position in it,
- * hold.  It is moved OUTBOX_SEQ_CATCH_UP_GAP further still: setval() is not
- * atomic with the check, and the numbers other puts may take meanwhile
- * (fewer than that) stay below the new ones.  Inside SPI, as the owner of
- * the outbox.
+ * hold.  Backends catching up at once take turns on the sequence's
+ * ShareUpdateExclusiveLock (which conflicts with itself, not with nextval's
+ * RowExclusiveLock) and read its last value again under it, so a later one
+ * never moves it back below numbers already taken after an earlier one's
+ * setval().  It is moved OUTBOX_SEQ_CATCH_UP_GAP further still: a put's
+ * nextval() is not atomic with the check, and the numbers other puts take
+ * meanwhile (fewer than that) stay below the new ones.  The lock is let go
+ * at once, as setval() itself is not transactional.  Inside SPI, as the
+ * owner of the outbox.
  */
 #define OUTBOX_SEQ_CATCH_UP_GAP INT64CONST(1048576)
 
@@ -449,8 +454,15 @@ outbox_sequence_catch_up(const DedupFingerprint *part, text *topic)
 		seqinfo->args[0].isnull = false;
 		last = pg_sequence_last_value(seqinfo);
 		if (seqinfo->isnull || DatumGetInt64(last) < used)
-			(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq),
-									   Int64GetDatum(used + OUTBOX_SEQ_CATCH_UP_GAP));
+		{
+			LockRelationOid(seq, ShareUpdateExclusiveLock);
+			seqinfo->isnull = false;
+			last = pg_sequence_last_value(seqinfo);
+			if (seqinfo->isnull || DatumGetInt64(last) < used)
+				(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq),
+										   Int64GetDatum(used + OUTBOX_SEQ_CATCH_UP_GAP));
+			UnlockRelationOid(seq, ShareUpdateExclusiveLock);
+		}
 	}
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	checked = lappend(checked, pstrdup(name));
@@ -685,8 +697,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
  * The relay lock of a topic in a partition: a take holds it until its
  * transaction ends, so that the takes of a topic in a partition go one
  * after another, each seeing what the one before committed (a heavyweight
- * lock, not a row lock: no WAL).  The empty topic's guards the numbering of
- * the partition's slots.
+ * lock, not a row lock: no WAL).
  */
 static bool
 outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wait)
@@ -711,6 +722,29 @@ dedup_outbox_lock_relay(PG_FUNCTION_ARGS)
 {
 	(void) outbox_lock_relay(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), false);
 	PG_RETURN_VOID();
+}
+
+/*
+ * dedup.outbox_lock_slot(in_part dedup_fingerprint, slot integer) RETURNS
+ *	boolean
+ *
+ * The lock of a slot number in a partition, held until the transaction
+ * ends, if no other transaction holds it (true); false at once otherwise.
+ * A take that numbers a new slot holds it while it inserts the slot, so a
+ * take never waits for another's insert of the same number (it tries the
+ * next), and takes of different topics, each holding its topic's relay
+ * lock, never wait for one another.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_lock_slot);
+Datum
+dedup_outbox_lock_slot(PG_FUNCTION_ARGS)
+{
+	int32		slot = PG_GETARG_INT32(1);
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, outbox_part_number(PG_GETARG_DEDUP_FINGERPRINT_P(0)),
+						 (uint32) slot, DEDUP_LOCKTAG_SLOT);
+	PG_RETURN_BOOL(LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL);
 }
 
 /*
@@ -897,7 +931,7 @@ static const struct
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[10];
+	Oid			argtypes[11];
 }			fast_queries[FAST_NPLANS] = {
 	[FAST_STATE] = {"SELECT t.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
@@ -917,14 +951,15 @@ static const struct
 		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		" AND o.seq OPERATOR(pg_catalog.>=) $3 AND o.seq OPERATOR(pg_catalog.<=) $4"
 		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID}},
-	[FAST_WRITE] = {"WITH slot AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
-		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
-		"  retried = 0, events = $7, aggregates = $8"
-		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2)"
-		" UPDATE dedup.outbox_topics AS t SET next_seq = $10"
-		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9",
-		10, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
-		INT4ARRAYOID, TEXTOID, INT8OID}},
+	[FAST_WRITE] = {"WITH position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
+		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9)"
+		" UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
+		" attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
+		" retried = 0, events = $7, aggregates = $8"
+		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
+		" AND x.generation OPERATOR(pg_catalog.=) $11",
+		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
+		INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
@@ -991,7 +1026,7 @@ static bool
 fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *topic,
 		  int32 batch_size, DedupScopeSettings *settings)
 {
-	Datum		args[10];
+	Datum		args[11];
 	bool		has_log;
 	int64		pos;
 	int32		slot = -1;
@@ -1090,7 +1125,12 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 				return false;
 	}
 
-	/* the batch, in the free slot; the topic's position after it */
+	/*
+	 * The batch, in the free slot, if it is still free at the generation
+	 * read (the topic's relay lock keeps it so); the topic's position after
+	 * it
+	 */
+	args[10] = Int32GetDatum(generation);
 	generation = generation % PG_INT32_MAX + 1;
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_timestamp_plus(GetCurrentTimestamp(),
@@ -1114,6 +1154,13 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	args[9] = Int64GetDatum(n == (uint64) batch_size ?
 							DatumGetInt64(args[5]) + 1 : Max(pos, stable + 1));
 	fast_run(FAST_WRITE, args, 0);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the slot of an outbox batch changed while it was taken"),
+				 errdetail("Slot %d of topic \"%s\" was handed out by another transaction.",
+						   slot, text_to_cstring(topic)),
+				 errhint("Run the transaction again.")));
 
 	/* the events, as take returns them */
 	for (uint64 i = 0; i < n; i++)
@@ -1155,7 +1202,8 @@ fast_ack(DedupFingerprint *part, int64 batch_id, char **topic)
 	Datum		args[3];
 	bool		isnull;
 
-	if (batch_id < 0)
+	/* an id of another partition's batch names none here */
+	if (batch_id < 0 || (uint64) (batch_id >> OUTBOX_BATCH_PART_SHIFT) != outbox_part_number(part))
 		return -1;
 	args[0] = PointerGetDatum(part);
 	args[1] = Int32GetDatum((int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT));
@@ -1382,6 +1430,7 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 		/* the batch's partition, or the one forwarded here: run there */
 		if (dedup_cluster_route_key(fcinfo, DEDUP_REL_OUTBOX, &part, &routed))
 			return routed;
+		dedup_cluster_lock_key(DEDUP_REL_OUTBOX, &part);
 		in_one_partition = true;
 
 		/*

@@ -40,6 +40,8 @@
 #define DEDUP_LOCKTAG_EVENT		0x6467
 /* the outbox's relay locks: a take's, on its topic, until it ends (outbox.c) */
 #define DEDUP_LOCKTAG_RELAY		0x6468
+/* the outbox's slot locks: a take's, on the slot it numbers, until it ends (outbox.c) */
+#define DEDUP_LOCKTAG_SLOT		0x6469
 
 static inline void
 dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)

@@ -184,7 +184,9 @@ BEGIN
     CREATE TEMP TABLE dedup_positions ON COMMIT DROP AS
         SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_topics GROUP BY topic;
     DELETE FROM dedup.outbox_topics;
-    DELETE FROM dedup.outbox_batches;
+    -- the slots stay where they are, in partition 0 (one server's), with
+    -- their generations: the id of a batch handed out before never names
+    -- one handed out after
     UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_dead SET part = dedup.outbox_partition_of(topic, aggregateid);

@@ -63,11 +63,17 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- The relay lock of a topic in a partition, held until the transaction
--- ends: the takes of a topic in a partition go one after another.  The
--- empty topic's is the lock of the partition's slot numbers.
+-- ends: the takes of a topic in a partition go one after another.
 CREATE FUNCTION dedup.outbox_lock_relay(in_part @extschema@.dedup_fingerprint, topic text) RETURNS void
 AS 'MODULE_PATHNAME', 'dedup_outbox_lock_relay' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_lock_relay(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
+-- The lock of a slot number in a partition, until the transaction ends, if
+-- no other transaction holds it (true), or false at once: a take inserts a
+-- new slot under its number's lock, so it never waits for another's insert.
+CREATE FUNCTION dedup.outbox_lock_slot(in_part @extschema@.dedup_fingerprint, slot integer) RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_outbox_lock_slot' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_lock_slot(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 -- Move events to the dead letters: from the log (by seq) or from
 -- outbox_retry (by id), with their attempts and last error.
@@ -217,6 +223,7 @@ DECLARE
     max_attempts integer;
     pos bigint;
     b dedup.outbox_batches;
+    k integer;
     bid bigint;
     blocked integer[];
     has_retry boolean;
@@ -297,23 +304,33 @@ BEGIN
         RETURN;
     END LOOP;
 
-    -- a new batch, in a free slot (or a new one, numbered under the lock of
-    -- the partition's slot numbers)
+    -- a new batch, in a free slot of the topic (locked: it stays free until
+    -- the batch is written in it), or in a new one: the first
+    -- number past the partition's last slot that no other take is inserting
+    -- (each inserts under its number's lock) and none inserted meanwhile
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
-    ORDER BY x.slot LIMIT 1;
+    ORDER BY x.slot LIMIT 1
+    FOR UPDATE;
     IF NOT FOUND THEN
-        PERFORM dedup.outbox_lock_relay(in_part, '');
-        INSERT INTO dedup.outbox_batches AS x (part, slot, topic)
-        SELECT in_part, coalesce(max(y.slot), 0) + 1, outbox_take_batch.topic
-        FROM dedup.outbox_batches AS y WHERE y.part OPERATOR(@extschema@.=) in_part
-        RETURNING x.* INTO b;
-        IF b.slot >= 65536 THEN
-            RAISE EXCEPTION 'an outbox partition has no room for another batch'
-                USING ERRCODE = '54000',
-                      DETAIL = '65535 batches of its topics are handed out and not acked.',
-                      HINT = 'Ack or nack batches before taking more.';
-        END IF;
+        k := (SELECT coalesce(max(y.slot), 0) + 1 FROM dedup.outbox_batches AS y
+              WHERE y.part OPERATOR(@extschema@.=) in_part);
+        LOOP
+            IF k >= 65536 THEN
+                RAISE EXCEPTION 'an outbox partition has no room for another batch'
+                    USING ERRCODE = '54000',
+                          DETAIL = '65535 batches of its topics are handed out and not acked.',
+                          HINT = 'Ack or nack batches before taking more.';
+            END IF;
+            IF dedup.outbox_lock_slot(in_part, k) THEN
+                INSERT INTO dedup.outbox_batches AS x (part, slot, topic)
+                VALUES (in_part, k, outbox_take_batch.topic)
+                ON CONFLICT DO NOTHING
+                RETURNING x.* INTO b;
+                EXIT WHEN FOUND;
+            END IF;
+            k := k + 1;
+        END LOOP;
     END IF;
     bid := dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1);
     blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
