@@ -19,6 +19,7 @@
 
 #define CONSUMER_BUSY_DELAY_MS	20	/* redelivery after 55P03 */
 #define CONSUMER_IN_PROGRESS_DELAY_MS 50	/* after in_progress */
+#define CONSUMER_LOST_DELAY_MS	50	/* after a lost connection, as a broker backs off */
 #define CONSUMER_OUTCOME_SIZE	16	/* longest dedup_begin outcome + 1 */
 
 /* the statements every consumer prepares */
@@ -70,7 +71,7 @@ consumer_failed(SimConn *sc, int64_t index, const char *what, PGresult *res)
 	if (!db_broken(sc))
 		db_end(sc, false);
 	if (lost)
-		feed_requeue(index, 0);
+		feed_requeue(index, CONSUMER_LOST_DELAY_MS);
 	else
 		feed_ack(index);
 }
@@ -204,7 +205,7 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 	consumer_text(m, &t);
 	if (!db_begin(sc))
 	{
-		feed_requeue(index, 0);
+		feed_requeue(index, CONSUMER_LOST_DELAY_MS);
 		return;
 	}
 	res = db_exec(sc, "claim", 2, claim);
@@ -370,7 +371,7 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 
 	if (!db_begin(sc))
 	{
-		feed_requeue(index, 0);
+		feed_requeue(index, CONSUMER_LOST_DELAY_MS);
 		return;
 	}
 	res = consumer_pay(sc, m, &t, "record", event_id);
