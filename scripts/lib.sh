@@ -125,12 +125,14 @@ test_server() {
 }
 
 # wait_for SQL WANT [SECONDS]: for scripted tests, run SQL every 0.1 s until
-# it prints WANT; fail, saying what it printed last, after SECONDS (30).
+# it prints WANT; fail, saying what it printed last, after SECONDS (30).  A
+# failing psql (a server still in crash recovery) is one more try, not the
+# end of a script under set -e.
 wait_for() {
 	local sql=$1 want=$2 limit=${3:-30} got=
 	local deadline=$((SECONDS + ${3:-30}))
 	while :; do
-		got=$(psql -X -q -At -c "$sql" 2>&1)
+		got=$(psql -X -q -At -c "$sql" 2>&1) || true
 		[ "$got" = "$want" ] && return 0
 		if [ "$SECONDS" -ge "$deadline" ]; then
 			echo "after ${limit}s, [$sql] printed [$got], not [$want]"
