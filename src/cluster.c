@@ -963,6 +963,17 @@ dedup_cluster_lock_key(DedupRelation table, const DedupFingerprint *fp)
 		;
 }
 
+/*
+ * Take Citus's lock on the metadata of the shard of key fp here, wherever
+ * the shard is, until the transaction ends: before a call is sent to its
+ * node, as Citus's executor does before it sends a write.
+ */
+void
+dedup_cluster_lock_remote(DedupRelation table, const DedupFingerprint *fp)
+{
+	cluster_lock_shard(cluster_shard_of(table, fp));
+}
+
 /* Whether the shard of key fp of a distributed table is on this node. */
 bool
 dedup_cluster_is_local(DedupRelation table, const DedupFingerprint *fp)

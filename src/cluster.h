@@ -44,6 +44,7 @@ extern bool dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table
 									const DedupFingerprint *fp, Datum *result);
 extern bool dedup_cluster_is_local(DedupRelation table, const DedupFingerprint *fp);
 extern void dedup_cluster_lock_key(DedupRelation table, const DedupFingerprint *fp);
+extern void dedup_cluster_lock_remote(DedupRelation table, const DedupFingerprint *fp);
 extern const DedupFingerprint *dedup_cluster_forwarded_key(void);
 extern void dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 									 LOCKMODE lockmode, Relation *heap, Relation *index);

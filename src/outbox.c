@@ -1246,6 +1246,22 @@ relay_stats_cmp(const void *a, const void *b)
 	return strcmp(((const RelayTopicStats *) a)->topic, ((const RelayTopicStats *) b)->topic);
 }
 
+/*
+ * Run the call of fcinfo in partition part, on its node, after taking its
+ * shard's metadata lock here, as a claim routed from here does: the lock
+ * is taken on this node before the shard's node, in the order of a shard
+ * move's, which could otherwise hold this node's lock while it waits for
+ * the shard node's, held by this transaction's earlier call there (Citus's
+ * deadlock detector cancelled the move in citus.sh).
+ */
+static List *
+relay_call_partition(FunctionCallInfo fcinfo, Datum *args, bool *argnulls,
+					 const DedupFingerprint *part)
+{
+	dedup_cluster_lock_remote(DEDUP_REL_OUTBOX, part);
+	return dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, part);
+}
+
 /* The partition after the one this backend's last take on a cluster took from */
 static int	relay_next_partition = 0;
 
@@ -1276,8 +1292,8 @@ relay_on_cluster(FunctionCallInfo fcinfo, RelayFunction *rf)
 				if (local[i] != (pass == 0))
 					continue;
 				if (dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
-										   dedup_cluster_call(fcinfo->flinfo->fn_oid, args,
-															  argnulls, &parts[i])) > 0)
+										   relay_call_partition(fcinfo, args, argnulls,
+																&parts[i])) > 0)
 				{
 					relay_next_partition = (i + 1) % nparts;
 					return (Datum) 0;
@@ -1292,7 +1308,7 @@ relay_on_cluster(FunctionCallInfo fcinfo, RelayFunction *rf)
 
 		for (int i = 0; i < nparts; i++)
 		{
-			List	   *rows = dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, &parts[i]);
+			List	   *rows = relay_call_partition(fcinfo, args, argnulls, &parts[i]);
 			int			ncols;
 			char	  **values;
 
@@ -1315,7 +1331,7 @@ relay_on_cluster(FunctionCallInfo fcinfo, RelayFunction *rf)
 		{
 			ListCell   *lc;
 
-			foreach(lc, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, &parts[i]))
+			foreach(lc, relay_call_partition(fcinfo, args, argnulls, &parts[i]))
 			{
 				int			ncols;
 				char	  **values = dedup_cluster_row_values(lfirst(lc), &ncols);
