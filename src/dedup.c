@@ -550,21 +550,15 @@ dedup_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 }
 
 /*
- * The scope argument (or an outbox topic, which is a scope; "what" names it in
- * errors): not NULL, not empty, not absurdly long.
+ * A scope name (or an outbox topic, which is a scope; "what" names it in
+ * errors): not empty, not absurdly long.  Every path that keeps a scope's
+ * name in a buffer of DEDUP_MAX_SCOPE_BYTES + 1 bytes passes it here first.
  */
-text *
-dedup_scope_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+void
+dedup_check_scope_name(const text *scope, const char *what)
 {
-	text	   *scope;
-	Size		len;
+	Size		len = VARSIZE_ANY_EXHDR(scope);
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	scope = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(scope);
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -575,6 +569,20 @@ dedup_scope_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				 errmsg("%s name is too long", what),
 				 errdetail("The %s name has %zu bytes; the limit is %d.",
 						   what, len, DEDUP_MAX_SCOPE_BYTES)));
+}
+
+/* The scope argument of a call: not NULL, and a valid scope name. */
+text *
+dedup_scope_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	text	   *scope;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	scope = PG_GETARG_TEXT_PP(argno);
+	dedup_check_scope_name(scope, what);
 	return scope;
 }
 

@@ -96,6 +96,7 @@ extern bool dedup_relation_hashed(DedupRelation rel);
 extern bool dedup_node_is_citus_worker(void);
 extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);
 extern void dedup_check_writable(const char *funcname);
+extern void dedup_check_scope_name(const text *scope, const char *what);
 extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *what);
 extern bool dedup_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);

@@ -104,6 +104,10 @@
 
 /* The insert's kept plans: for a 1.1 database, and for one still at 1.0 */
 static SPIPlanPtr outbox_insert_plans[2];
+/* The kept plan of the sequence check on a cluster */
+static SPIPlanPtr outbox_last_seq_plan = NULL;
+/* The fingerprint type the kept plans were made with (outbox_plans_check) */
+static Oid	outbox_plans_type = InvalidOid;
 
 /*
  * Make a fingerprint an RFC 9562 version 8 UUID in place: it is then both
@@ -402,6 +406,7 @@ outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *
 }
 
 static bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);
+static void outbox_plans_check(void);
 
 /*
  * On a Citus cluster, the outbox's sequence is this node's (Citus gives each
@@ -476,12 +481,12 @@ outbox_sequence_catch_up(const DedupFingerprint *part, text *topic)
 static bool
 outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last)
 {
-	static SPIPlanPtr plan = NULL;
 	Datum		args[2] = {PointerGetDatum(part), PointerGetDatum(topic)};
 	bool		isnull;
+	SPIPlanPtr	plan;
 
 	SPI_connect();
-	if (plan == NULL)
+	if (outbox_last_seq_plan == NULL)
 	{
 		char	   *eq = dedup_fingerprint_eq_sql();
 		Oid			argtypes[2] = {dedup_fingerprint_type(), TEXTOID};
@@ -497,7 +502,9 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 			elog(ERROR, "could not prepare the outbox's sequence check: %s",
 				 SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
+		outbox_last_seq_plan = plan;
 	}
+	plan = outbox_last_seq_plan;
 	if (SPI_execute_plan(plan, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read the outbox partition's last number");
 	*last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -614,6 +621,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	bool		event_locked = false;
 
 	topic = dedup_scope_of_call(fcinfo, "topic", "dedup_outbox_put", DEDUP_PRIV_USAGE, &settings);
+	outbox_plans_check();
 	aggregate_id = outbox_text_arg(fcinfo, 3, "aggregate_id");
 	type = outbox_text_arg(fcinfo, 4, "type");
 	headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
@@ -790,6 +798,7 @@ dedup_outbox_stable_seq(PG_FUNCTION_ARGS)
 	int64		in_log;
 
 	outbox_check_isolation();
+	outbox_plans_check();
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
 	/* on a cluster, this node's (the sequence is every node's own) */
 	seqinfo->args[0].value = ObjectIdGetDatum(dedup_relation_hashed(DEDUP_REL_OUTBOX) ?
@@ -971,6 +980,45 @@ static const struct
 };
 
 static SPIPlanPtr fast_plans[FAST_NPLANS];
+
+/*
+ * The kept plans name the fingerprint's type by OID among their parameters,
+ * and the plan cache never looks a parameter's type up again: once the
+ * extension is dropped and created again, in any session, a plan kept
+ * before fails with "cache lookup failed for type".  Each entry point that
+ * runs kept plans calls this first: when the fingerprint's type is not the
+ * one the plans were made with, every kept plan is freed, to be prepared
+ * again at its next use (and the relay's functions, known by their old
+ * OIDs, are forgotten).
+ */
+static void
+outbox_plans_check(void)
+{
+	Oid			type = dedup_fingerprint_type();
+
+	if (type == outbox_plans_type)
+		return;
+	for (int i = 0; i < lengthof(outbox_insert_plans); i++)
+	{
+		if (outbox_insert_plans[i])
+			SPI_freeplan(outbox_insert_plans[i]);
+		outbox_insert_plans[i] = NULL;
+	}
+	if (outbox_last_seq_plan)
+		SPI_freeplan(outbox_last_seq_plan);
+	outbox_last_seq_plan = NULL;
+	for (int i = 0; i < FAST_NPLANS; i++)
+	{
+		if (fast_plans[i])
+			SPI_freeplan(fast_plans[i]);
+		fast_plans[i] = NULL;
+	}
+	for (int i = 0; i < RELAY_MAX_FUNCTIONS; i++)
+		if (relay_functions[i].plan)
+			SPI_freeplan(relay_functions[i].plan);
+	memset(relay_functions, 0, sizeof(relay_functions));
+	outbox_plans_type = type;
+}
 
 /* Run a kept statement of the fast path; its result is in SPI_tuptable. */
 static int
@@ -1389,7 +1437,7 @@ PG_FUNCTION_INFO_V1(dedup_outbox_relay);
 Datum
 dedup_outbox_relay(PG_FUNCTION_ARGS)
 {
-	RelayFunction *rf = relay_function(fcinfo->flinfo->fn_oid);
+	RelayFunction *rf;
 	Oid			caller = GetUserId();
 	bool		retset = fcinfo->flinfo->fn_retset;
 	Datum		values[RELAY_MAX_ARGS + 2];
@@ -1400,21 +1448,26 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	int			save_sec_context;
 	Datum		result = (Datum) 0;
 	bool		isnull = true;
-	bool		take = strcmp(rf->name, "dedup_outbox_take") == 0 ||
-		strcmp(rf->name, "dedup_outbox_take_batch") == 0;
-	bool		ack_whole = strcmp(rf->name, "dedup_outbox_ack_batch") == 0 &&
-		!PG_ARGISNULL(0) && !PG_ARGISNULL(2) &&
-		(PG_ARGISNULL(1) || ArrayGetNItems(ARR_NDIM(PG_GETARG_ARRAYTYPE_P(1)),
-										   ARR_DIMS(PG_GETARG_ARRAYTYPE_P(1))) == 0);
+	bool		take;
+	bool		ack_whole;
 	DedupScopeSettings settings;
 	char	   *acked_topic = NULL;
 	int32		acked = -1;
 	bool		done = false;
-	bool		of_batch = strcmp(rf->name, "dedup_outbox_ack_batch") == 0 ||
-		strcmp(rf->name, "dedup_outbox_nack_batch") == 0;
+	bool		of_batch;
 	bool		in_one_partition = false;
 	MemoryContext outer = CurrentMemoryContext;
 
+	outbox_plans_check();
+	rf = relay_function(fcinfo->flinfo->fn_oid);
+	take = strcmp(rf->name, "dedup_outbox_take") == 0 ||
+		strcmp(rf->name, "dedup_outbox_take_batch") == 0;
+	ack_whole = strcmp(rf->name, "dedup_outbox_ack_batch") == 0 &&
+		!PG_ARGISNULL(0) && !PG_ARGISNULL(2) &&
+		(PG_ARGISNULL(1) || ArrayGetNItems(ARR_NDIM(PG_GETARG_ARRAYTYPE_P(1)),
+										   ARR_DIMS(PG_GETARG_ARRAYTYPE_P(1))) == 0);
+	of_batch = strcmp(rf->name, "dedup_outbox_ack_batch") == 0 ||
+		strcmp(rf->name, "dedup_outbox_nack_batch") == 0;
 	if (!rf->read_only)
 		dedup_check_writable(rf->name);
 
@@ -1469,7 +1522,7 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	take = take && !PG_ARGISNULL(0) && !PG_ARGISNULL(1) && PG_GETARG_INT32(1) >= 1 &&
 		PG_GETARG_INT32(1) <= 10000;
 	if (take)
-		dedup_scope_use(PG_GETARG_TEXT_PP(0), DEDUP_PRIV_RELAY, &settings);
+		dedup_scope_use(dedup_scope_arg(fcinfo, 0, "topic"), DEDUP_PRIV_RELAY, &settings);
 	if (ack_whole)
 		dedup_check_interval(PG_GETARG_INTERVAL_P(2), "retry_delay", true,
 							 GetCurrentStatementStartTimestamp());

@@ -167,6 +167,7 @@ scope_load(const text *scope, ScopeCacheEntry *entry)
 	HeapTuple	tuple;
 
 	memset(entry, 0, sizeof(ScopeCacheEntry));
+	dedup_check_scope_name(scope, "scope");
 	memcpy(entry->scope, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
 	ScanKeyEntryInitialize(&key, 0, Anum_scopes_scope, BTEqualStrategyNumber,
 						   InvalidOid, C_COLLATION_OID, F_TEXTEQ,
@@ -241,7 +242,8 @@ scope_entry(const text *scope, ScopeCacheEntry *loaded)
 	ScopeCacheEntry *entry;
 	uint64		generation;
 
-	/* the scope name was checked: not empty, at most DEDUP_MAX_SCOPE_BYTES */
+	/* the buffer's bound: callers check first, this is the last word */
+	dedup_check_scope_name(scope, "scope");
 	memcpy(name, VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope));
 
 	if (!registered)
@@ -467,6 +469,7 @@ dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
 	ScopeCacheEntry loaded;
 	ScopeCacheEntry *entry = scope_entry(scope, &loaded);
 	Oid			roleid = GetUserId();
+	uint64		generation = scope_cache_generation;
 
 	if (settings)
 		scope_settings_of(entry, settings);
@@ -475,6 +478,12 @@ dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
 	/* counted only once allowed: a refused role adds no scope to the counters */
 	if (settings)
 	{
+		/*
+		 * The privilege look-up may have processed invalidations that emptied
+		 * the cache, entry included: find it again (or read it anew).
+		 */
+		if (generation != scope_cache_generation)
+			entry = scope_entry(scope, &loaded);
 		if (!entry->counters_known)
 		{
 			entry->counters = dedup_scope_counters(entry->scope);
