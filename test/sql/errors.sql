@@ -180,6 +180,11 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SELECT count(*) FROM dedup_outbox_take('t', 10001)$$),
   ($$SELECT count(*) FROM dedup_outbox_take_batch(NULL)$$),
   ($$SELECT count(*) FROM dedup_outbox_take_batch('t', 10001)$$),
+  -- a topic past the scope limit, refused before any look-up (22001): the
+  -- fast take once copied it into a fixed buffer and crashed the server
+  ($$SELECT count(*) FROM dedup_outbox_take(repeat('x', 300), 10)$$),
+  ($$SELECT count(*) FROM dedup_outbox_take_batch(repeat('x', 300), 10)$$),
+  ($$SELECT count(*) FROM dedup_outbox_take_batch(repeat('x', 100000), 10)$$),
   ($$SELECT dedup_outbox_ack_batch(NULL)$$),
   ($$SELECT dedup_outbox_ack_batch(1, ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid], '-1 second')$$),
   ($$SELECT dedup_outbox_nack_batch(NULL)$$),
