@@ -437,7 +437,20 @@ dedup_new_epoch(PG_FUNCTION_ARGS)
 		KeyRow		row;
 		bool		present = key_store_find(&ks, &a.fp, KEY_BUSY_WAIT, &row) != KEY_ABSENT;
 
-		/* count on from an expired row's epoch too: epochs never go back */
+		/*
+		 * Count on from an expired row's epoch too: epochs never go back.
+		 * The largest epoch dedup_advance() takes is PG_INT64_MAX - 1: a
+		 * stream there has no newer one to give, and a wrap would make
+		 * every fenced producer newer again.
+		 */
+		if (present && row.stream.has_epoch && row.stream.epoch >= PG_INT64_MAX - 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("stream \"%s\" of scope \"%s\" has no newer epoch to give",
+							text_to_cstring(a.stream), text_to_cstring(scope)),
+					 errdetail("The stream is at epoch %lld, the largest an epoch can be.",
+							   (long long) row.stream.epoch),
+					 errhint("Use another stream name for the new producer; nothing was changed.")));
 		next.has_epoch = true;
 		next.epoch = (present && row.stream.has_epoch ? row.stream.epoch : 0) + 1;
 		next.has_mark = false;

@@ -87,6 +87,17 @@ SELECT dedup_advance('events', 'producer-7', 6, epoch => 10) AS e10_takes_over;
 -- a stream without an epoch takes the first one given
 SELECT dedup_advance('events', 'consumer-1', 1), dedup_advance('events', 'consumer-1', 2, epoch => 3);
 SELECT mark, epoch FROM dedup_position('events', 'consumer-1');
+-- the largest epoch a producer can use is 2^63 - 2: a stream there has no
+-- newer one to give (22003, nothing written), never one that wraps to a
+-- negative epoch and makes every fenced producer newer again
+SELECT dedup_advance('events', 'producer-max', 1, epoch => 9223372036854775806) AS at_largest;
+DROP TABLE before;
+CREATE TEMP TABLE before AS SELECT pg_temp.state() AS state;
+SELECT regress_try($$SELECT dedup_new_epoch('events', 'producer-max')$$) AS no_newer_epoch;
+SELECT pg_temp.state() = (SELECT state FROM before) AS nothing_changed;
+SELECT regress_try($$SELECT dedup_advance('events', 'producer-max', 2, epoch => 9223372036854775805)$$)
+  AS older_still_fenced;
+SELECT mark, epoch FROM dedup_position('events', 'producer-max');
 
 -- batches: the streams that moved, in the order given
 SELECT * FROM dedup_advance_batch('orders', ARRAY['p-2', 'p-0', 'p-3'], ARRAY[1, 11, 1]::bigint[]);
