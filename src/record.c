@@ -27,6 +27,13 @@
  * once the cleanup has deleted the row (lease + ttl after the last begin)
  * does the count start over.
  *
+ * dedup_complete() and dedup_release() take the attempt dedup_begin()
+ * returned, and refuse one that is not the record's (55006).  A caller may
+ * leave it out unless the key was ever taken over while its row stayed
+ * (taken_over, kept across releases and expiries until the row goes): only
+ * then may an earlier holder still be at work, unable to tell itself from
+ * the current one.
+ *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
@@ -125,6 +132,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 	{
 		KeyState	state = key_store_find(&ks, &fp, KEY_BUSY_RETURN, &row);
 		bool		take;
+		bool		taken_over;
 		int32		attempts;
 
 		if (state == KEY_BUSY)
@@ -175,11 +183,14 @@ dedup_begin(PG_FUNCTION_ARGS)
 		 */
 		take = state == KEY_LIVE;
 		attempts = state != KEY_ABSENT && row.has_record ? row.record.attempts : 0;
+		taken_over = take ||
+			(state != KEY_ABSENT && row.has_record && row.record.taken_over);
 		if (!take)
 		{
 			memset(&row.record, 0, sizeof(DedupRecord));
 			row.record.first_seen = ks.now;
 		}
+		row.record.taken_over = taken_over;
 		row.has_record = true;
 		row.record.status = RECORD_PROCESSING;
 		row.record.attempts = attempts + 1;
@@ -290,20 +301,23 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 	}
 
 	/*
-	 * A caller that gives no attempt is the first one: once the key has been
-	 * begun again (a takeover, or a begin after a release or expiry), it
-	 * cannot be told apart from a holder that lost its lease and came back.
+	 * A caller that gives no attempt is the holder, unless the key was ever
+	 * taken over (begun again while a holder's lease had passed and its row
+	 * was live): that holder may come back without an attempt, and could
+	 * not be told apart.  A release is its holder giving the key back, and
+	 * an expired record's holder has been gone a whole ttl: the next holder
+	 * after either may leave the attempt out.
 	 */
-	if (attempt < 0 && row->record.attempts > 1)
+	if (attempt < 0 && row->record.taken_over)
 	{
 		int32		holder = row->record.attempts;
 
 		key_store_unlock(row);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("key of scope \"%s\" was begun more than once",
+				 errmsg("key of scope \"%s\" was taken over",
 						text_to_cstring(ks->scope)),
-				 errdetail("The record is at attempt %d; a caller that gives no attempt may be an earlier holder whose lease was taken over.",
+				 errdetail("The record is at attempt %d, and an earlier holder's lease passed while it held the key: a caller that gives no attempt may be that holder.",
 						   holder),
 				 errhint("Pass the attempt number dedup_begin() returned; nothing was changed.")));
 	}

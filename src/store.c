@@ -73,7 +73,8 @@
 #define Anum_record_response		6
 #define Anum_record_first_seen		7
 #define Anum_record_completed_at	8
-#define Natts_record				8
+#define Anum_record_taken_over		9	/* added in 1.1 */
+#define Natts_record				9
 
 /* The equality function of the index's operator family, looked up once. */
 static RegProcedure
@@ -362,7 +363,8 @@ store_record_read(KeyStore *ks, Datum datum, DedupRecord *rec)
 	tuple.t_tableOid = InvalidOid;
 	tuple.t_data = th;
 	memset(nulls, true, sizeof(nulls));
-	for (int i = 0; i < (ks->whole_records ? Natts_record : Anum_record_response_code); i++)
+	/* a database still at 1.0 has no taken_over */
+	for (int i = 0; i < (ks->whole_records ? Min(Natts_record, desc->natts) : Anum_record_response_code); i++)
 		values[i] = heap_getattr(&tuple, i + 1, desc, &nulls[i]);
 
 	rec->status = DatumGetChar(values[Anum_record_status - 1]);
@@ -382,6 +384,8 @@ store_record_read(KeyStore *ks, Datum datum, DedupRecord *rec)
 	rec->has_completed_at = !nulls[Anum_record_completed_at - 1];
 	rec->completed_at = rec->has_completed_at ?
 		DatumGetTimestampTz(values[Anum_record_completed_at - 1]) : 0;
+	rec->taken_over = nulls[Anum_record_taken_over - 1] ? rec->attempts > 1 :
+		DatumGetBool(values[Anum_record_taken_over - 1]);
 	if (!ks->whole_records)
 		pfree(th);
 }
@@ -404,6 +408,7 @@ store_record_datum(KeyStore *ks, const DedupRecord *rec)
 	values[Anum_record_first_seen - 1] = TimestampTzGetDatum(rec->first_seen);
 	values[Anum_record_completed_at - 1] = TimestampTzGetDatum(rec->completed_at);
 	nulls[Anum_record_completed_at - 1] = !rec->has_completed_at;
+	values[Anum_record_taken_over - 1] = BoolGetDatum(rec->taken_over);
 	return HeapTupleGetDatum(heap_form_tuple(store_record_desc(ks), values, nulls));
 }
 

@@ -94,6 +94,13 @@ typedef struct DedupRecord
 	TimestampTz first_seen;
 	bool		has_completed_at;
 	TimestampTz completed_at;
+	/*
+	 * The key was taken over from a holder whose lease had passed, at an
+	 * attempt the row still counts: a caller that gives no attempt may be
+	 * that holder.  Read whole records only; a record written before 1.1
+	 * (none stored) counts as taken over once past attempt 1.
+	 */
+	bool		taken_over;
 } DedupRecord;
 
 /* What a look-up found. */

@@ -7,7 +7,8 @@ CREATE TYPE dedup.record_state AS (
     response_code integer,
     response      jsonb,
     first_seen    timestamptz,
-    completed_at  timestamptz
+    completed_at  timestamptz,
+    taken_over    boolean          -- begun again while a holder's lease had passed
 );
 
 -- Claims and idempotency records: one row per live (scope, key), keyed by

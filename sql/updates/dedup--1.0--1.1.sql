@@ -2011,3 +2011,11 @@ $$;
 COMMENT ON FUNCTION @extschema@.dedup_distribute(integer) IS
     'on a Citus coordinator: distribute dedup.claims and dedup.streams by key (shard_count shards, citus.shard_count by default) and the outbox by partition (one a shard), make the scopes and grants reference tables, and route calls to the node of their key';
 REVOKE ALL ON FUNCTION @extschema@.dedup_distribute(integer) FROM PUBLIC;
+
+-------------------------------------------------------------------------
+-- Records (issue 32): whether a key was taken over from a holder whose
+-- lease had passed, so that a caller without an attempt is refused only
+-- then (1.0's records, with no such field, count as taken over once past
+-- attempt 1, as 1.0 refused them)
+-------------------------------------------------------------------------
+ALTER TYPE dedup.record_state ADD ATTRIBUTE taken_over boolean;
