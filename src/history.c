@@ -291,14 +291,14 @@ history_list_read(void)
  * of those that do not).
  */
 bool
-dedup_history_generation_is(int64 generation, int64 version)
+dedup_history_generation_is(int64 generation, TimestampTz opened_at, int64 version)
 {
 	if (!history_list_read())
 		return false;
 	for (int i = 0; i < history_count; i++)
 	{
 		if (history_list[i].generation == generation)
-			return history_list[i].keys == version;
+			return history_list[i].opened_at == opened_at && history_list[i].keys == version;
 	}
 	return false;
 }
@@ -401,15 +401,15 @@ dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp)
 	for (int i = 0; i < n; i++)
 	{
 		HistoryGeneration *g = &mine[i];
-		int			answer = dedup_filter_history_test(g->generation, g->keys, fp);
+		int			answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
 
 		if (answer == DEDUP_FILTER_UNKNOWN && !g->no_room)
 		{
 			bool		no_room;
 
-			if (dedup_filter_history_load(g->generation, g->keys, g->nblocks, g->k,
-										  history_fill, g, &no_room))
-				answer = dedup_filter_history_test(g->generation, g->keys, fp);
+			if (dedup_filter_history_load(g->generation, g->opened_at, g->keys, g->nblocks,
+										  g->k, history_fill, g, &no_room))
+				answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
 			else if (no_room)
 			{
 				/* not again until the list changes */
