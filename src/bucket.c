@@ -107,6 +107,7 @@ typedef struct BucketRow
 	Oid			relid;
 	char		state;
 	TimestampTz opened_at;
+	TimestampTz closed_at;		/* 0 while open */
 	bool		has_max;
 	TimestampTz max_expires_at;
 	int64		claims;
@@ -175,6 +176,8 @@ bucket_read(BucketRow *rows)
 		row->state = DatumGetChar(heap_getattr(tuple, Anum_buckets_state, desc, &isnull));
 		row->opened_at = DatumGetTimestampTz(heap_getattr(tuple, Anum_buckets_opened_at,
 														  desc, &isnull));
+		d = heap_getattr(tuple, Anum_buckets_closed_at, desc, &isnull);
+		row->closed_at = isnull ? 0 : DatumGetTimestampTz(d);
 		d = heap_getattr(tuple, Anum_buckets_max_expires_at, desc, &isnull);
 		row->has_max = !isnull;
 		row->max_expires_at = isnull ? 0 : DatumGetTimestampTz(d);
@@ -252,6 +255,7 @@ bucket_list_load(DedupBucketList *list)
 		list->buckets[0].index = dedup_relation_oid(DEDUP_REL_CLAIMS_PKEY);
 		list->buckets[0].current = true;
 		list->buckets[0].sealed = false;
+		list->buckets[0].closed_at = 0;
 		return;
 	}
 	n = bucket_read(rows);
@@ -271,6 +275,7 @@ bucket_list_load(DedupBucketList *list)
 		b->index = bucket_index(&rows[i]);
 		b->current = (rows[i].state == BUCKET_CURRENT);
 		b->sealed = (rows[i].state == BUCKET_SEALED);
+		b->closed_at = rows[i].closed_at;
 	}
 }
 
@@ -609,7 +614,8 @@ bucket_seal(BucketRow *rows, int n)
 								  "claims = $3, records = $4 WHERE bucket OPERATOR(pg_catalog.=) $1",
 								  4, types, values, nulls, false, 0) < 0)
 			elog(ERROR, "could not seal bucket %d", rows[i].number);
-		if (!dedup_filter_build(rows[i].relid, claims + records) && dedup_filter_enabled())
+		if (!dedup_filter_build(rows[i].relid, rows[i].closed_at, claims + records) &&
+			dedup_filter_enabled())
 			ereport(LOG,
 					(errmsg("dedup keeps no filter of bucket %d of dedup.claims: dedup.bucket_filter_memory is full",
 							rows[i].number),
@@ -623,8 +629,10 @@ bucket_seal(BucketRow *rows, int n)
 	/* filters lost with shared memory (a restart) are built again */
 	for (int i = 0; i < n; i++)
 	{
-		if (rows[i].state == BUCKET_SEALED && !dedup_filter_exists(rows[i].relid))
-			(void) dedup_filter_build(rows[i].relid, rows[i].claims + rows[i].records);
+		if (rows[i].state == BUCKET_SEALED &&
+			!dedup_filter_exists(rows[i].relid, rows[i].closed_at))
+			(void) dedup_filter_build(rows[i].relid, rows[i].closed_at,
+									  rows[i].claims + rows[i].records);
 	}
 }
 

@@ -27,6 +27,7 @@ typedef struct DedupBucket
 	Oid			index;			/* its primary key, on the fingerprint */
 	bool		current;		/* the bucket new rows go into */
 	bool		sealed;			/* gets no new row: its filter may be used */
+	TimestampTz closed_at;		/* names its filter, with heap (filter.c) */
 } DedupBucket;
 
 /* The buckets a call reads, newest first; one of them is current. */
@@ -50,11 +51,13 @@ extern int64 dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS]);
 extern int	dedup_bucket_filter_memory;	/* MB */
 extern void dedup_filter_shmem_request(void);
 extern void dedup_filter_shmem_startup(void);
-extern void dedup_filter_prefetch(Oid relid, const DedupFingerprint *fp);
-extern bool dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp);
+extern void dedup_filter_register_hooks(void);
+extern void dedup_filter_prefetch(Oid relid, TimestampTz closed_at, const DedupFingerprint *fp);
+extern bool dedup_filter_may_contain(Oid relid, TimestampTz closed_at,
+									 const DedupFingerprint *fp);
 extern bool dedup_filter_enabled(void);
-extern bool dedup_filter_exists(Oid relid);
-extern bool dedup_filter_build(Oid relid, int64 nkeys);
+extern bool dedup_filter_exists(Oid relid, TimestampTz closed_at);
+extern bool dedup_filter_build(Oid relid, TimestampTz closed_at, int64 nkeys);
 extern void dedup_filter_free(Oid relid);
 
 #endif							/* DEDUP_BUCKET_H */

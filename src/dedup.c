@@ -166,6 +166,7 @@ _PG_init(void)
 		shmem_request_hook = dedup_shmem_request;
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = dedup_shmem_startup;
+		dedup_filter_register_hooks();
 		dedup_worker_register_launcher();
 	}
 }

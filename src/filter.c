@@ -16,7 +16,8 @@
  *
  * Layout: dedup.bucket_filter_memory of shared memory cut into pages of
  * FILTER_PAGE_BYTES, and FILTER_MAX_SLOTS slots, each naming its bucket
- * (database and relation), its size and the pages that hold it.  A filter
+ * (database, relation, and when the bucket closed), its size and the pages
+ * that hold it.  A filter
  * is an array of 64-byte blocks (one cache line), FILTER_BITS_PER_KEY
  * bits a key; a key sets FILTER_K bits in the one block its fingerprint's
  * first four bytes choose, at independent positions taken from its other
@@ -34,9 +35,21 @@
  *
  * The history tier (history.c) keeps the generations of scopes' histories
  * here too, read from their table when first asked: a slot names a
- * generation and its version (the keys it held when read), and holds its
- * own number of positions a key; a fold makes a new version, and the old
- * one is freed when the new one is read.  Both kinds set and test bits with
+ * generation (its number and when it opened) and its version (the keys it
+ * held when read), and holds its own number of positions a key; a fold
+ * makes a new version, and the old one is freed when the new one is read.
+ *
+ * Names that do not come back.  A filter outlives its tables in memory: DROP
+ * EXTENSION dedup drops them and CREATE EXTENSION numbers generations from 1
+ * again, and a relation's OID may be given to another table once the
+ * counter wrapped.  So a slot is named by its number or OID and a time, the
+ * bucket's closed_at or the generation's opened_at (in microseconds, as
+ * WAL-logged and replicated as the rest of the row), never by a number
+ * alone: a new generation 1 with as many keys as a dropped one is another
+ * filter.  The filters of a dropped extension are freed as the transaction
+ * that drops it commits (filter_object_access); a standby, which replays
+ * the drop, frees them when it needs room, as it frees those of a dropped
+ * database (filter_free_orphans: no such table, or no such generation).  Both kinds set and test bits with
  * the routines below, so a key's bits are the same in memory and on disk.
  *
  * Concurrency.  The slot table and page map are changed under the lock; a
@@ -57,6 +70,10 @@
 #include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_extension_d.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -94,6 +111,7 @@ typedef struct FilterSlot
 	Oid			dboid;
 	int			kind;			/* FILTER_BUCKET or FILTER_HISTORY */
 	int64		ident;			/* the bucket's relation, or the generation */
+	int64		stamp;			/* when the bucket closed, or the generation opened */
 	int64		version;		/* of a generation: its keys when read */
 	int			k;				/* positions a key */
 	int			width;			/* log2 of a block's bits */
@@ -174,7 +192,7 @@ dedup_filter_block_of(const DedupFingerprint *fp, uint32 nblocks)
 }
 
 static inline bool filter_slot_is(const FilterSlot *slot, int kind, int64 ident,
-								  int64 version);
+								  int64 stamp, int64 version);
 
 /* The block of a key in the filter of a slot the caller owns (it builds it). */
 static inline uint8 *
@@ -220,7 +238,7 @@ filter_block_unlocked(const FilterSlot *slot, const DedupFingerprint *fp, int *k
  * and its pages may have been taken by another filter.
  */
 static int
-filter_slot_test(FilterSlot *slot, int kind, int64 ident, int64 version,
+filter_slot_test(FilterSlot *slot, int kind, int64 ident, int64 stamp, int64 version,
 				 const DedupFingerprint *fp)
 {
 	uint64		frees = pg_atomic_read_u64(&slot->frees);
@@ -230,7 +248,7 @@ filter_slot_test(FilterSlot *slot, int kind, int64 ident, int64 version,
 	bool		maybe;
 
 	pg_read_barrier();
-	if (!filter_slot_is(slot, kind, ident, version))
+	if (!filter_slot_is(slot, kind, ident, stamp, version))
 		return DEDUP_FILTER_UNKNOWN;
 	/* its fields as they were when it became ready */
 	pg_read_barrier();
@@ -323,30 +341,31 @@ static struct
 }			filter_cache[FILTER_CACHE_SIZE];
 
 static inline bool
-filter_slot_is(const FilterSlot *slot, int kind, int64 ident, int64 version)
+filter_slot_is(const FilterSlot *slot, int kind, int64 ident, int64 stamp, int64 version)
 {
-	return slot->ident == ident && slot->kind == kind && slot->version == version &&
+	return slot->ident == ident && slot->kind == kind && slot->stamp == stamp &&
+		slot->version == version &&
 		slot->dboid == MyDatabaseId &&
 		pg_atomic_read_u32((pg_atomic_uint32 *) &slot->state) == FILTER_READY;
 }
 
 /* The slot holding a ready filter, or NULL. */
 static FilterSlot *
-filter_slot_find(int kind, int64 ident, int64 version)
+filter_slot_find(int kind, int64 ident, int64 stamp, int64 version)
 {
 	int			c = (int) ((ident * 2 + kind) % FILTER_CACHE_SIZE);
 
 	if (filter_shared == NULL)
 		return NULL;
 	if (filter_cache[c].ident == ident && filter_cache[c].kind == kind &&
-		filter_slot_is(&filter_shared->slots[filter_cache[c].slot], kind, ident, version))
+		filter_slot_is(&filter_shared->slots[filter_cache[c].slot], kind, ident, stamp, version))
 	{
 		pg_read_barrier();
 		return &filter_shared->slots[filter_cache[c].slot];
 	}
 	for (int i = 0; i < FILTER_MAX_SLOTS; i++)
 	{
-		if (filter_slot_is(&filter_shared->slots[i], kind, ident, version))
+		if (filter_slot_is(&filter_shared->slots[i], kind, ident, stamp, version))
 		{
 			pg_read_barrier();
 			filter_cache[c].kind = kind;
@@ -360,9 +379,9 @@ filter_slot_find(int kind, int64 ident, int64 version)
 
 /* The slot holding the ready filter of a bucket, or NULL. */
 static FilterSlot *
-filter_slot_of(Oid relid)
+filter_slot_of(Oid relid, TimestampTz closed_at)
 {
-	return filter_slot_find(FILTER_BUCKET, relid, 0);
+	return filter_slot_find(FILTER_BUCKET, relid, closed_at, 0);
 }
 
 /*
@@ -370,13 +389,13 @@ filter_slot_of(Oid relid)
  * filter is ready and says the key is absent.
  */
 bool
-dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp)
+dedup_filter_may_contain(Oid relid, TimestampTz closed_at, const DedupFingerprint *fp)
 {
-	FilterSlot *slot = filter_slot_of(relid);
+	FilterSlot *slot = filter_slot_of(relid, closed_at);
 
 	if (slot == NULL)
 		return true;
-	return filter_slot_test(slot, FILTER_BUCKET, relid, 0, fp) != DEDUP_FILTER_ABSENT;
+	return filter_slot_test(slot, FILTER_BUCKET, relid, closed_at, 0, fp) != DEDUP_FILTER_ABSENT;
 }
 
 /*
@@ -385,10 +404,10 @@ dedup_filter_may_contain(Oid relid, const DedupFingerprint *fp)
  * tests any, so that their cache misses overlap.
  */
 void
-dedup_filter_prefetch(Oid relid, const DedupFingerprint *fp)
+dedup_filter_prefetch(Oid relid, TimestampTz closed_at, const DedupFingerprint *fp)
 {
 #if defined(__GNUC__) || defined(__clang__)
-	FilterSlot *slot = filter_slot_of(relid);
+	FilterSlot *slot = filter_slot_of(relid, closed_at);
 	const uint8 *block;
 	int			k;
 	int			width;
@@ -407,9 +426,9 @@ dedup_filter_enabled(void)
 
 /* Whether a bucket has a ready filter. */
 bool
-dedup_filter_exists(Oid relid)
+dedup_filter_exists(Oid relid, TimestampTz closed_at)
 {
-	return filter_slot_of(relid) != NULL;
+	return filter_slot_of(relid, closed_at) != NULL;
 }
 
 /* Give a slot and its pages back; the lock is held. */
@@ -424,6 +443,7 @@ filter_release(FilterSlot *slot)
 	 */
 	pg_atomic_write_u32(&slot->state, FILTER_FREE);
 	slot->ident = 0;
+	slot->stamp = 0;
 	pg_atomic_fetch_add_u64(&slot->frees, 1);
 	for (uint32 p = 0; p < slot->npages; p++)
 		filter_shared->page_used[slot->first_page + p] = false;
@@ -447,7 +467,10 @@ filter_may_release(const FilterSlot *slot)
 		 BackendPidGetProc(slot->builder) == NULL);
 }
 
-/* Free every version of a filter of this database (not one another process builds). */
+/*
+ * Free every version of a filter of this database, whatever its stamp (not
+ * one another process builds).
+ */
 static void
 filter_free(int kind, int64 ident)
 {
@@ -486,6 +509,7 @@ filter_free_orphans(void)
 		Oid			dboid = slot->dboid;
 		int			kind = slot->kind;
 		int64		ident = slot->ident;
+		int64		stamp = slot->stamp;
 		int64		version = slot->version;
 		bool		gone;
 
@@ -497,12 +521,13 @@ filter_free_orphans(void)
 		else if (kind == FILTER_BUCKET)
 			gone = !SearchSysCacheExists1(RELOID, ObjectIdGetDatum((Oid) ident));
 		else
-			gone = !dedup_history_generation_is(ident, version);
+			gone = !dedup_history_generation_is(ident, stamp, version);
 		if (!gone)
 			continue;
 		LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
 		if (slot->dboid == dboid && slot->kind == kind && slot->ident == ident &&
-			slot->version == version && pg_atomic_read_u32(&slot->state) == FILTER_READY)
+			slot->stamp == stamp && slot->version == version &&
+			pg_atomic_read_u32(&slot->state) == FILTER_READY)
 			filter_release(slot);
 		LWLockRelease(filter_shared->lock);
 	}
@@ -514,7 +539,7 @@ filter_free_orphans(void)
  * yet zeroed.  The lock is held.
  */
 static FilterSlot *
-filter_allocate_locked(int kind, int64 ident, int64 version, uint32 nblocks, int k)
+filter_allocate_locked(int kind, int64 ident, int64 stamp, int64 version, uint32 nblocks, int k)
 {
 	int			width = kind == FILTER_HISTORY ? DEDUP_FILTER_HISTORY_WIDTH : DEDUP_FILTER_BUCKET_WIDTH;
 	Size		bytes = (Size) nblocks * DEDUP_FILTER_BLOCK_BYTES(width);
@@ -544,6 +569,7 @@ filter_allocate_locked(int kind, int64 ident, int64 version, uint32 nblocks, int
 	slot->dboid = MyDatabaseId;
 	slot->kind = kind;
 	slot->ident = ident;
+	slot->stamp = stamp;
 	slot->version = version;
 	slot->k = k;
 	slot->width = width;
@@ -558,12 +584,12 @@ filter_allocate_locked(int kind, int64 ident, int64 version, uint32 nblocks, int
 
 /* filter_allocate_locked(), taking the lock, with the pages zeroed. */
 static FilterSlot *
-filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
+filter_allocate(int kind, int64 ident, int64 stamp, int64 version, uint32 nblocks, int k)
 {
 	FilterSlot *slot;
 
 	LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
-	slot = filter_allocate_locked(kind, ident, version, nblocks, k);
+	slot = filter_allocate_locked(kind, ident, stamp, version, nblocks, k);
 	LWLockRelease(filter_shared->lock);
 	if (slot != NULL)
 		memset(filter_shared->data + (Size) slot->first_page * FILTER_PAGE_BYTES, 0,
@@ -578,7 +604,7 @@ filter_allocate(int kind, int64 ident, int64 version, uint32 nblocks, int k)
  * bucket is then probed by every call) or no shared memory for filters.
  */
 bool
-dedup_filter_build(Oid relid, int64 nkeys)
+dedup_filter_build(Oid relid, TimestampTz closed_at, int64 nkeys)
 {
 	FilterSlot *slot;
 	Relation	rel;
@@ -587,15 +613,20 @@ dedup_filter_build(Oid relid, int64 nkeys)
 	int64		added = 0;
 	uint32		nblocks = (uint32) Max(1, (nkeys * FILTER_BITS_PER_KEY + 511) / 512);
 
-	if (filter_shared == NULL || dedup_filter_exists(relid))
+	if (filter_shared == NULL || dedup_filter_exists(relid, closed_at))
 		return filter_shared != NULL;
-	/* a slot left building by a process that exited before it was done */
+
+	/*
+	 * A slot left building by a process that exited before it was done, or
+	 * the filter of a dropped table whose OID the bucket was given again
+	 * (another stamp)
+	 */
 	dedup_filter_free(relid);
-	slot = filter_allocate(FILTER_BUCKET, relid, 0, nblocks, FILTER_K);
+	slot = filter_allocate(FILTER_BUCKET, relid, closed_at, 0, nblocks, FILTER_K);
 	if (slot == NULL)
 	{
 		filter_free_orphans();
-		slot = filter_allocate(FILTER_BUCKET, relid, 0, nblocks, FILTER_K);
+		slot = filter_allocate(FILTER_BUCKET, relid, closed_at, 0, nblocks, FILTER_K);
 	}
 	if (slot == NULL)
 		return false;
@@ -649,13 +680,14 @@ dedup_filter_build(Oid relid, int64 nkeys)
  * key: DEDUP_FILTER_ABSENT, _MAYBE, or _UNKNOWN when it is not in memory.
  */
 int
-dedup_filter_history_test(int64 generation, int64 version, const DedupFingerprint *fp)
+dedup_filter_history_test(int64 generation, TimestampTz opened_at, int64 version,
+						  const DedupFingerprint *fp)
 {
-	FilterSlot *slot = filter_slot_find(FILTER_HISTORY, generation, version);
+	FilterSlot *slot = filter_slot_find(FILTER_HISTORY, generation, opened_at, version);
 
 	if (slot == NULL)
 		return DEDUP_FILTER_UNKNOWN;
-	return filter_slot_test(slot, FILTER_HISTORY, generation, version, fp);
+	return filter_slot_test(slot, FILTER_HISTORY, generation, opened_at, version, fp);
 }
 
 /*
@@ -668,8 +700,9 @@ dedup_filter_history_test(int64 generation, int64 version, const DedupFingerprin
  * while it is BUILDING, and nobody frees it then (filter_may_release).
  */
 bool
-dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks, int k,
-						  void (*fill) (uint8 *bits, void *arg), void *arg, bool *no_room)
+dedup_filter_history_load(int64 generation, TimestampTz opened_at, int64 version,
+						  uint32 nblocks, int k, void (*fill) (uint8 *bits, void *arg),
+						  void *arg, bool *no_room)
 {
 	FilterSlot *slot = NULL;
 
@@ -690,14 +723,16 @@ dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks, int k
 			if (pg_atomic_read_u32(&s->state) == FILTER_FREE || s->kind != FILTER_HISTORY ||
 				s->ident != generation || s->dboid != MyDatabaseId)
 				continue;
-			if (s->version == version && pg_atomic_read_u32(&s->state) == FILTER_READY)
+			if (s->stamp == opened_at && s->version == version &&
+				pg_atomic_read_u32(&s->state) == FILTER_READY)
 			{
 				LWLockRelease(filter_shared->lock);
 				return true;
 			}
+			/* another version, or a dropped extension's generation of that number */
 			if (filter_may_release(s))
 				filter_release(s);
-			else if (s->version == version)
+			else if (s->stamp == opened_at && s->version == version)
 				elsewhere = true;
 		}
 		if (elsewhere)
@@ -705,7 +740,7 @@ dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks, int k
 			LWLockRelease(filter_shared->lock);
 			return false;
 		}
-		slot = filter_allocate_locked(FILTER_HISTORY, generation, version, nblocks, k);
+		slot = filter_allocate_locked(FILTER_HISTORY, generation, opened_at, version, nblocks, k);
 		LWLockRelease(filter_shared->lock);
 	}
 	if (slot == NULL)
@@ -737,4 +772,86 @@ void
 dedup_filter_history_free(int64 generation)
 {
 	filter_free(FILTER_HISTORY, generation);
+}
+
+/* ---------------------------------------------------------------------
+ * DROP EXTENSION dedup
+ * ---------------------------------------------------------------------
+ */
+
+static object_access_hook_type filter_prev_object_access_hook = NULL;
+static bool filter_drop_pending = false;
+
+/* Free every filter of this database (those no other process builds). */
+static void
+filter_free_database(void)
+{
+	int			n = 0;
+
+	LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < FILTER_MAX_SLOTS; i++)
+	{
+		FilterSlot *slot = &filter_shared->slots[i];
+
+		if (pg_atomic_read_u32(&slot->state) != FILTER_FREE &&
+			slot->dboid == MyDatabaseId && filter_may_release(slot))
+		{
+			filter_release(slot);
+			n++;
+		}
+	}
+	LWLockRelease(filter_shared->lock);
+	elog(DEBUG1, "freed %d filters of the dropped extension dedup", n);
+}
+
+static void
+filter_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (filter_drop_pending && filter_shared != NULL)
+				filter_free_database();
+			filter_drop_pending = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			filter_drop_pending = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * A transaction that drops the extension frees this database's filters as
+ * it commits: its buckets and generations are gone with their tables.  (A
+ * standby, which replays the drop without running this, and any backend
+ * short of room, recognise them instead: filter_free_orphans.)
+ */
+static void
+filter_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
+					 void *arg)
+{
+	static bool registered = false;
+
+	if (filter_prev_object_access_hook)
+		filter_prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || classId != ExtensionRelationId || filter_shared == NULL ||
+		objectId != get_extension_oid("dedup", true))
+		return;
+	if (!registered)
+	{
+		RegisterXactCallback(filter_xact_callback, NULL);
+		registered = true;
+	}
+	filter_drop_pending = true;
+}
+
+/* Called by _PG_init when the library is preloaded. */
+void
+dedup_filter_register_hooks(void)
+{
+	filter_prev_object_access_hook = object_access_hook;
+	object_access_hook = filter_object_access;
 }

@@ -22,17 +22,20 @@
  * as the window, and is deleted whole (its row and its chunks, never a
  * key) once its slice ended a window ago: a key folded at t, which expired
  * before t, is remembered until at least t + window, and at most about two
- * windows.  A look-up reads the two slices still kept, and each slice's
- * generations are sized for half the scope's rate, so that the two add up
- * to it: a generation's filter has the bits a key and positions that keep
- * a blocked filter's rate at its share (history_geometry), for the keys it
- * is sized for.  That size is a guess made when a slice opens: the keys
- * the last slice took, or for a history's first slice the keys of its
- * first fold times the folds a window holds (the window over the time the
- * bucket was written).  A fold that would pass it starts another
- * generation in the same slice, at half the rate and twice the size, as a
- * scalable Bloom filter does, so a sudden rise never raises the rate past
- * 1.5 times the scope's.  Bloom filters of different sizes cannot be
+ * windows.  A look-up reads the two slices still kept, and a slice's
+ * first generation is sized for half the scope's rate (less when the slice
+ * before took more), so that the two add up to it: a generation's filter
+ * has the bits a key and positions that keep a blocked filter's rate at its
+ * share (history_geometry), for the keys it is sized for.  That size is a
+ * guess made when a slice opens: the keys the last slice took, or for a
+ * history's first slice the keys of its first fold, and no more: a first
+ * fold is often the burst of a backlog, and a filter sized for a window of
+ * it would cost far more than the claims it replaces.  A fold that would
+ * pass it starts another generation in the same slice, at a lower rate and
+ * twice the size, as a scalable Bloom filter does (history_open_generation
+ * has the rates), so a slice that grows from its first fold keeps the
+ * scope's rate, and a sudden rise never raises it past 1.25 times the
+ * scope's.  Bloom filters of different sizes cannot be
  * merged without their keys, so a slice's folds go into one open filter,
  * rewritten chunk by chunk at each fold, rather than into small write-once
  * filters merged later.
@@ -291,14 +294,14 @@ history_list_read(void)
  * of those that do not).
  */
 bool
-dedup_history_generation_is(int64 generation, int64 version)
+dedup_history_generation_is(int64 generation, TimestampTz opened_at, int64 version)
 {
 	if (!history_list_read())
 		return false;
 	for (int i = 0; i < history_count; i++)
 	{
 		if (history_list[i].generation == generation)
-			return history_list[i].keys == version;
+			return history_list[i].opened_at == opened_at && history_list[i].keys == version;
 	}
 	return false;
 }
@@ -401,15 +404,15 @@ dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp)
 	for (int i = 0; i < n; i++)
 	{
 		HistoryGeneration *g = &mine[i];
-		int			answer = dedup_filter_history_test(g->generation, g->keys, fp);
+		int			answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
 
 		if (answer == DEDUP_FILTER_UNKNOWN && !g->no_room)
 		{
 			bool		no_room;
 
-			if (dedup_filter_history_load(g->generation, g->keys, g->nblocks, g->k,
-										  history_fill, g, &no_room))
-				answer = dedup_filter_history_test(g->generation, g->keys, fp);
+			if (dedup_filter_history_load(g->generation, g->opened_at, g->keys, g->nblocks,
+										  g->k, history_fill, g, &no_room))
+				answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
 			else if (no_room)
 			{
 				/* not again until the list changes */
@@ -509,27 +512,56 @@ history_count_bucket(Relation bucket, Snapshot snapshot, HistoryScope *scopes, i
 	table_endscan(scan);
 }
 
-/* The keys folded into a history's slice that ended at slice_end. */
-static int64
-history_slice_keys(int32 history_id, TimestampTz slice_end)
+/*
+ * A history's slice that ends at slice_end: the keys folded into it, the
+ * sum of its generations' rates, and how many it has.
+ */
+static void
+history_slice(int32 history_id, TimestampTz slice_end, int64 *keys, double *rates,
+			  int64 *generations)
 {
 	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(history_id), TimestampTzGetDatum(slice_end)};
+	HeapTuple	t;
+	TupleDesc	d;
 	bool		isnull;
-	Datum		d;
+	Datum		v;
 
-	if (history_select("SELECT pg_catalog.sum(keys)::bigint FROM dedup.history_generations"
+	if (history_select("SELECT pg_catalog.sum(keys)::bigint, pg_catalog.sum(rate), pg_catalog.count(*)"
+					   " FROM dedup.history_generations"
 					   " WHERE history_id OPERATOR(pg_catalog.=) $1"
 					   " AND slice_end OPERATOR(pg_catalog.=) $2",
 					   2, types, values, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the generations of history %d", history_id);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetInt64(d);
+	t = SPI_tuptable->vals[0];
+	d = SPI_tuptable->tupdesc;
+	v = SPI_getbinval(t, d, 1, &isnull);
+	*keys = isnull ? 0 : DatumGetInt64(v);
+	v = SPI_getbinval(t, d, 2, &isnull);
+	*rates = isnull ? 0 : DatumGetFloat8(v);
+	*generations = DatumGetInt64(SPI_getbinval(t, d, 3, &isnull));
 }
 
-/* The generation a fold of h goes into: the open one, or a new one. */
+/*
+ * The generation a fold of h goes into: the open one, or a new one.
+ *
+ * Rates.  A look-up reads the generations of at most two slices, the open
+ * one and the one before it, so a slice's generations must leave the other
+ * slice its share of the scope's rate h->rate.  A slice's first generation
+ * is given h->rate / 2, or less when the slice before it still kept took
+ * more than half (h->rate less its generations' rates: it grew); it is
+ * sized for the keys that slice took, or for a history's first slice the
+ * keys of the fold (a burst of a backlog must not be taken for the rate of
+ * a whole window).  A fold that would overfill the open generation opens
+ * another in the same slice, twice the keys, at a quarter of the slice's
+ * first rate and then half the last: a slice's rates add up to at most 1.5
+ * times its first, 3/4 of the scope's rate.  So while both slices live,
+ * their rates add up to at most the scope's rate when each slice took as
+ * many keys as the one before it, or the first slice grew from its first
+ * fold; at most 1.25 times it after a rise over the slice before.
+ */
 static void
-history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGeneration *g)
+history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(h->history_id)};
@@ -568,8 +600,13 @@ history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGenera
 
 	if (found)
 	{
-		/* full before its slice ends: half the rate, twice the keys */
-		rate = g->rate / 2;
+		/* full before its slice ends: twice the keys, a quarter then half the rate */
+		int64		keys;
+		double		rates;
+		int64		generations;
+
+		history_slice(h->history_id, g->slice_end, &keys, &rates, &generations);
+		rate = generations <= 1 ? g->rate / 4 : g->rate / 2;
 		capacity = Max(h->count, g->capacity * 2);
 		slice_end = g->slice_end;
 	}
@@ -577,16 +614,20 @@ history_open_generation(const HistoryScope *h, double bucket_secs, HistoryGenera
 	{
 		/*
 		 * A new slice: as many keys as the last slice took, if there was
-		 * one; else the fold's keys times the folds a window holds.
+		 * one, and what its rates leave of the scope's while it is kept;
+		 * else the fold's keys
 		 */
-		int64		last_slice = any ? history_slice_keys(h->history_id, g->slice_end) : 0;
-		double		folds = h->window_secs / Max(bucket_secs, 1.0);
+		int64		last_keys = 0;
+		double		last_rates = 0;
+		int64		generations = 0;
 
-		rate = h->rate / 2;
-		if (last_slice > 0)
-			capacity = last_slice;
-		else
-			capacity = (int64) Min((double) HISTORY_MAX_CAPACITY, ceil(h->count * Max(folds, 1.0)));
+		if (any)
+			history_slice(h->history_id, g->slice_end, &last_keys, &last_rates, &generations);
+		if (any && g->slice_end + (TimestampTz) (h->window_secs * USECS_PER_SEC) <= now)
+			last_rates = 0;		/* gone before this slice takes a fold */
+		/* (at least a quarter, should the scope's rate have been lowered since) */
+		rate = Max(h->rate / 4, Min(h->rate / 2, h->rate - last_rates));
+		capacity = last_keys > 0 ? last_keys : h->count;
 		slice_end = now + (TimestampTz) (h->window_secs * USECS_PER_SEC);
 	}
 	capacity = Min(Max(capacity, Max(h->count, HISTORY_MIN_CAPACITY)), HISTORY_MAX_CAPACITY);
@@ -749,7 +790,6 @@ dedup_history_fold(Oid bucket_relid)
 	Snapshot	snapshot;
 	HistoryScope *scopes;
 	int			nscopes;
-	double		bucket_secs = dedup_bucket_interval;
 	int64		folded = 0;
 
 	if (!OidIsValid(gens))
@@ -776,26 +816,6 @@ dedup_history_fold(Oid bucket_relid)
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	/* how long the bucket took new claims: the folds a window holds */
-	{
-		Oid			types[1] = {OIDOID};
-		Datum		values[1] = {ObjectIdGetDatum(bucket_relid)};
-
-		if (history_select("SELECT pg_catalog.date_part('epoch', closed_at OPERATOR(pg_catalog.-) opened_at)"
-						   " FROM dedup.buckets WHERE relid OPERATOR(pg_catalog.=) $1"
-						   " AND pg_catalog.isfinite(opened_at) AND closed_at IS NOT NULL",
-						   1, types, values, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read dedup.buckets");
-		if (SPI_processed == 1)
-		{
-			bool		isnull;
-
-			bucket_secs = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc, 1, &isnull));
-		}
-		SPI_freetuptable(SPI_tuptable);
-	}
-
 	bucket = table_open(bucket_relid, AccessShareLock);
 	if (RelationGetDescr(bucket)->natts < Anum_claims_history)
 	{
@@ -810,7 +830,7 @@ dedup_history_fold(Oid bucket_relid)
 
 		if (scopes[i].count == 0)
 			continue;
-		history_open_generation(&scopes[i], bucket_secs, &g);
+		history_open_generation(&scopes[i], &g);
 		history_fold_into(bucket, snapshot, &scopes[i], &g);
 		folded += scopes[i].count;
 	}

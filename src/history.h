@@ -30,15 +30,17 @@ extern bool dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, in
 #define DEDUP_FILTER_UNKNOWN	(-1)	/* not in memory */
 #define DEDUP_FILTER_ABSENT		0
 #define DEDUP_FILTER_MAYBE		1
-extern int	dedup_filter_history_test(int64 generation, int64 version,
-									  const DedupFingerprint *fp);
-extern bool dedup_filter_history_load(int64 generation, int64 version, uint32 nblocks,
-									  int k, void (*fill) (uint8 *bits, void *arg),
+extern int	dedup_filter_history_test(int64 generation, TimestampTz opened_at,
+									  int64 version, const DedupFingerprint *fp);
+extern bool dedup_filter_history_load(int64 generation, TimestampTz opened_at,
+									  int64 version, uint32 nblocks, int k,
+									  void (*fill) (uint8 *bits, void *arg),
 									  void *arg, bool *no_room);
 extern void dedup_filter_history_free(int64 generation);
 
 /* history.c */
-extern bool dedup_history_generation_is(int64 generation, int64 version);
+extern bool dedup_history_generation_is(int64 generation, TimestampTz opened_at,
+										int64 version);
 extern bool dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp);
 extern int64 dedup_history_fold(Oid bucket_relid);
 extern int64 dedup_history_expire(void);

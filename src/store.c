@@ -157,6 +157,7 @@ store_open_buckets(KeyStore *ks)
 			part->heap_oid = list->buckets[i].heap;
 			part->index_oid = list->buckets[i].index;
 			part->sealed = list->buckets[i].sealed;
+			part->closed_at = list->buckets[i].closed_at;
 			part->opened = false;
 			if (list->buckets[i].current)
 				ks->current = i;
@@ -185,13 +186,14 @@ store_parts_for_key(KeyStore *ks, const DedupFingerprint *fp, bool *probe)
 	for (int i = 0; i < ks->nparts; i++)
 	{
 		if (ks->parts[i].sealed)
-			dedup_filter_prefetch(ks->parts[i].heap_oid, fp);
+			dedup_filter_prefetch(ks->parts[i].heap_oid, ks->parts[i].closed_at, fp);
 	}
 	for (int i = 0; i < ks->nparts; i++)
 	{
 		KeyStorePart *part = &ks->parts[i];
 
-		probe[i] = !part->sealed || dedup_filter_may_contain(part->heap_oid, fp);
+		probe[i] = !part->sealed ||
+			dedup_filter_may_contain(part->heap_oid, part->closed_at, fp);
 		if (probe[i] && !part->opened)
 			probe[i] = store_part_open(ks, part);
 	}

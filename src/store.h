@@ -152,6 +152,7 @@ typedef struct KeyStorePart
 	Oid			index_oid;
 	bool		opened;			/* a sealed bucket is opened when first needed */
 	bool		sealed;			/* a sealed bucket: its filter may be asked */
+	TimestampTz closed_at;		/* of a sealed bucket: names its filter */
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;			/* look-ups with the dirty snapshot */

@@ -1689,9 +1689,10 @@ ALTER TABLE dedup.claims ADD COLUMN history integer;
 -- time t is remembered until at least t + window.  Its bits are kept in
 -- chunks of 63 blocks of 128 bytes (one row a chunk, about one page); a
 -- chunk no fold has touched has no row.  A generation's rate of false
--- positives is half the scope's, so that the two slices a look-up reads
--- add up to the scope's rate; a generation that fills before its slice
--- ends is followed by another of half its rate (a scalable Bloom filter).
+-- positives is half the scope's (less after a slice that grew), so that
+-- the two slices a look-up reads add up to the scope's rate; a generation
+-- that fills before its slice ends is followed by another of twice its keys
+-- and a lower rate (a scalable Bloom filter).
 CREATE SEQUENCE dedup.history_ids AS integer;
 COMMENT ON SEQUENCE dedup.history_ids IS 'the history_id of a scope that is given a history';
 SELECT pg_catalog.pg_extension_config_dump('dedup.history_ids', '');

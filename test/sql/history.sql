@@ -101,8 +101,9 @@ SELECT state, claims FROM dedup.buckets ORDER BY bucket;
 CALL dedup_cleanup();
 SELECT state, claims FROM dedup.buckets ORDER BY bucket;
 -- one generation, of half the scope's rate, whose slice is the window,
--- sized for the keys of the fold times the folds a window holds (1 day
--- over the 7 hours the bucket was open); its keys are the bucket's claims
+-- sized for the keys of the fold (at least 1,024), not for the folds a
+-- window holds (1 day over the 7 hours the bucket was open: 3,443 keys, a
+-- burst taken for a rate); its keys are the bucket's claims
 -- (1,000, and a, b, c and stays, all expired 10 minutes ago by then), not
 -- the record, nor the claim that rolled back
 SELECT * FROM generations;
@@ -124,8 +125,9 @@ SELECT keys, k, false_positive_rate, expires_at = slice_end + interval '1 day' A
 FROM dedup_history('h');
 SELECT count(*) AS none FROM dedup_history('plain');
 
--- a second fold goes into the same generation while its slice lasts
-SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'm' || g FROM generate_series(1, 500) g));
+-- a second fold goes into the same generation while its slice lasts and
+-- it has room (1,004 keys of 1,024)
+SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'm' || g FROM generate_series(1, 10) g));
 -- (the current bucket aged: a pass opens the next, switches, seals this one)
 UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
 CALL dedup_cleanup();
@@ -133,9 +135,23 @@ CALL pg_temp.expire_sealed();
 CALL dedup_cleanup();
 SELECT count(*) AS generations, sum(keys) AS keys FROM dedup.history_generations;
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'm' || g) = 'history') AS folded_seen
+FROM generate_series(1, 10) g;
+-- a third, that would overfill it, opens another generation in the slice:
+-- twice the keys, a quarter of the rate (the slice's rates add up to 0.00625,
+-- at most 3/4 of the scope's)
+SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'o' || g FROM generate_series(1, 500) g));
+-- (the current bucket aged: a pass opens the next, switches, seals this one)
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+CALL pg_temp.expire_sealed();
+CALL dedup_cleanup();
+SELECT * FROM generations;
+SELECT count(*) FILTER (WHERE dedup_seen('h', 'o' || g) = 'history') AS folded_seen
 FROM generate_series(1, 500) g;
--- once its slice ended, the next fold opens a generation sized by what it took
-UPDATE dedup.history_generations SET slice_end = clock_timestamp() - interval '1 minute';
+-- once its slice ended, the next fold opens a generation sized by what it
+-- took, at what its rates leave of the scope's (0.01 - 0.00625), as both
+-- slices are read until the first goes
+UPDATE dedup.history_generations SET slice_end = (SELECT clock_timestamp() - interval '1 minute');
 SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'n' || g FROM generate_series(1, 100) g));
 -- (the current bucket aged: a pass opens the next, switches, seals this one)
 UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
@@ -143,9 +159,9 @@ CALL dedup_cleanup();
 CALL pg_temp.expire_sealed();
 CALL dedup_cleanup();
 SELECT * FROM generations;
--- a generation goes whole once its slice ended a window ago: its row and its chunks
-UPDATE dedup.history_generations SET slice_end = clock_timestamp() - interval '1 day 1 minute'
-WHERE generation = (SELECT min(generation) FROM dedup.history_generations);
+-- a slice's generations go whole once it ended a window ago: their rows and their chunks
+UPDATE dedup.history_generations SET slice_end = (SELECT clock_timestamp() - interval '1 day 1 minute')
+WHERE slice_end = (SELECT min(slice_end) FROM dedup.history_generations);
 CALL dedup_cleanup();
 SELECT * FROM generations;
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'k' || g) = 'history') < 10 AS k_forgotten,
@@ -185,3 +201,33 @@ SELECT count(*) AS generations FROM dedup.history_generations;
 SELECT count(*) AS chunks FROM dedup.history_blocks;
 SELECT dedup_seen('h', 'n1') AS n1;
 SELECT dedup_reset_scope('h'), dedup_reset_scope('plain');
+
+-- a history's first fold is the burst of a backlog, not a rate: 200,000
+-- claims of a scope remembering 30 days over buckets of 6 hours (120 folds a
+-- window) cost at most 8 bytes a key on disk and 16 of WAL at a rate of
+-- 0.001 (sized for a window of such folds, 254 and 256: 3 times the claims
+-- it replaces), and the rate holds over 100,000 keys never claimed
+SELECT scope, history, false_positive_rate
+FROM dedup_set_scope('burst', ttl => '1 second', history => '30 days', false_positive_rate => 0.001);
+SELECT count(*) AS claimed FROM generate_series(0, 19) b,
+  LATERAL dedup_claim_batch('burst', ARRAY(SELECT 'burst-' || (b * 10000 + g) FROM generate_series(1, 10000) g));
+-- (the current bucket open for 6 hours: a pass opens the next, switches, seals this one)
+UPDATE dedup.buckets SET opened_at = opened_at - interval '6 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT pg_sleep(1.1);
+CHECKPOINT;
+SELECT pg_current_wal_lsn() AS wal_before,
+       pg_total_relation_size('dedup.history_generations')
+       + pg_total_relation_size('dedup.history_blocks') AS disk_before \gset
+CALL dedup_cleanup();
+SELECT sum(keys) AS folded,
+       (pg_total_relation_size('dedup.history_generations') + pg_total_relation_size('dedup.history_blocks')
+        - :disk_before)::numeric / sum(keys) <= 8 AS disk_8_bytes_a_key,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), :'wal_before') / sum(keys) <= 16 AS wal_16_bytes_a_key
+FROM dedup.history_generations;
+SELECT count(*) AS generations, min(capacity) AS capacity, min(rate) AS rate
+FROM dedup.history_generations;
+SELECT count(*) FILTER (WHERE dedup_seen('burst', 'burst-' || g) = 'history') AS folded_seen,
+       count(*) FILTER (WHERE dedup_seen('burst', 'never-' || g) = 'history') <= 100 AS rate_kept
+FROM generate_series(1, 100000) g;
+SELECT dedup_reset_scope('burst');
