@@ -7,9 +7,10 @@
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
 # is built from the parts in sql/ listed in SQL_PARTS, in that order (types,
 # then the checks tables use, tables, functions by concern, privileges last,
-# since the grant helpers name every function).  Released install scripts
-# (sql/dedup--1.0.sql) and update scripts (sql/updates/) are shipped as
-# they are; sql/released.sha256 freezes the released ones.
+# since the grant helpers name every function); the update script to it
+# is built from the same function parts (see DATA_built).  Released install
+# scripts (sql/dedup--1.0.sql) and update scripts (sql/updates/dedup--*.sql)
+# are shipped as they are; sql/released.sha256 freezes them.
 
 EXTENSION = dedup
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(EXTENSION).control)
@@ -36,6 +37,7 @@ OBJS = \
 SQL_PARTS = \
 	sql/header.sql \
 	sql/types/fingerprint.sql \
+	sql/types/records.sql \
 	sql/functions/checks.sql \
 	sql/tables/scopes.sql \
 	sql/tables/claims.sql \
@@ -54,7 +56,15 @@ SQL_PARTS = \
 	sql/functions/cluster.sql \
 	sql/grants.sql
 
-DATA_built = $(EXTENSION)--$(EXTVERSION).sql
+# The update script from 1.0 to 1.1 (not released yet) is built too: the
+# schema and data steps written by hand (sql/updates/1.0--1.1.pre.sql, after
+# the checks it uses, and .post.sql) around the function parts and the
+# privileges, which are written once, as CREATE OR REPLACE, for both
+# scripts (TimescaleDB builds its updates this way).  A released version's
+# update script is frozen like its install script (sql/released.sha256).
+UPDATE_FUNCTION_PARTS = $(filter-out sql/functions/checks.sql,$(filter sql/functions/%.sql,$(SQL_PARTS))) \
+	sql/grants.sql
+DATA_built = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--1.0--1.1.sql
 DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSION)--*.sql)) \
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
@@ -84,6 +94,12 @@ include $(PGXS)
 
 $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@
+
+$(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sql \
+		$(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql
+	{ sed -n '1,/^\\echo /p' sql/updates/1.0--1.1.pre.sql; cat sql/functions/checks.sql; \
+	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
+	  cat $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
 
 .PHONY: sim
 sim: sim/dedup-sim

@@ -1,60 +1,89 @@
 -------------------------------------------------------------------------
 -- Privileges: the functions that read or write claims and settings are
--- for roles granted them, not for PUBLIC.
+-- for roles granted them, not for PUBLIC; figures are for monitoring
+-- roles, as pg_stat_statements' are.
+--
+-- Written once for the install script and for the update from 1.0, which
+-- the Makefile builds from the same parts: a privilege statement run by
+-- CREATE or ALTER EXTENSION records the object's privileges as its initial
+-- ones (pg_init_privs), which pg_dump leaves out.  Run by the update on an
+-- object 1.0 made, it would record the grants its users made since as
+-- initial, and a dump of the database would lose them.  So these are run
+-- only on the objects the script has just made, which have no privileges
+-- set yet; 1.0's keep theirs.
 -------------------------------------------------------------------------
-REVOKE ALL ON FUNCTION
-    @extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision),
-    @extschema@.dedup_reset_scope(text),
-    @extschema@.dedup_scope(text),
-    @extschema@.dedup_claim(text, text, interval, boolean),
-    @extschema@.dedup_claim(text, bytea, interval, boolean),
-    @extschema@.dedup_claim(text, uuid, interval, boolean),
-    @extschema@.dedup_claim(text, @extschema@.dedup_fingerprint, interval, boolean),
-    @extschema@.dedup_claim_batch(text, text[], interval, boolean),
-    @extschema@.dedup_claim_batch(text, bytea[], interval, boolean),
-    @extschema@.dedup_claim_batch(text, uuid[], interval, boolean),
-    @extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean),
-    @extschema@.dedup_cleanup_batch(bigint, integer),
-    @extschema@.dedup_begin(text, text, jsonb, interval),
-    @extschema@.dedup_complete(text, text, integer, jsonb, integer),
-    @extschema@.dedup_release(text, text, integer),
-    @extschema@.dedup_lookup(text, text),
-    @extschema@.dedup_seen(text, text),
-    @extschema@.dedup_seen(text, bytea),
-    @extschema@.dedup_seen(text, uuid),
-    @extschema@.dedup_seen(text, @extschema@.dedup_fingerprint),
-    @extschema@.dedup_history(text),
-    @extschema@.dedup_advance(text, text, bigint, bigint, boolean),
-    @extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean),
-    @extschema@.dedup_new_epoch(text, text),
-    @extschema@.dedup_position(text, text),
-    @extschema@.dedup_streams(text)
-FROM PUBLIC;
-REVOKE ALL ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION
-    @extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text),
-    @extschema@.dedup_outbox_take(text, integer),
-    @extschema@.dedup_outbox_take_batch(text, integer),
-    @extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text),
-    @extschema@.dedup_outbox_nack_batch(bigint, interval, text),
-    @extschema@.dedup_outbox_ack(uuid[], integer[]),
-    @extschema@.dedup_outbox_nack(uuid[], interval, text, integer[]),
-    @extschema@.dedup_outbox_redrive(text, uuid[]),
-    @extschema@.dedup_outbox_stats(text)
-FROM PUBLIC;
--- Figures are for monitoring roles, as pg_stat_statements' are.
-REVOKE ALL ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) FROM PUBLIC;
-REVOKE ALL ON @extschema@.dedup_cleanup_stats FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) TO pg_monitor;
-GRANT SELECT ON @extschema@.dedup_cleanup_stats TO pg_monitor;
-REVOKE ALL ON FUNCTION @extschema@.dedup_scope_stats(boolean) FROM PUBLIC;
-REVOKE ALL ON @extschema@.dedup_scope_stats FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.dedup_scope_stats(boolean) TO pg_monitor;
-GRANT SELECT ON @extschema@.dedup_scope_stats TO pg_monitor;
+DO $$
+DECLARE
+    f regprocedure;
+    v regclass;
+BEGIN
+    FOREACH f IN ARRAY ARRAY[
+        '@extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision)',
+        '@extschema@.dedup_reset_scope(text)',
+        '@extschema@.dedup_scope(text)',
+        '@extschema@.dedup_claim(text, text, interval, boolean)',
+        '@extschema@.dedup_claim(text, bytea, interval, boolean)',
+        '@extschema@.dedup_claim(text, uuid, interval, boolean)',
+        '@extschema@.dedup_claim(text, @extschema@.dedup_fingerprint, interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, text[], interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, bytea[], interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, uuid[], interval, boolean)',
+        '@extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)',
+        '@extschema@.dedup_cleanup_batch(bigint, integer)',
+        '@extschema@.dedup_begin(text, text, jsonb, interval)',
+        '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
+        '@extschema@.dedup_release(text, text, integer)',
+        '@extschema@.dedup_lookup(text, text)',
+        '@extschema@.dedup_seen(text, text)',
+        '@extschema@.dedup_seen(text, bytea)',
+        '@extschema@.dedup_seen(text, uuid)',
+        '@extschema@.dedup_seen(text, @extschema@.dedup_fingerprint)',
+        '@extschema@.dedup_history(text)',
+        '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
+        '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',
+        '@extschema@.dedup_new_epoch(text, text)',
+        '@extschema@.dedup_position(text, text)',
+        '@extschema@.dedup_streams(text)',
+        '@extschema@.dedup_cleanup(integer, bigint)',
+        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)',
+        '@extschema@.dedup_outbox_take(text, integer)',
+        '@extschema@.dedup_outbox_take_batch(text, integer)',
+        '@extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text)',
+        '@extschema@.dedup_outbox_nack_batch(bigint, interval, text)',
+        '@extschema@.dedup_outbox_ack(uuid[], integer[])',
+        '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
+        '@extschema@.dedup_outbox_redrive(text, uuid[])',
+        '@extschema@.dedup_outbox_stats(text)'
+    ]::regprocedure[] LOOP
+        IF (SELECT p.proacl IS NULL FROM pg_catalog.pg_proc AS p WHERE p.oid = f) THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', f);
+        END IF;
+    END LOOP;
+    -- the figures, a function and a view of each kind
+    FOREACH f IN ARRAY ARRAY[
+        '@extschema@.dedup_cleanup_stats(boolean)',
+        '@extschema@.dedup_scope_stats(boolean)'
+    ]::regprocedure[] LOOP
+        IF (SELECT p.proacl IS NULL FROM pg_catalog.pg_proc AS p WHERE p.oid = f) THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO pg_monitor', f);
+        END IF;
+    END LOOP;
+    FOREACH v IN ARRAY ARRAY[
+        '@extschema@.dedup_cleanup_stats',
+        '@extschema@.dedup_scope_stats'
+    ]::regclass[] LOOP
+        IF (SELECT c.relacl IS NULL FROM pg_catalog.pg_class AS c WHERE c.oid = v) THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', v);
+            EXECUTE pg_catalog.format('GRANT SELECT ON %s TO pg_monitor', v);
+        END IF;
+    END LOOP;
+END
+$$;
 
 -- The functions a role of each privilege is granted EXECUTE on: the one
 -- list the grant and revoke helpers read.
-CREATE FUNCTION dedup.functions_of(privilege text)
+CREATE OR REPLACE FUNCTION dedup.functions_of(privilege text)
 RETURNS regprocedure[]
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -104,7 +133,7 @@ REVOKE ALL ON FUNCTION dedup.functions_of(text) FROM PUBLIC;
 -- row for every scope) or remove (the rows of the scopes given; with NULL,
 -- every row of the privilege and the EXECUTE grants).  The GRANT and REVOKE
 -- are run on a Citus cluster's workers too (dedup.run_everywhere).
-CREATE FUNCTION dedup.change_grant(role regrole, privilege text, scopes text[], adding boolean)
+CREATE OR REPLACE FUNCTION dedup.change_grant(role regrole, privilege text, scopes text[], adding boolean)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -165,7 +194,7 @@ REVOKE ALL ON FUNCTION dedup.change_grant(regrole, text, text[], boolean) FROM P
 
 -- What an application role needs to claim keys, use records, put outbox
 -- events and read scope settings, on the scopes given (NULL: every scope).
-CREATE FUNCTION @extschema@.dedup_grant_usage(role regrole, scopes text[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_grant_usage(role regrole, scopes text[] DEFAULT NULL)
 RETURNS void
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -176,7 +205,7 @@ COMMENT ON FUNCTION @extschema@.dedup_grant_usage(regrole, text[]) IS
     'let an application role claim keys, use idempotency records and put outbox events of the scopes given (NULL: every scope; ''p*'': every scope beginning with p); grants add up';
 REVOKE ALL ON FUNCTION @extschema@.dedup_grant_usage(regrole, text[]) FROM PUBLIC;
 
-CREATE FUNCTION @extschema@.dedup_revoke_usage(role regrole, scopes text[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_revoke_usage(role regrole, scopes text[] DEFAULT NULL)
 RETURNS void
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -188,7 +217,7 @@ COMMENT ON FUNCTION @extschema@.dedup_revoke_usage(regrole, text[]) IS
 REVOKE ALL ON FUNCTION @extschema@.dedup_revoke_usage(regrole, text[]) FROM PUBLIC;
 
 -- What a relay role needs to publish outbox events of the topics given.
-CREATE FUNCTION @extschema@.dedup_grant_relay(role regrole, topics text[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_grant_relay(role regrole, topics text[] DEFAULT NULL)
 RETURNS void
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -199,7 +228,7 @@ COMMENT ON FUNCTION @extschema@.dedup_grant_relay(regrole, text[]) IS
     'let a relay role take, ack and nack outbox events of the topics given and read their figures (NULL: every topic; ''p*'': every topic beginning with p); not redrive';
 REVOKE ALL ON FUNCTION @extschema@.dedup_grant_relay(regrole, text[]) FROM PUBLIC;
 
-CREATE FUNCTION @extschema@.dedup_revoke_relay(role regrole, topics text[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_revoke_relay(role regrole, topics text[] DEFAULT NULL)
 RETURNS void
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -212,7 +241,7 @@ REVOKE ALL ON FUNCTION @extschema@.dedup_revoke_relay(regrole, text[]) FROM PUBL
 
 -- Who may use or relay which scopes, as granted (members of a role have its
 -- grants; superusers and the extension owner's roles need none).
-CREATE VIEW @extschema@.dedup_scope_privileges AS
+CREATE OR REPLACE VIEW @extschema@.dedup_scope_privileges AS
     SELECT g.role, g.privilege, g.scope, g.granted_at
     FROM dedup.grants AS g;
 COMMENT ON VIEW @extschema@.dedup_scope_privileges IS

@@ -5,7 +5,7 @@
 -- What the C functions check before they write, for the relay's plpgsql
 -- functions: a standby or a read-only transaction is refused with 25006
 -- naming the function (and, on a standby, the standby).
-CREATE FUNCTION dedup.check_writable(funcname text) RETURNS void
+CREATE OR REPLACE FUNCTION dedup.check_writable(funcname text) RETURNS void
 AS 'MODULE_PATHNAME', 'dedup_check_writable_sql' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.check_writable(text) FROM PUBLIC;
 
@@ -13,7 +13,7 @@ REVOKE ALL ON FUNCTION dedup.check_writable(text) FROM PUBLIC;
 -- (22023 otherwise): no part negative, one part positive unless allow_zero,
 -- and an end on the calendar, from the statement's start, at most 100
 -- years later.  what names the argument in the error.
-CREATE FUNCTION dedup.check_interval(value interval, what text, allow_zero boolean)
+CREATE OR REPLACE FUNCTION dedup.check_interval(value interval, what text, allow_zero boolean)
 RETURNS void
 AS 'MODULE_PATHNAME', 'dedup_check_interval_sql' LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION dedup.check_interval(interval, text, boolean) FROM PUBLIC;
@@ -21,7 +21,7 @@ REVOKE ALL ON FUNCTION dedup.check_interval(interval, text, boolean) FROM PUBLIC
 -- The part of that rule that does not depend on the time (no negative
 -- part, one part positive, none over 100 years): the CHECK constraints of
 -- dedup.scopes.
-CREATE FUNCTION dedup.interval_is_valid(value interval) RETURNS boolean
+CREATE OR REPLACE FUNCTION dedup.interval_is_valid(value interval) RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_interval_is_valid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 REVOKE ALL ON FUNCTION dedup.interval_is_valid(interval) FROM PUBLIC;
 
@@ -29,7 +29,7 @@ REVOKE ALL ON FUNCTION dedup.interval_is_valid(interval) FROM PUBLIC;
 -- dedup.grants (superusers and the extension owner's roles have every one);
 -- with raise, 42501 naming the scope and the role when it has not.  The
 -- relay's functions, which run as the owner, check the role that called.
-CREATE FUNCTION dedup.has_privilege(role oid, scope text, privilege text, raise boolean)
+CREATE OR REPLACE FUNCTION dedup.has_privilege(role oid, scope text, privilege text, raise boolean)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_has_privilege' LANGUAGE C STABLE;
 REVOKE ALL ON FUNCTION dedup.has_privilege(oid, text, text, boolean) FROM PUBLIC;

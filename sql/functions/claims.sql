@@ -1,38 +1,38 @@
 -------------------------------------------------------------------------
 -- Claims
 -------------------------------------------------------------------------
-CREATE FUNCTION @extschema@.dedup_claim(scope text, key text,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim(scope text, key text,
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_claim_varlena' LANGUAGE C VOLATILE;
-CREATE FUNCTION @extschema@.dedup_claim(scope text, key bytea,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim(scope text, key bytea,
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_claim_varlena' LANGUAGE C VOLATILE;
-CREATE FUNCTION @extschema@.dedup_claim(scope text, key uuid,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim(scope text, key uuid,
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_claim_fixed' LANGUAGE C VOLATILE;
-CREATE FUNCTION @extschema@.dedup_claim(scope text, key @extschema@.dedup_fingerprint,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim(scope text, key @extschema@.dedup_fingerprint,
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_claim_fixed' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_claim(text, text, interval, boolean) IS
     'claim a key in the current transaction: true the first time, false for a live duplicate';
 
-CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys text[],
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim_batch(scope text, keys text[],
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS SETOF text
 AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;
-CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys bytea[],
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim_batch(scope text, keys bytea[],
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS SETOF bytea
 AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;
-CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys uuid[],
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim_batch(scope text, keys uuid[],
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS SETOF uuid
 AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;
-CREATE FUNCTION @extschema@.dedup_claim_batch(scope text, keys @extschema@.dedup_fingerprint[],
+CREATE OR REPLACE FUNCTION @extschema@.dedup_claim_batch(scope text, keys @extschema@.dedup_fingerprint[],
     ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
 RETURNS SETOF @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_claim_batch' LANGUAGE C VOLATILE;

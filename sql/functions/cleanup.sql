@@ -1,7 +1,7 @@
 -------------------------------------------------------------------------
 -- Cleanup of what has expired
 -------------------------------------------------------------------------
-CREATE FUNCTION @extschema@.dedup_cleanup_batch(
+CREATE OR REPLACE FUNCTION @extschema@.dedup_cleanup_batch(
     "position" bigint DEFAULT 0, batch_size integer DEFAULT NULL,
     OUT deleted bigint, OUT next_position bigint)
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
@@ -11,7 +11,7 @@ COMMENT ON FUNCTION @extschema@.dedup_cleanup_batch(bigint, integer) IS
 -- A whole pass, one committed batch at a time, with dedup.cleanup_pause
 -- between batches.  No SECURITY DEFINER and no SET clause, which would
 -- forbid the COMMITs; every name and operator is qualified.
-CREATE PROCEDURE @extschema@.dedup_cleanup(
+CREATE OR REPLACE PROCEDURE @extschema@.dedup_cleanup(
     batch_size integer DEFAULT NULL, INOUT deleted bigint DEFAULT NULL)
 LANGUAGE plpgsql
 AS $$
@@ -40,7 +40,7 @@ COMMENT ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) IS
 
 -- The cleanup's figures, kept in shared memory when dedup is preloaded:
 -- one row per kind of row, for the current database or for all.
-CREATE FUNCTION @extschema@.dedup_cleanup_stats(all_databases boolean DEFAULT false,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_cleanup_stats(all_databases boolean DEFAULT false,
     OUT datname name, OUT kind text, OUT rows_deleted bigint,
     OUT rows_deleted_last_pass bigint, OUT last_pass_started_at timestamptz,
     OUT last_pass_duration interval, OUT batches bigint, OUT errors bigint,
@@ -50,7 +50,7 @@ AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION @extschema@.dedup_cleanup_stats(boolean) IS
     'cleanup figures per kind since the server started: of this database, or of every database with all_databases';
 
-CREATE VIEW @extschema@.dedup_cleanup_stats AS
+CREATE OR REPLACE VIEW @extschema@.dedup_cleanup_stats AS
     SELECT s.datname, s.kind, s.rows_deleted, s.rows_deleted_last_pass,
            s.last_pass_started_at, s.last_pass_duration, s.batches, s.errors,
            s.cleanup_lag

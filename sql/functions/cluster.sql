@@ -6,22 +6,22 @@
 -- The fingerprint a key is stored under in a scope (dedup.claims.key): a
 -- business table distributed by a column of it, co-located with
 -- dedup.claims, has each row on the node of its key's claim.
-CREATE FUNCTION @extschema@.dedup_key(scope text, key text)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_key(scope text, key text)
 RETURNS @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_key_varlena' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION @extschema@.dedup_key(scope text, key bytea)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_key(scope text, key bytea)
 RETURNS @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_key_varlena' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION @extschema@.dedup_key(scope text, key uuid)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_key(scope text, key uuid)
 RETURNS @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_key_fixed' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION @extschema@.dedup_key(scope text, key @extschema@.dedup_fingerprint)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_key(scope text, key @extschema@.dedup_fingerprint)
 RETURNS @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_key_fixed' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.dedup_key(text, text) IS
     'the fingerprint a key is stored under in a scope: distribute a business table by it, co-located with dedup.claims, to keep a claim and its business row on one node';
 -- and a stream's, for a table co-located with dedup.streams
-CREATE FUNCTION @extschema@.dedup_stream_key(scope text, stream text)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_stream_key(scope text, stream text)
 RETURNS @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_stream_key_sql' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.dedup_stream_key(text, text) IS
@@ -33,7 +33,7 @@ COMMENT ON FUNCTION @extschema@.dedup_stream_key(text, text) IS
 -- dedup's own functions, as the role that called, whose EXECUTE privilege
 -- and scope grants are checked there as for any call; it grants nothing.
 -- In the extension's schema, as the calls it carries are.
-CREATE FUNCTION @extschema@.dedup_call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
+CREATE OR REPLACE FUNCTION @extschema@.dedup_call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
 RETURNS SETOF text[]
 AS 'MODULE_PATHNAME', 'dedup_call_on_shard' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[]) IS
@@ -45,7 +45,7 @@ COMMENT ON FUNCTION @extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprin
 -- The workers' part runs on connections of its own, committed whatever
 -- this transaction does: a grant rolled back here leaves EXECUTE on the
 -- workers, which gives no scope (dedup.grants, a reference table, does).
-CREATE FUNCTION dedup.run_everywhere(command text)
+CREATE OR REPLACE FUNCTION dedup.run_everywhere(command text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -73,11 +73,11 @@ REVOKE ALL ON FUNCTION dedup.run_everywhere(text) FROM PUBLIC;
 
 -- The outbox's partitions on a cluster (cluster.c): that of an aggregate's
 -- events, and all of them, one a shard of dedup.claims.
-CREATE FUNCTION dedup.outbox_partition_of(topic text, aggregate_id text)
+CREATE OR REPLACE FUNCTION dedup.outbox_partition_of(topic text, aggregate_id text)
 RETURNS @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_outbox_partition_of' LANGUAGE C STRICT STABLE;
 REVOKE ALL ON FUNCTION dedup.outbox_partition_of(text, text) FROM PUBLIC;
-CREATE FUNCTION dedup.outbox_partitions()
+CREATE OR REPLACE FUNCTION dedup.outbox_partitions()
 RETURNS SETOF @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_outbox_partitions' LANGUAGE C STRICT STABLE;
 REVOKE ALL ON FUNCTION dedup.outbox_partitions() FROM PUBLIC;
@@ -93,7 +93,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_partitions() FROM PUBLIC;
 -- starting at its topic's position (so no batch may be handed out, and no
 -- key of 1.0 kept).  The histories stay on the coordinator.  Once, by the
 -- extension's owner.
-CREATE FUNCTION @extschema@.dedup_distribute(shard_count integer DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_distribute(shard_count integer DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp

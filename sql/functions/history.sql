@@ -1,16 +1,16 @@
 -------------------------------------------------------------------------
 -- The history tier (history.c): a scope's memory of its expired claims
 -------------------------------------------------------------------------
-CREATE FUNCTION @extschema@.dedup_seen(scope text, key text)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_seen(scope text, key text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'dedup_seen_varlena' LANGUAGE C STABLE;
-CREATE FUNCTION @extschema@.dedup_seen(scope text, key bytea)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_seen(scope text, key bytea)
 RETURNS text
 AS 'MODULE_PATHNAME', 'dedup_seen_varlena' LANGUAGE C STABLE;
-CREATE FUNCTION @extschema@.dedup_seen(scope text, key uuid)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_seen(scope text, key uuid)
 RETURNS text
 AS 'MODULE_PATHNAME', 'dedup_seen_fixed' LANGUAGE C STABLE;
-CREATE FUNCTION @extschema@.dedup_seen(scope text, key @extschema@.dedup_fingerprint)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_seen(scope text, key @extschema@.dedup_fingerprint)
 RETURNS text
 AS 'MODULE_PATHNAME', 'dedup_seen_fixed' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_seen(text, text) IS
@@ -22,7 +22,7 @@ COMMENT ON FUNCTION @extschema@.dedup_seen(text, uuid) IS
 COMMENT ON FUNCTION @extschema@.dedup_seen(text, @extschema@.dedup_fingerprint) IS
     'dedup_seen for a key given as its fingerprint';
 
-CREATE FUNCTION @extschema@.dedup_history(scope text,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_history(scope text,
     OUT generation bigint, OUT opened_at timestamptz, OUT slice_end timestamptz,
     OUT expires_at timestamptz, OUT false_positive_rate double precision,
     OUT k integer, OUT capacity bigint, OUT keys bigint, OUT bytes bigint)

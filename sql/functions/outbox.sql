@@ -1,7 +1,7 @@
 -------------------------------------------------------------------------
 -- Transactional outbox
 -------------------------------------------------------------------------
-CREATE FUNCTION @extschema@.dedup_outbox_put(topic text, key text, payload jsonb,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_put(topic text, key text, payload jsonb,
     aggregate_id text DEFAULT NULL, type text DEFAULT NULL,
     headers jsonb DEFAULT NULL, aggregate_type text DEFAULT NULL)
 RETURNS uuid
@@ -57,27 +57,27 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
 
 -- The highest seq below which every put of topic has settled: waits for
 -- the puts of the topic in progress (never for the caller's own).
-CREATE FUNCTION dedup.outbox_stable_seq(in_part @extschema@.dedup_fingerprint, topic text)
+CREATE OR REPLACE FUNCTION dedup.outbox_stable_seq(in_part @extschema@.dedup_fingerprint, topic text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- The relay lock of a topic in a partition, held until the transaction
 -- ends: the takes of a topic in a partition go one after another.
-CREATE FUNCTION dedup.outbox_lock_relay(in_part @extschema@.dedup_fingerprint, topic text) RETURNS void
+CREATE OR REPLACE FUNCTION dedup.outbox_lock_relay(in_part @extschema@.dedup_fingerprint, topic text) RETURNS void
 AS 'MODULE_PATHNAME', 'dedup_outbox_lock_relay' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_lock_relay(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- The lock of a slot number in a partition, until the transaction ends, if
 -- no other transaction holds it (true), or false at once: a take inserts a
 -- new slot under its number's lock, so it never waits for another's insert.
-CREATE FUNCTION dedup.outbox_lock_slot(in_part @extschema@.dedup_fingerprint, slot integer) RETURNS boolean
+CREATE OR REPLACE FUNCTION dedup.outbox_lock_slot(in_part @extschema@.dedup_fingerprint, slot integer) RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_outbox_lock_slot' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_lock_slot(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 -- Move events to the dead letters: from the log (by seq) or from
 -- outbox_retry (by id), with their attempts and last error.
-CREATE FUNCTION dedup.outbox_bury(in_part @extschema@.dedup_fingerprint, for_topic text, log_seqs bigint[],
+CREATE OR REPLACE FUNCTION dedup.outbox_bury(in_part @extschema@.dedup_fingerprint, for_topic text, log_seqs bigint[],
     log_attempts integer, retry_ids uuid[], error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -118,7 +118,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_bury(@extschema@.dedup_fingerprint, text, bi
 
 -- A batch's id: its partition's number times 2^47, plus its slot's number
 -- times 2^31, plus the slot's generation.
-CREATE FUNCTION dedup.outbox_batch_id(in_part @extschema@.dedup_fingerprint, slot integer, generation integer)
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_id(in_part @extschema@.dedup_fingerprint, slot integer, generation integer)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_batch_id' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, integer, integer) FROM PUBLIC;
@@ -126,7 +126,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, inte
 -- The busy slot of partition in_part that holds batch bid, locked, or no row.
 -- (These two are PL/pgSQL, not SQL: Citus plans no statement of a SQL
 -- function that has parameters.)
-CREATE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint)
+CREATE OR REPLACE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint)
 RETURNS SETOF dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -147,7 +147,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint)
 -- a type of its own).  Called on its own, not inside a statement that
 -- reads a table of the outbox: on a Citus cluster such a statement runs on
 -- a shard, where no other statement on a distributed table may run.
-CREATE FUNCTION dedup.outbox_members(in_part @extschema@.dedup_fingerprint, topic text, first_seq bigint,
+CREATE OR REPLACE FUNCTION dedup.outbox_members(in_part @extschema@.dedup_fingerprint, topic text, first_seq bigint,
     last_seq bigint, settled bigint[], attempt integer, retried integer, bid bigint)
 RETURNS TABLE (seq bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
@@ -182,7 +182,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_members(@extschema@.dedup_fingerprint, text,
 
 -- After events left a batch: its count, aggregates and retried recounted;
 -- a batch left with none frees its slot.
-CREATE FUNCTION dedup.outbox_batch_recount(in_part @extschema@.dedup_fingerprint, slot_of integer)
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_recount(in_part @extschema@.dedup_fingerprint, slot_of integer)
 RETURNS dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -210,7 +210,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
-CREATE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
+CREATE OR REPLACE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
     batch_size integer)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
@@ -459,7 +459,7 @@ END
 $$;
 
 -- The 1.0 shape of take: the same batch, without its id.
-CREATE FUNCTION dedup.outbox_take(caller oid, in_part @extschema@.dedup_fingerprint, topic text, batch_size integer)
+CREATE OR REPLACE FUNCTION dedup.outbox_take(caller oid, in_part @extschema@.dedup_fingerprint, topic text, batch_size integer)
 RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
                headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz)
@@ -478,7 +478,7 @@ $$;
 -- attempt given_attempts names (NULL: any), as the 1.0 ack and nack do.
 -- Returns what was acked, what nacked, and the batch's topic (NULL when
 -- no batch of that id is handed out).
-CREATE FUNCTION dedup.outbox_settle(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint, done uuid[],
+CREATE OR REPLACE FUNCTION dedup.outbox_settle(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint, done uuid[],
     failed uuid[], given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
     OUT acked uuid[], OUT nacked uuid[], OUT topic text)
 LANGUAGE plpgsql VOLATILE
@@ -566,7 +566,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_settle(oid, @extschema@.dedup_fingerprint, b
 -- The batch was published: every event of it but those of failed, which
 -- come back after retry_delay (or go dead at max_attempts).  A batch acked
 -- whole frees its slot: one update.
-CREATE FUNCTION dedup.outbox_ack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
+CREATE OR REPLACE FUNCTION dedup.outbox_ack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
     failed uuid[], retry_delay interval, error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -618,7 +618,7 @@ $$;
 
 -- The batch could not be published: all of it back after retry_delay, or
 -- dead at max_attempts.
-CREATE FUNCTION dedup.outbox_nack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
+CREATE OR REPLACE FUNCTION dedup.outbox_nack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
     retry_delay interval, error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -646,7 +646,7 @@ $$;
 
 -- The (id, attempt) pairs an ack or nack names; attempts, when given,
 -- must match ids one for one.
-CREATE FUNCTION dedup.outbox_given(ids uuid[], attempts integer[])
+CREATE OR REPLACE FUNCTION dedup.outbox_given(ids uuid[], attempts integer[])
 RETURNS TABLE (id uuid, attempt integer)
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
@@ -669,7 +669,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
 -- topic's position, or waiting in outbox_retry with no attempt) is 55000,
 -- one unknown 42704.  Any other (acked before, dead, back in the queue, or
 -- taken again under another attempt) was acted on by someone else: fine.
-CREATE FUNCTION dedup.outbox_check_ids(in_part @extschema@.dedup_fingerprint, ids uuid[], done uuid[])
+CREATE OR REPLACE FUNCTION dedup.outbox_check_ids(in_part @extschema@.dedup_fingerprint, ids uuid[], done uuid[])
 RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -708,7 +708,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_check_ids(@extschema@.dedup_fingerprint, uui
 
 -- The ids of the busy batches of a partition that hold any of ids, in slot
 -- order.
-CREATE FUNCTION dedup.outbox_batches_of(in_part @extschema@.dedup_fingerprint, ids uuid[])
+CREATE OR REPLACE FUNCTION dedup.outbox_batches_of(in_part @extschema@.dedup_fingerprint, ids uuid[])
 RETURNS bigint[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -737,7 +737,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_batches_of(@extschema@.dedup_fingerprint, uu
 -- letters too: it leaves them); with nack true they come back after
 -- retry_delay or go dead.  With attempts (as take returned them), an event
 -- taken again since is left to the relay that holds it now.
-CREATE FUNCTION dedup.outbox_settle_ids(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
+CREATE OR REPLACE FUNCTION dedup.outbox_settle_ids(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
     attempts integer[], nack boolean, retry_delay interval, error text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -817,7 +817,7 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_settle_ids(oid, @extschema@.dedup_fingerprint, uuid[], integer[], boolean, interval,
     text) FROM PUBLIC;
 
-CREATE FUNCTION dedup.outbox_ack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[], attempts integer[])
+CREATE OR REPLACE FUNCTION dedup.outbox_ack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[], attempts integer[])
 RETURNS integer
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -825,7 +825,7 @@ AS $$
     SELECT dedup.outbox_settle_ids(caller, in_part, ids, attempts, false, interval '0', NULL)
 $$;
 
-CREATE FUNCTION dedup.outbox_nack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
+CREATE OR REPLACE FUNCTION dedup.outbox_nack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
     retry_delay interval, error text, attempts integer[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -839,7 +839,7 @@ $$;
 
 -- Dead events back: into outbox_retry, with no attempts, in their place
 -- (dedup_outbox_redrive notifies the topic's relays when any moved).
-CREATE FUNCTION dedup.outbox_redrive(caller oid, in_part @extschema@.dedup_fingerprint, topic text, ids uuid[])
+CREATE OR REPLACE FUNCTION dedup.outbox_redrive(caller oid, in_part @extschema@.dedup_fingerprint, topic text, ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -871,7 +871,7 @@ $$;
 -- Per topic: events not yet handed out or whose lease passed (pending),
 -- handed out under a lease (in flight), dead, and the age of the oldest
 -- not yet published; of partition in_part, or of every one (NULL).
-CREATE FUNCTION dedup.outbox_stats(caller oid, in_part @extschema@.dedup_fingerprint, for_topic text)
+CREATE OR REPLACE FUNCTION dedup.outbox_stats(caller oid, in_part @extschema@.dedup_fingerprint, for_topic text)
 RETURNS TABLE (topic text, pending bigint, in_flight bigint, dead bigint,
                oldest_pending_age interval)
 LANGUAGE plpgsql STABLE
@@ -937,7 +937,7 @@ $$;
 -- up to batch_size events of partition in_part, of each topic before both
 -- its position and the first event of its batches.  Run by the cleanup as
 -- the owner of the outbox; returns how many went.
-CREATE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
+CREATE OR REPLACE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -990,7 +990,7 @@ FROM PUBLIC;
 -- it works in: dedup_outbox_relay in C switches to the owner as PostgreSQL
 -- does for SECURITY DEFINER, but keeps the caller's identity for the
 -- check.
-CREATE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz)
@@ -998,21 +998,21 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_take_batch(text, integer) IS
     'hand out a batch of up to batch_size events of a topic under one lease (the topic''s lease); ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back whole after its lease';
 
-CREATE FUNCTION @extschema@.dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
     retry_delay interval DEFAULT '0', error text DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text) IS
     'the batch was published but for the events in failed, which come back after retry_delay (or go dead at the topic''s max_attempts); returns how many were acked (0 for a batch acked before)';
 
-CREATE FUNCTION @extschema@.dedup_outbox_nack_batch(batch_id bigint,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_nack_batch(batch_id bigint,
     retry_delay interval DEFAULT '0', error text DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_nack_batch(bigint, interval, text) IS
     'no event of the batch was published: all come back after retry_delay, or go dead at the topic''s max_attempts';
 
-CREATE FUNCTION @extschema@.dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
                headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz)
@@ -1020,26 +1020,26 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_take(text, integer) IS
     'hand out up to batch_size events of a topic with a lease (the topic''s lease); an event not acked comes back after it';
 
-CREATE FUNCTION @extschema@.dedup_outbox_ack(ids uuid[], attempts integer[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_ack(ids uuid[], attempts integer[] DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_ack(uuid[], integer[]) IS
     'the events were published: they never come back; returns how many were acked now (ids acked before, or taken again since their attempt, count 0)';
 
-CREATE FUNCTION @extschema@.dedup_outbox_nack(ids uuid[],
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_nack(ids uuid[],
     retry_delay interval DEFAULT '0', error text DEFAULT NULL, attempts integer[] DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_nack(uuid[], interval, text, integer[]) IS
     'the events could not be published: they come back after retry_delay, or go to dead after the topic''s max_attempts';
 
-CREATE FUNCTION @extschema@.dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_redrive(text, uuid[]) IS
     'put dead events of a topic (all, or those of ids) back in the outbox, in their original order, with no attempts';
 
-CREATE FUNCTION @extschema@.dedup_outbox_stats(topic text DEFAULT NULL,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_stats(topic text DEFAULT NULL,
     OUT topic text, OUT pending bigint, OUT in_flight bigint, OUT dead bigint,
     OUT oldest_pending_age interval)
 RETURNS SETOF record

@@ -2,38 +2,27 @@
 -- Idempotency records: processing -> complete, with leases and stored
 -- responses, in the same key space as claims
 -------------------------------------------------------------------------
-CREATE TYPE @extschema@.dedup_begin_result AS (
-    outcome          text,         -- started | replay | in_progress | mismatch
-    status           text,         -- processing | complete (| released: in_progress over a release being written)
-    response_code    integer,      -- the stored response, for replay
-    response         jsonb,
-    attempts         integer,
-    lease_expires_at timestamptz,
-    first_seen_at    timestamptz
-);
-COMMENT ON TYPE @extschema@.dedup_begin_result IS 'what dedup_begin() found or did';
-
-CREATE FUNCTION @extschema@.dedup_begin(scope text, key text,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_begin(scope text, key text,
     request jsonb DEFAULT NULL, lease interval DEFAULT NULL)
 RETURNS @extschema@.dedup_begin_result
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_begin(text, text, jsonb, interval) IS
     'begin work on an idempotency key: started (you hold a lease), replay (stored response), in_progress, or mismatch (another request used the key)';
 
-CREATE FUNCTION @extschema@.dedup_complete(scope text, key text,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_complete(scope text, key text,
     response_code integer, response jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_complete(text, text, integer, jsonb, integer) IS
     'store the response of a processing record and complete it; pass the attempt dedup_begin returned';
 
-CREATE FUNCTION @extschema@.dedup_release(scope text, key text, attempt integer DEFAULT NULL)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_release(scope text, key text, attempt integer DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_release(text, text, integer) IS
     'give a processing key back after a failure, so that a retry starts fresh';
 
-CREATE FUNCTION @extschema@.dedup_lookup(scope text, key text,
+CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key text,
     OUT kind text, OUT status text, OUT attempts integer,
     OUT lease_expires_at timestamptz, OUT first_seen_at timestamptz,
     OUT completed_at timestamptz, OUT expires_at timestamptz,
