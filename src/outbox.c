@@ -894,8 +894,9 @@ relay_plan(RelayFunction *rf)
  * The relay's fast path
  *
  * A take of a topic with no batch whose lease passed, nothing in
- * dedup.outbox_retry, a free slot, and next events of which none needs
- * holding back (no aggregate a batch holds, none twice); and an ack of a
+ * dedup.outbox_retry, a free slot of its own that no other take holds, and
+ * next events of which none needs holding back (no aggregate a batch
+ * holds, none twice), or with nothing to hand out; and an ack of a
  * batch whole with no event of outbox_retry.  That is every take and ack
  * of a relay keeping up; both follow the rules of the PL/pgSQL functions
  * (sql/functions/outbox.sql), in a few kept statements, and give way to
@@ -951,13 +952,19 @@ static const struct
 		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		" AND o.seq OPERATOR(pg_catalog.>=) $3 AND o.seq OPERATOR(pg_catalog.<=) $4"
 		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID}},
-	[FAST_WRITE] = {"WITH position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
-		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9)"
-		" UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
-		" attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
-		" retried = 0, events = $7, aggregates = $8"
-		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
-		" AND x.generation OPERATOR(pg_catalog.=) $11",
+	[FAST_WRITE] = {"WITH free AS (SELECT x.slot FROM dedup.outbox_batches AS x"
+		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
+		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
+		"  FOR UPDATE SKIP LOCKED),"
+		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
+		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
+		"  retried = 0, events = $7, aggregates = $8"
+		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
+		"  RETURNING x.slot),"
+		" position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
+		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9"
+		"  AND EXISTS (SELECT FROM batch))"
+		" SELECT pg_catalog.count(*) FROM batch",
 		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
 		INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
@@ -1127,8 +1134,10 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 
 	/*
 	 * The batch, in the free slot, if it is still free at the generation
-	 * read (the topic's relay lock keeps it so); the topic's position after
-	 * it
+	 * read and no other take has locked it (a take of another topic that
+	 * needs a slot may take this topic's free one: the PL/pgSQL take passes
+	 * a slot locked, as this one does, and never waits for it); the topic's
+	 * position after it, with it
 	 */
 	args[10] = Int32GetDatum(generation);
 	generation = generation % PG_INT32_MAX + 1;
@@ -1154,13 +1163,9 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	args[9] = Int64GetDatum(n == (uint64) batch_size ?
 							DatumGetInt64(args[5]) + 1 : Max(pos, stable + 1));
 	fast_run(FAST_WRITE, args, 0);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("the slot of an outbox batch changed while it was taken"),
-				 errdetail("Slot %d of topic \"%s\" was handed out by another transaction.",
-						   slot, text_to_cstring(topic)),
-				 errhint("Run the transaction again.")));
+	if (SPI_processed != 1 ||
+		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 1)
+		return false;			/* the slot went to another take: nothing written */
 
 	/* the events, as take returns them */
 	for (uint64 i = 0; i < n; i++)

@@ -330,6 +330,68 @@ TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_r
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_reset_scope('orders') AS reset;
 
+-- slots: a take with nothing to hand out writes nothing (no position, no
+-- slot), for however many topics; a slot freed goes to the next batch of
+-- any topic, so that a partition has no more slots than batches handed out
+-- at once; its generation goes on, and no id handed out before names a
+-- batch handed out after
+SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take_batch('empty-' || i) AS t;
+SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take('empty-' || i) AS t;
+SELECT (SELECT count(*) FROM dedup.outbox_topics) AS positions, (SELECT count(*) FROM dedup.outbox_batches) AS slots;
+SELECT count(*) FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_put('tenant-' || i, 'e-1', '{}') AS p;
+CREATE TEMP TABLE handed (round integer, batch_id bigint, acked integer);
+DO $$
+DECLARE
+    bid bigint;
+BEGIN
+    FOR i IN 1..30 LOOP
+        SELECT max(t.batch_id) INTO bid FROM dedup_outbox_take_batch('tenant-' || i) AS t;
+        INSERT INTO handed VALUES (1, bid, dedup_outbox_ack_batch(bid));
+    END LOOP;
+END
+$$;
+SELECT count(*) AS batches, count(DISTINCT batch_id) AS ids, sum(acked) AS acked FROM handed;
+SELECT count(*) AS slots, max(slot) AS last_slot, max(generation) AS generation,
+       (SELECT count(*) FROM dedup.outbox_topics) AS positions
+FROM dedup.outbox_batches;
+-- the topics, positioned, with nothing new: nothing written either
+CREATE TEMP TABLE slots_before AS
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) AS batches,
+       (SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_topics AS t) AS topics;
+SELECT count(*) AS taken FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_take_batch('tenant-' || i) AS t;
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) = batches AS batches_same,
+       (SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_topics AS t) = topics AS topics_same
+FROM slots_before;
+-- three batches of three topics handed out at a time: three slots
+SELECT count(*) FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_put('tenant-' || i, 'e-2', '{}') AS p;
+DO $$
+DECLARE
+    bids bigint[];
+BEGIN
+    FOR i IN 0..9 LOOP
+        bids := '{}';
+        FOR j IN 1..3 LOOP
+            bids := bids || (SELECT max(t.batch_id) FROM dedup_outbox_take_batch('tenant-' || (3 * i + j)) AS t);
+        END LOOP;
+        INSERT INTO handed SELECT 2, b, dedup_outbox_ack_batch(b) FROM unnest(bids) AS b;
+    END LOOP;
+END
+$$;
+SELECT count(*) AS batches, count(DISTINCT batch_id) AS ids, sum(acked) AS acked FROM handed WHERE round = 2;
+SELECT count(*) AS slots, max(slot) AS last_slot, count(*) FILTER (WHERE busy) AS busy FROM dedup.outbox_batches;
+-- every id handed out before acks nothing of a batch now in a reused slot
+SELECT dedup_outbox_put('tenant-x', 'e-1', '{}') IS NOT NULL AS put;
+CREATE TEMP TABLE held AS SELECT * FROM dedup_outbox_take_batch('tenant-x');
+SELECT (SELECT batch_id FROM held) / 2147483648 AS slot,
+       (SELECT batch_id FROM held) NOT IN (SELECT batch_id FROM handed) AS new_id,
+       (SELECT count(*) FROM handed WHERE batch_id / 2147483648 = (SELECT batch_id FROM held) / 2147483648) AS ids_of_slot_before;
+SELECT sum(dedup_outbox_ack_batch(batch_id)) AS old_ids_acked,
+       sum(dedup_outbox_nack_batch(batch_id)) AS old_ids_nacked FROM handed;
+SELECT count(*) AS busy, min(topic) AS topic FROM dedup.outbox_batches WHERE busy;
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM held;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead;
+
 -- partitions: one server has one, number 0 (part all zeros), in every row;
 -- a batch's id carries the partition's number (times 2^47) and its slot's
 -- (times 2^31), slots numbered within the partition
@@ -355,6 +417,14 @@ SELECT dedup_outbox_put('parts-other', 'q-1', '{}') IS NOT NULL AS put;
 SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('parts-other')$$);
 SELECT count(*) AS batches, count(*) FILTER (WHERE topic = 'parts-other') AS of_other,
        (SELECT next_seq FROM dedup.outbox_topics WHERE topic = 'parts-other') AS position
+FROM dedup.outbox_batches;
+-- the limit counts batches handed out: with the 65,535 slots free, the
+-- take hands its batch out in the first, another topic's
+UPDATE dedup.outbox_batches SET busy = false;
+SELECT payload FROM dedup_outbox_take_batch('parts-other');
+SELECT count(*) AS slots, count(*) FILTER (WHERE busy) AS busy,
+       min(slot) FILTER (WHERE topic = 'parts-other') AS its_slot,
+       min(generation) FILTER (WHERE topic = 'parts-other') AS its_generation
 FROM dedup.outbox_batches;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
          dedup.outbox_dead;
