@@ -142,6 +142,31 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
+-- The topic of batch bid, busy in partition in_part, if caller may relay
+-- it; NULL if no batch of that id is handed out, or if the caller may not
+-- relay its topic: the two are answered alike (a batch id is small and
+-- easily guessed; a relay learns no topic it may not see), before anything
+-- is written or locked.
+CREATE FUNCTION dedup.outbox_batch_topic(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+BEGIN
+    SELECT x.topic INTO t FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part
+      AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy;
+    IF NOT FOUND OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
+        RETURN NULL;
+    END IF;
+    RETURN t;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_topic(oid, @extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
+
 -- The events of a batch, in order: from the log and from outbox_retry.
 -- The batch's columns are passed one by one (a row of a Citus shard has
 -- a type of its own).  Called on its own, not inside a statement that
@@ -503,7 +528,8 @@ $$;
 -- others.  With given_ids, an event acts only if named there, at the
 -- attempt given_attempts names (NULL: any), as the 1.0 ack and nack do.
 -- Returns what was acked, what nacked, and the batch's topic (NULL when
--- no batch of that id is handed out).
+-- no batch of that id is handed out, or the caller may not relay its
+-- topic: nothing is done then, and nothing named).
 CREATE FUNCTION dedup.outbox_settle(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint, done uuid[],
     failed uuid[], given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
     OUT acked uuid[], OUT nacked uuid[], OUT topic text)
@@ -522,12 +548,15 @@ DECLARE
 BEGIN
     acked := '{}';
     nacked := '{}';
-    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
-    IF NOT FOUND THEN
+    topic := dedup.outbox_batch_topic(caller, in_part, bid);
+    IF topic IS NULL THEN
         RETURN;
     END IF;
-    topic := b.topic;
-    PERFORM dedup.has_privilege(caller, b.topic, 'relay', true);
+    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
+    IF NOT FOUND OR b.topic <> topic THEN
+        topic := NULL;
+        RETURN;
+    END IF;
     SELECT s.max_attempts INTO max_attempts FROM @extschema@.dedup_scope(b.topic) AS s;
     visible := pg_catalog.statement_timestamp() + retry_delay;
     -- the batch's events, and the verdict on each: 'a' acked, 'f' failed,
@@ -612,14 +641,15 @@ BEGIN
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     IF coalesce(cardinality(failed), 0) = 0 THEN
         -- (the privilege checked first: Citus runs no STABLE function of a
-        -- column in an UPDATE)
+        -- column in an UPDATE); a batch of a topic the caller may not relay
+        -- is answered as one not handed out
         SELECT x.topic INTO t FROM dedup.outbox_batches AS x
         WHERE x.part OPERATOR(@extschema@.=) in_part
           AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
           AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
           AND x.busy AND x.retried = 0;
-        IF FOUND THEN
-            PERFORM dedup.has_privilege(caller, t, 'relay', true);
+        IF FOUND AND NOT dedup.has_privilege(caller, t, 'relay', false) THEN
+            RETURN 0;
         END IF;
         UPDATE dedup.outbox_batches AS x SET busy = false
         WHERE x.part OPERATOR(@extschema@.=) in_part
@@ -657,6 +687,11 @@ BEGIN
         RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
     END IF;
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    -- a batch of a topic the caller may not relay: as one not handed out
+    -- (before its row is locked, below)
+    IF dedup.outbox_batch_topic(caller, in_part, batch_id) IS NULL THEN
+        RETURN 0;
+    END IF;
     s := dedup.outbox_settle(caller, in_part, batch_id, '{}',
                              ARRAY(SELECT m.id FROM dedup.outbox_batch(in_part, batch_id) AS b,
                                    dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
@@ -1015,7 +1050,9 @@ FROM PUBLIC;
 -- touches (42501 otherwise, before anything is written), and the partition
 -- it works in: dedup_outbox_relay in C switches to the owner as PostgreSQL
 -- does for SECURITY DEFINER, but keeps the caller's identity for the
--- check.
+-- check.  A batch id names no topic: an ack or nack of a batch of a topic
+-- the caller may not relay answers as for a batch not handed out (0),
+-- naming nothing and writing nothing.
 CREATE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,

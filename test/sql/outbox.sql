@@ -330,6 +330,53 @@ TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_r
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_reset_scope('orders') AS reset;
 
+-- a relay granted one topic acks or nacks a batch of another by its id
+-- (ids are small and easily guessed) as one not handed out: 0, no error,
+-- no topic named, nothing changed; on the fast path (an ack of a batch
+-- whole, with no event of outbox_retry) and on the PL/pgSQL one (an ack
+-- with failed ids, a nack, a batch with an event of outbox_retry)
+CREATE ROLE regress_relay_a;
+CREATE ROLE regress_relay_b;
+SELECT dedup_grant_relay('regress_relay_a', ARRAY['topic-a']);
+SELECT dedup_grant_relay('regress_relay_b', ARRAY['topic-b']);
+SELECT dedup_outbox_put('topic-b', 'b-' || i, '{}', aggregate_id => 'b-' || i) IS NOT NULL AS put
+FROM generate_series(1, 2) AS i;
+SELECT dedup_outbox_put('topic-a', 'a-1', '{}') IS NOT NULL AS put;
+SET ROLE regress_relay_b;
+SELECT max(batch_id) AS b1 FROM dedup_outbox_take_batch('topic-b', 1) \gset
+SELECT max(batch_id) AS b2 FROM dedup_outbox_take_batch('topic-b', 1) \gset
+SELECT dedup_outbox_nack_batch(:b2) AS nacked;
+SELECT max(batch_id) AS b2 FROM dedup_outbox_take_batch('topic-b', 1) \gset
+RESET ROLE;
+SELECT slot, topic, busy, events, retried FROM dedup.outbox_batches ORDER BY slot;
+CREATE TEMP TABLE foreign_before AS
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b
+        WHERE b.topic = 'topic-b') AS batches,
+       (SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM dedup.outbox_retry AS r) AS retry,
+       (SELECT count(*) FROM dedup.outbox_dead) AS dead;
+SET ROLE regress_relay_a;
+SELECT dedup_outbox_ack_batch(:b1) AS fast_ack;
+SELECT dedup_outbox_ack_batch(:b1, retry_delay => '1 hour') AS fast_ack_delay;
+SELECT dedup_outbox_ack_batch(:b1, failed => ARRAY(SELECT id FROM dedup_outbox_take_batch('topic-a', 1))) AS ack_failed;
+SELECT dedup_outbox_nack_batch(:b1, error => 'x') AS nack;
+SELECT dedup_outbox_ack_batch(:b2) AS ack_retried;
+SELECT dedup_outbox_nack_batch(:b2) AS nack_retried;
+RESET ROLE;
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b
+        WHERE b.topic = 'topic-b') = batches AS batches_same,
+       (SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM dedup.outbox_retry AS r) = retry AS retry_same,
+       (SELECT count(*) FROM dedup.outbox_dead) = dead AS dead_same
+FROM foreign_before;
+-- topic-b's two batches are handed out as they were, and its relay acks them
+SELECT slot, topic, busy, events, retried FROM dedup.outbox_batches ORDER BY slot;
+SET ROLE regress_relay_b;
+SELECT dedup_outbox_ack_batch(:b1) AS b1_acked, dedup_outbox_ack_batch(:b2) AS b2_acked;
+RESET ROLE;
+DROP OWNED BY regress_relay_a, regress_relay_b;
+DROP ROLE regress_relay_a, regress_relay_b;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead, dedup.outbox_keys;
+
 -- slots: a take with nothing to hand out writes nothing (no position, no
 -- slot), for however many topics; a slot freed goes to the next batch of
 -- any topic, so that a partition has no more slots than batches handed out
