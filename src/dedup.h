@@ -187,6 +187,8 @@ typedef struct DedupScopeSettings
 
 extern void dedup_scope_use(const text *scope, int privileges,
 							DedupScopeSettings *settings);
+extern bool dedup_scope_allows(const text *scope, Oid roleid, int privileges,
+							   DedupScopeSettings *settings);
 extern text *dedup_scope_of_call(FunctionCallInfo fcinfo, const char *what,
 								 const char *funcname, int privileges,
 								 DedupScopeSettings *settings);

@@ -42,7 +42,10 @@
  * The relay's functions run their PL/pgSQL counterparts as the owner of
  * dedup.outbox, as SECURITY DEFINER would, but pass them the role that
  * called, so that they check its relay privilege on every topic they touch
- * (a SECURITY DEFINER function cannot know its caller).
+ * (a SECURITY DEFINER function cannot know its caller).  A batch's id
+ * names no topic and is easily guessed: an ack or nack of a batch of a
+ * topic the caller may not relay answers as one of a batch not handed out,
+ * checked before anything is written, naming nothing.
  *
  * The outbox is kept in partitions (sql/tables/outbox.sql): every row of
  * the relay's tables names its partition, part, and an event goes to the
@@ -903,8 +906,9 @@ relay_plan(RelayFunction *rf)
  * The relay's fast path
  *
  * A take of a topic with no batch whose lease passed, nothing in
- * dedup.outbox_retry, a free slot, and next events of which none needs
- * holding back (no aggregate a batch holds, none twice); and an ack of a
+ * dedup.outbox_retry, a free slot of its own that no other take holds, and
+ * next events of which none needs holding back (no aggregate a batch
+ * holds, none twice), or with nothing to hand out; and an ack of a
  * batch whole with no event of outbox_retry.  That is every take and ack
  * of a relay keeping up; both follow the rules of the PL/pgSQL functions
  * (sql/functions/outbox.sql), in a few kept statements, and give way to
@@ -918,6 +922,7 @@ enum
 	FAST_SCAN,
 	FAST_WRITE,
 	FAST_TOPIC_UPDATE,
+	FAST_ACK_TOPIC,
 	FAST_ACK,
 	FAST_NPLANS
 };
@@ -960,23 +965,35 @@ static const struct
 		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		" AND o.seq OPERATOR(pg_catalog.>=) $3 AND o.seq OPERATOR(pg_catalog.<=) $4"
 		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID}},
-	[FAST_WRITE] = {"WITH position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
-		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9)"
-		" UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
-		" attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
-		" retried = 0, events = $7, aggregates = $8"
-		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
-		" AND x.generation OPERATOR(pg_catalog.=) $11",
+	[FAST_WRITE] = {"WITH free AS (SELECT x.slot FROM dedup.outbox_batches AS x"
+		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
+		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
+		"  FOR UPDATE SKIP LOCKED),"
+		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
+		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
+		"  retried = 0, events = $7, aggregates = $8"
+		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
+		"  RETURNING x.slot),"
+		" position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
+		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9"
+		"  AND EXISTS (SELECT FROM batch))"
+		" SELECT pg_catalog.count(*) FROM batch",
 		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
 		INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
+	[FAST_ACK_TOPIC] = {"SELECT x.topic FROM dedup.outbox_batches AS x"
+		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
+		" AND x.generation OPERATOR(pg_catalog.=) $3"
+		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0",
+		3, {InvalidOid, INT4OID, INT4OID}},
 	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
 		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
 		" AND x.generation OPERATOR(pg_catalog.=) $3"
-		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0 RETURNING x.topic, x.events",
-		3, {InvalidOid, INT4OID, INT4OID}},
+		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
+		" AND x.topic OPERATOR(pg_catalog.=) $4 RETURNING x.events",
+		4, {InvalidOid, INT4OID, INT4OID, TEXTOID}},
 };
 
 static SPIPlanPtr fast_plans[FAST_NPLANS];
@@ -1175,8 +1192,10 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 
 	/*
 	 * The batch, in the free slot, if it is still free at the generation
-	 * read (the topic's relay lock keeps it so); the topic's position after
-	 * it
+	 * read and no other take has locked it (a take of another topic that
+	 * needs a slot may take this topic's free one: the PL/pgSQL take passes
+	 * a slot locked, as this one does, and never waits for it); the topic's
+	 * position after it, with it
 	 */
 	args[10] = Int32GetDatum(generation);
 	generation = generation % PG_INT32_MAX + 1;
@@ -1202,13 +1221,9 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	args[9] = Int64GetDatum(n == (uint64) batch_size ?
 							DatumGetInt64(args[5]) + 1 : Max(pos, stable + 1));
 	fast_run(FAST_WRITE, args, 0);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("the slot of an outbox batch changed while it was taken"),
-				 errdetail("Slot %d of topic \"%s\" was handed out by another transaction.",
-						   slot, text_to_cstring(topic)),
-				 errhint("Run the transaction again.")));
+	if (SPI_processed != 1 ||
+		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 1)
+		return false;			/* the slot went to another take: nothing written */
 
 	/* the events, as take returns them */
 	for (uint64 i = 0; i < n; i++)
@@ -1240,15 +1255,21 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 }
 
 /*
- * Ack a batch whole on the fast path: frees its slot, and returns how many
- * events it had (its topic in *topic), or -1, having written nothing, when
- * no batch of that id with no event of outbox_retry is handed out.
+ * Ack a batch whole on the fast path for caller: frees its slot, counts
+ * its events acked, and returns how many it had; or -1, having written
+ * nothing, when no batch of that id with no event of outbox_retry is
+ * handed out (the PL/pgSQL ack answers).  A batch of a topic the caller
+ * may not relay is answered as one not handed out, before anything is
+ * written: 0, naming nothing (its id tells no topic).
  */
 static int32
-fast_ack(DedupFingerprint *part, int64 batch_id, char **topic)
+fast_ack(DedupFingerprint *part, int64 batch_id, Oid caller)
 {
-	Datum		args[3];
+	Datum		args[4];
 	bool		isnull;
+	text	   *topic;
+	DedupScopeSettings settings;
+	int32		n;
 
 	/* an id of another partition's batch names none here */
 	if (batch_id < 0 || (uint64) (batch_id >> OUTBOX_BATCH_PART_SHIFT) != outbox_part_number(part))
@@ -1256,10 +1277,19 @@ fast_ack(DedupFingerprint *part, int64 batch_id, char **topic)
 	args[0] = PointerGetDatum(part);
 	args[1] = Int32GetDatum((int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT));
 	args[2] = Int32GetDatum((int32) (batch_id & PG_INT32_MAX));
+	if (fast_run(FAST_ACK_TOPIC, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
+		return -1;
+	topic = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										 &isnull));
+	if (!dedup_scope_allows(topic, caller, DEDUP_PRIV_RELAY, &settings))
+		return 0;
+	/* (of that topic still: a batch of another would be under another id) */
+	args[3] = PointerGetDatum(topic);
 	if (fast_run(FAST_ACK, args, 0) != SPI_OK_UPDATE_RETURNING || SPI_processed == 0)
 		return -1;
-	*topic = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);
+	return n;
 }
 
 /* ---------------------------------------------------------------------
@@ -1451,12 +1481,10 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	bool		take;
 	bool		ack_whole;
 	DedupScopeSettings settings;
-	char	   *acked_topic = NULL;
 	int32		acked = -1;
 	bool		done = false;
 	bool		of_batch;
 	bool		in_one_partition = false;
-	MemoryContext outer = CurrentMemoryContext;
 
 	outbox_plans_check();
 	rf = relay_function(fcinfo->flinfo->fn_oid);
@@ -1548,7 +1576,7 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 						 &part, PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1), &settings);
 	else if (ack_whole)
 	{
-		acked = fast_ack(&part, PG_GETARG_INT64(0), &acked_topic);
+		acked = fast_ack(&part, PG_GETARG_INT64(0), caller);
 		done = acked >= 0;
 		if (done)
 		{
@@ -1578,9 +1606,6 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 		if (!isnull)
 			result = SPI_datumTransfer(result, typbyval, typlen);
 	}
-	/* out of SPI's memory, which SPI_finish frees */
-	if (acked_topic)
-		acked_topic = MemoryContextStrdup(outer, acked_topic);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	/*
@@ -1590,14 +1615,6 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	if (strcmp(rf->name, "dedup_outbox_redrive") == 0 && !isnull && DatumGetInt32(result) > 0 &&
 		!outbox_distributed())
 		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	if (acked_topic)
-	{
-		/* a caller without relay of the topic: 42501, and the ack undone */
-		DedupScopeSettings topic_settings;
-
-		dedup_scope_use(cstring_to_text(acked_topic), DEDUP_PRIV_RELAY, &topic_settings);
-		dedup_scope_count(topic_settings.counters, DEDUP_COUNT_EVENTS_ACKED, acked);
-	}
 	if (retset)
 		return (Datum) 0;
 	if (isnull)

@@ -459,6 +459,44 @@ scope_report_denied(const text *scope, Oid roleid, int privileges)
 }
 
 /*
+ * Whether a role has one of the privileges (DEDUP_PRIV_* bits) on a scope,
+ * without raising; when it has, its settings filled in (unless settings is
+ * NULL).  For a call that must answer a role refused as if the scope were
+ * not there (the relay's batch ids: a relay learns no topic it may not see).
+ */
+bool
+dedup_scope_allows(const text *scope, Oid roleid, int privileges,
+				   DedupScopeSettings *settings)
+{
+	ScopeCacheEntry loaded;
+	ScopeCacheEntry *entry = scope_entry(scope, &loaded);
+	uint64		generation;
+
+	/* read before the check, which may empty the cache, entry included */
+	if (settings)
+		scope_settings_of(entry, settings);
+	generation = scope_cache_generation;
+	if (!scope_entry_allows(entry, scope, roleid, privileges))
+		return false;
+	/* counted only once allowed: a refused role adds no scope to the counters */
+	if (settings)
+	{
+		if (generation != scope_cache_generation && entry != &loaded)
+			settings->counters = dedup_scope_counters(text_to_cstring(scope));
+		else
+		{
+			if (!entry->counters_known)
+			{
+				entry->counters = dedup_scope_counters(entry->scope);
+				entry->counters_known = true;
+			}
+			settings->counters = entry->counters;
+		}
+	}
+	return true;
+}
+
+/*
  * The first use of a scope in a call: fill in its settings (unless settings
  * is NULL) and check that the current user has one of the privileges
  * (DEDUP_PRIV_* bits) on it, 42501 otherwise.  One hash lookup.
@@ -466,31 +504,10 @@ scope_report_denied(const text *scope, Oid roleid, int privileges)
 void
 dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
 {
-	ScopeCacheEntry loaded;
-	ScopeCacheEntry *entry = scope_entry(scope, &loaded);
 	Oid			roleid = GetUserId();
-	uint64		generation = scope_cache_generation;
 
-	if (settings)
-		scope_settings_of(entry, settings);
-	if (!scope_entry_allows(entry, scope, roleid, privileges))
+	if (!dedup_scope_allows(scope, roleid, privileges, settings))
 		scope_report_denied(scope, roleid, privileges);
-	/* counted only once allowed: a refused role adds no scope to the counters */
-	if (settings)
-	{
-		/*
-		 * The privilege look-up may have processed invalidations that emptied
-		 * the cache, entry included: find it again (or read it anew).
-		 */
-		if (generation != scope_cache_generation)
-			entry = scope_entry(scope, &loaded);
-		if (!entry->counters_known)
-		{
-			entry->counters = dedup_scope_counters(entry->scope);
-			entry->counters_known = true;
-		}
-		settings->counters = entry->counters;
-	}
 }
 
 /*

@@ -142,6 +142,31 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
+-- The topic of batch bid, busy in partition in_part, if caller may relay
+-- it; NULL if no batch of that id is handed out, or if the caller may not
+-- relay its topic: the two are answered alike (a batch id is small and
+-- easily guessed; a relay learns no topic it may not see), before anything
+-- is written or locked.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_topic(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+BEGIN
+    SELECT x.topic INTO t FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part
+      AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy;
+    IF NOT FOUND OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
+        RETURN NULL;
+    END IF;
+    RETURN t;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_topic(oid, @extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
+
 -- The events of a batch, in order: from the log and from outbox_retry.
 -- The batch's columns are passed one by one (a row of a Citus shard has
 -- a type of its own).  Called on its own, not inside a statement that
@@ -227,6 +252,8 @@ DECLARE
     bid bigint;
     blocked integer[];
     has_retry boolean;
+    has_log boolean;
+    positioned boolean;
     r_ids uuid[] := '{}';
     r_aggs integer[] := '{}';
     dying uuid[];
@@ -249,9 +276,10 @@ BEGIN
     PERFORM dedup.outbox_lock_relay(in_part, topic);
     SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
     WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
-    IF NOT FOUND THEN
-        INSERT INTO dedup.outbox_topics AS t (part, topic) VALUES (in_part, outbox_take_batch.topic)
-        RETURNING t.next_seq INTO pos;
+    -- a topic gets its position once a take reads its log (below)
+    positioned := FOUND;
+    IF NOT positioned THEN
+        pos := 0;
     END IF;
     -- a lease runs from the hand-out, after any wait (set again below after
     -- waiting for the topic's puts)
@@ -304,14 +332,37 @@ BEGIN
         RETURN;
     END LOOP;
 
-    -- a new batch, in a free slot of the topic (locked: it stays free until
-    -- the batch is written in it), or in a new one: the first
-    -- number past the partition's last slot that no other take is inserting
-    -- (each inserts under its number's lock) and none inserted meanwhile
+    -- nothing to hand out (no event of the topic in outbox_retry, none in
+    -- the log past its position): nothing is written, no position, no slot
+    has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
+                  WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
+                  ORDER BY r.seq LIMIT 1) IS NOT NULL;
+    has_log := (SELECT o.seq FROM dedup.outbox AS o
+                WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic
+                  AND o.seq >= pos
+                ORDER BY o.seq LIMIT 1) IS NOT NULL;
+    IF NOT has_retry AND NOT has_log THEN
+        RETURN;
+    END IF;
+
+    -- a new batch, in a free slot (locked: it stays free until the batch
+    -- is written in it; one another take has locked is passed, never
+    -- waited for): the topic's own first, else any of the partition's,
+    -- whatever topic it served (its generation goes on: no id handed out
+    -- before names the new batch), else a new one: the first number past
+    -- the partition's last slot that no other take is inserting (each
+    -- inserts under its number's lock) and none inserted meanwhile.  So
+    -- a partition has no more slots than batches handed out at once.
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
     ORDER BY x.slot LIMIT 1
-    FOR UPDATE;
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        SELECT * INTO b FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy
+        ORDER BY x.slot LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+    END IF;
     IF NOT FOUND THEN
         k := (SELECT coalesce(max(y.slot), 0) + 1 FROM dedup.outbox_batches AS y
               WHERE y.part OPERATOR(@extschema@.=) in_part);
@@ -338,11 +389,9 @@ BEGIN
 
     -- first events of outbox_retry that are due, each the earliest of its
     -- aggregate, of an aggregate no batch holds
-    -- (scalar subqueries with ORDER BY and LIMIT, not EXISTS, which the
-    -- planner strips of them: a generic plan would read the whole table)
-    has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
-                  WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
-                  ORDER BY r.seq LIMIT 1) IS NOT NULL;
+    -- (has_retry and has_log above are scalar subqueries with ORDER BY and
+    -- LIMIT, not EXISTS, which the planner strips of them: a generic plan
+    -- would read the whole table)
     IF has_retry THEN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r
@@ -376,10 +425,10 @@ BEGIN
     -- then the log from the topic's position up to where every put settled;
     -- an event of an aggregate that is held, or the second of one in this
     -- batch, goes to outbox_retry to wait its turn
-    IF cardinality(r_ids) < batch_size
-       AND (SELECT o.seq FROM dedup.outbox AS o
-            WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic AND o.seq >= pos
-            ORDER BY o.seq LIMIT 1) IS NOT NULL THEN
+    IF cardinality(r_ids) < batch_size AND has_log THEN
+        IF NOT positioned THEN
+            INSERT INTO dedup.outbox_topics (part, topic) VALUES (in_part, outbox_take_batch.topic);
+        END IF;
         stable := dedup.outbox_stable_seq(in_part, topic);
         lease_end := pg_catalog.clock_timestamp() + lease;
         RETURN QUERY
@@ -414,7 +463,8 @@ BEGIN
             WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic
         ), made AS (
             UPDATE dedup.outbox_batches AS x
-            SET generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
+            SET topic = outbox_take_batch.topic,
+                generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
                 lease_until = lease_end, first_seq = c.lo, last_seq = c.hi, settled = c.held,
                 retried = cardinality(r_ids), events = cardinality(r_ids) + c.n,
                 aggregates = r_aggs || c.aggs
@@ -441,7 +491,8 @@ BEGIN
         GET DIAGNOSTICS n = ROW_COUNT;
     ELSIF cardinality(r_ids) > 0 THEN
         UPDATE dedup.outbox_batches AS x
-        SET generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
+        SET topic = outbox_take_batch.topic,
+            generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
             lease_until = lease_end, first_seq = NULL, last_seq = NULL, settled = '{}',
             retried = cardinality(r_ids), events = cardinality(r_ids), aggregates = r_aggs
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
@@ -477,7 +528,8 @@ $$;
 -- others.  With given_ids, an event acts only if named there, at the
 -- attempt given_attempts names (NULL: any), as the 1.0 ack and nack do.
 -- Returns what was acked, what nacked, and the batch's topic (NULL when
--- no batch of that id is handed out).
+-- no batch of that id is handed out, or the caller may not relay its
+-- topic: nothing is done then, and nothing named).
 CREATE OR REPLACE FUNCTION dedup.outbox_settle(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint, done uuid[],
     failed uuid[], given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
     OUT acked uuid[], OUT nacked uuid[], OUT topic text)
@@ -496,12 +548,15 @@ DECLARE
 BEGIN
     acked := '{}';
     nacked := '{}';
-    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
-    IF NOT FOUND THEN
+    topic := dedup.outbox_batch_topic(caller, in_part, bid);
+    IF topic IS NULL THEN
         RETURN;
     END IF;
-    topic := b.topic;
-    PERFORM dedup.has_privilege(caller, b.topic, 'relay', true);
+    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
+    IF NOT FOUND OR b.topic <> topic THEN
+        topic := NULL;
+        RETURN;
+    END IF;
     SELECT s.max_attempts INTO max_attempts FROM @extschema@.dedup_scope(b.topic) AS s;
     visible := pg_catalog.statement_timestamp() + retry_delay;
     -- the batch's events, and the verdict on each: 'a' acked, 'f' failed,
@@ -586,14 +641,15 @@ BEGIN
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     IF coalesce(cardinality(failed), 0) = 0 THEN
         -- (the privilege checked first: Citus runs no STABLE function of a
-        -- column in an UPDATE)
+        -- column in an UPDATE); a batch of a topic the caller may not relay
+        -- is answered as one not handed out
         SELECT x.topic INTO t FROM dedup.outbox_batches AS x
         WHERE x.part OPERATOR(@extschema@.=) in_part
           AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
           AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
           AND x.busy AND x.retried = 0;
-        IF FOUND THEN
-            PERFORM dedup.has_privilege(caller, t, 'relay', true);
+        IF FOUND AND NOT dedup.has_privilege(caller, t, 'relay', false) THEN
+            RETURN 0;
         END IF;
         UPDATE dedup.outbox_batches AS x SET busy = false
         WHERE x.part OPERATOR(@extschema@.=) in_part
@@ -631,6 +687,11 @@ BEGIN
         RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
     END IF;
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    -- a batch of a topic the caller may not relay: as one not handed out
+    -- (before its row is locked, below)
+    IF dedup.outbox_batch_topic(caller, in_part, batch_id) IS NULL THEN
+        RETURN 0;
+    END IF;
     s := dedup.outbox_settle(caller, in_part, batch_id, '{}',
                              ARRAY(SELECT m.id FROM dedup.outbox_batch(in_part, batch_id) AS b,
                                    dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
@@ -989,7 +1050,9 @@ FROM PUBLIC;
 -- touches (42501 otherwise, before anything is written), and the partition
 -- it works in: dedup_outbox_relay in C switches to the owner as PostgreSQL
 -- does for SECURITY DEFINER, but keeps the caller's identity for the
--- check.
+-- check.  A batch id names no topic: an ack or nack of a batch of a topic
+-- the caller may not relay answers as for a batch not handed out (0),
+-- naming nothing and writing nothing.
 CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,

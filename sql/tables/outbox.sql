@@ -36,7 +36,8 @@ COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup
 
 -- Where each topic's relays are in the log: every event of the topic with
 -- a seq below next_seq was handed out in a batch, or held back (in
--- dedup.outbox_retry).  A take of the topic locks its row.
+-- dedup.outbox_retry).  A topic has a row from the first take that reads
+-- its log (one with no event past 0 has none, as at 0).
 CREATE TABLE dedup.outbox_topics (
     topic    text COLLATE "C" NOT NULL,
     next_seq bigint NOT NULL DEFAULT 0,
@@ -45,18 +46,22 @@ CREATE TABLE dedup.outbox_topics (
 ) USING heap;
 COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s log: the events before it were handed out';
 
--- The batches of each topic, one row a slot, reused (updated in place, a
--- HOT update: nothing indexed changes): a busy slot holds a batch handed
--- out and not yet settled.  A slot's number is one of its partition's
--- (below 2^16); a batch's id is the partition's number times 2^47, plus
--- the slot's times 2^31, plus the slot's generation, which each new batch
--- in it advances (dedup.outbox_batch_id()).  Its
--- events are those of the topic's log from first_seq to last_seq but for
--- the seqs in settled (held back, or acked or nacked one by one), and the
--- events of dedup.outbox_retry that name the batch (retried of them);
--- events counts them all, aggregates holds hashtext() of their aggregate
--- ids.  attempt is that of its events from the log; a busy slot whose
--- lease passed is handed out again whole.
+-- The batches of a partition's topics, one row a slot, reused (updated in
+-- place, a HOT update while its topic stays: nothing else indexed
+-- changes): a busy slot holds a batch of its topic handed out and not yet
+-- settled; a free one goes to the next batch of any topic of the
+-- partition that needs one (its own topic's first), so that a partition
+-- has no more slots than batches handed out at once.  A slot's number is
+-- one of its partition's (below 2^16); a batch's id is the partition's
+-- number times 2^47, plus the slot's times 2^31, plus the slot's
+-- generation, which each new batch in it advances, whatever its topic
+-- (dedup.outbox_batch_id()): no id handed out before names a batch handed
+-- out after.  Its events are those of the topic's log from first_seq to
+-- last_seq but for the seqs in settled (held back, or acked or nacked one
+-- by one), and the events of dedup.outbox_retry that name the batch
+-- (retried of them); events counts them all, aggregates holds hashtext()
+-- of their aggregate ids.  attempt is that of its events from the log; a
+-- busy slot whose lease passed is handed out again whole.
 CREATE TABLE dedup.outbox_batches (
     slot        integer NOT NULL,
     topic       text COLLATE "C" NOT NULL,
@@ -74,7 +79,7 @@ CREATE TABLE dedup.outbox_batches (
     CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
 ) USING heap WITH (fillfactor = 20);
 CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
-COMMENT ON TABLE dedup.outbox_batches IS 'the slots of each topic''s outbox batches: a busy one holds a batch handed out and not yet acked, with its events, attempt and lease';
+COMMENT ON TABLE dedup.outbox_batches IS 'the slots of the outbox''s batches, reused by any topic: a busy one holds a batch of its topic handed out and not yet acked, with its events, attempt and lease';
 
 -- Events with a state of their own (PgQ's retry queue): nacked ones,
 -- waiting for their retry_delay; ones held back behind an earlier event of

@@ -330,6 +330,115 @@ TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_r
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_reset_scope('orders') AS reset;
 
+-- a relay granted one topic acks or nacks a batch of another by its id
+-- (ids are small and easily guessed) as one not handed out: 0, no error,
+-- no topic named, nothing changed; on the fast path (an ack of a batch
+-- whole, with no event of outbox_retry) and on the PL/pgSQL one (an ack
+-- with failed ids, a nack, a batch with an event of outbox_retry)
+CREATE ROLE regress_relay_a;
+CREATE ROLE regress_relay_b;
+SELECT dedup_grant_relay('regress_relay_a', ARRAY['topic-a']);
+SELECT dedup_grant_relay('regress_relay_b', ARRAY['topic-b']);
+SELECT dedup_outbox_put('topic-b', 'b-' || i, '{}', aggregate_id => 'b-' || i) IS NOT NULL AS put
+FROM generate_series(1, 2) AS i;
+SELECT dedup_outbox_put('topic-a', 'a-1', '{}') IS NOT NULL AS put;
+SET ROLE regress_relay_b;
+SELECT max(batch_id) AS b1 FROM dedup_outbox_take_batch('topic-b', 1) \gset
+SELECT max(batch_id) AS b2 FROM dedup_outbox_take_batch('topic-b', 1) \gset
+SELECT dedup_outbox_nack_batch(:b2) AS nacked;
+SELECT max(batch_id) AS b2 FROM dedup_outbox_take_batch('topic-b', 1) \gset
+RESET ROLE;
+SELECT slot, topic, busy, events, retried FROM dedup.outbox_batches ORDER BY slot;
+CREATE TEMP TABLE foreign_before AS
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b
+        WHERE b.topic = 'topic-b') AS batches,
+       (SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM dedup.outbox_retry AS r) AS retry,
+       (SELECT count(*) FROM dedup.outbox_dead) AS dead;
+SET ROLE regress_relay_a;
+SELECT dedup_outbox_ack_batch(:b1) AS fast_ack;
+SELECT dedup_outbox_ack_batch(:b1, retry_delay => '1 hour') AS fast_ack_delay;
+SELECT dedup_outbox_ack_batch(:b1, failed => ARRAY(SELECT id FROM dedup_outbox_take_batch('topic-a', 1))) AS ack_failed;
+SELECT dedup_outbox_nack_batch(:b1, error => 'x') AS nack;
+SELECT dedup_outbox_ack_batch(:b2) AS ack_retried;
+SELECT dedup_outbox_nack_batch(:b2) AS nack_retried;
+RESET ROLE;
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b
+        WHERE b.topic = 'topic-b') = batches AS batches_same,
+       (SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM dedup.outbox_retry AS r) = retry AS retry_same,
+       (SELECT count(*) FROM dedup.outbox_dead) = dead AS dead_same
+FROM foreign_before;
+-- topic-b's two batches are handed out as they were, and its relay acks them
+SELECT slot, topic, busy, events, retried FROM dedup.outbox_batches ORDER BY slot;
+SET ROLE regress_relay_b;
+SELECT dedup_outbox_ack_batch(:b1) AS b1_acked, dedup_outbox_ack_batch(:b2) AS b2_acked;
+RESET ROLE;
+DROP OWNED BY regress_relay_a, regress_relay_b;
+DROP ROLE regress_relay_a, regress_relay_b;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead, dedup.outbox_keys;
+
+-- slots: a take with nothing to hand out writes nothing (no position, no
+-- slot), for however many topics; a slot freed goes to the next batch of
+-- any topic, so that a partition has no more slots than batches handed out
+-- at once; its generation goes on, and no id handed out before names a
+-- batch handed out after
+SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take_batch('empty-' || i) AS t;
+SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take('empty-' || i) AS t;
+SELECT (SELECT count(*) FROM dedup.outbox_topics) AS positions, (SELECT count(*) FROM dedup.outbox_batches) AS slots;
+SELECT count(*) FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_put('tenant-' || i, 'e-1', '{}') AS p;
+CREATE TEMP TABLE handed (round integer, batch_id bigint, acked integer);
+DO $$
+DECLARE
+    bid bigint;
+BEGIN
+    FOR i IN 1..30 LOOP
+        SELECT max(t.batch_id) INTO bid FROM dedup_outbox_take_batch('tenant-' || i) AS t;
+        INSERT INTO handed VALUES (1, bid, dedup_outbox_ack_batch(bid));
+    END LOOP;
+END
+$$;
+SELECT count(*) AS batches, count(DISTINCT batch_id) AS ids, sum(acked) AS acked FROM handed;
+SELECT count(*) AS slots, max(slot) AS last_slot, max(generation) AS generation,
+       (SELECT count(*) FROM dedup.outbox_topics) AS positions
+FROM dedup.outbox_batches;
+-- the topics, positioned, with nothing new: nothing written either
+CREATE TEMP TABLE slots_before AS
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) AS batches,
+       (SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_topics AS t) AS topics;
+SELECT count(*) AS taken FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_take_batch('tenant-' || i) AS t;
+SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) = batches AS batches_same,
+       (SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_topics AS t) = topics AS topics_same
+FROM slots_before;
+-- three batches of three topics handed out at a time: three slots
+SELECT count(*) FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_put('tenant-' || i, 'e-2', '{}') AS p;
+DO $$
+DECLARE
+    bids bigint[];
+BEGIN
+    FOR i IN 0..9 LOOP
+        bids := '{}';
+        FOR j IN 1..3 LOOP
+            bids := bids || (SELECT max(t.batch_id) FROM dedup_outbox_take_batch('tenant-' || (3 * i + j)) AS t);
+        END LOOP;
+        INSERT INTO handed SELECT 2, b, dedup_outbox_ack_batch(b) FROM unnest(bids) AS b;
+    END LOOP;
+END
+$$;
+SELECT count(*) AS batches, count(DISTINCT batch_id) AS ids, sum(acked) AS acked FROM handed WHERE round = 2;
+SELECT count(*) AS slots, max(slot) AS last_slot, count(*) FILTER (WHERE busy) AS busy FROM dedup.outbox_batches;
+-- every id handed out before acks nothing of a batch now in a reused slot
+SELECT dedup_outbox_put('tenant-x', 'e-1', '{}') IS NOT NULL AS put;
+CREATE TEMP TABLE held AS SELECT * FROM dedup_outbox_take_batch('tenant-x');
+SELECT (SELECT batch_id FROM held) / 2147483648 AS slot,
+       (SELECT batch_id FROM held) NOT IN (SELECT batch_id FROM handed) AS new_id,
+       (SELECT count(*) FROM handed WHERE batch_id / 2147483648 = (SELECT batch_id FROM held) / 2147483648) AS ids_of_slot_before;
+SELECT sum(dedup_outbox_ack_batch(batch_id)) AS old_ids_acked,
+       sum(dedup_outbox_nack_batch(batch_id)) AS old_ids_nacked FROM handed;
+SELECT count(*) AS busy, min(topic) AS topic FROM dedup.outbox_batches WHERE busy;
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM held;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+         dedup.outbox_dead;
+
 -- partitions: one server has one, number 0 (part all zeros), in every row;
 -- a batch's id carries the partition's number (times 2^47) and its slot's
 -- (times 2^31), slots numbered within the partition
@@ -355,6 +464,14 @@ SELECT dedup_outbox_put('parts-other', 'q-1', '{}') IS NOT NULL AS put;
 SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('parts-other')$$);
 SELECT count(*) AS batches, count(*) FILTER (WHERE topic = 'parts-other') AS of_other,
        (SELECT next_seq FROM dedup.outbox_topics WHERE topic = 'parts-other') AS position
+FROM dedup.outbox_batches;
+-- the limit counts batches handed out: with the 65,535 slots free, the
+-- take hands its batch out in the first, another topic's
+UPDATE dedup.outbox_batches SET busy = false;
+SELECT payload FROM dedup_outbox_take_batch('parts-other');
+SELECT count(*) AS slots, count(*) FILTER (WHERE busy) AS busy,
+       min(slot) FILTER (WHERE topic = 'parts-other') AS its_slot,
+       min(generation) FILTER (WHERE topic = 'parts-other') AS its_generation
 FROM dedup.outbox_batches;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
          dedup.outbox_dead;
