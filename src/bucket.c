@@ -32,13 +32,28 @@
  *	   current bucket, which blocks nobody; then make n+1 current and n
  *	   closed.  A call that still takes n for current also reads n+1, and
  *	   writes a key into n+1 when its latest version is there;
- *	3. seal: wait likewise for the calls that may still write into n, then
- *	   read n once (with a dirty snapshot, so rows of transactions still in
- *	   progress count) for the latest expiry of its rows;
+ *	3. seal: wait likewise for the calls that may still write into n; then,
+ *	   unless a transaction still in progress wrote into n (below), read n
+ *	   once for the latest expiry of its rows;
  *	4. retire: once that time has passed, no row in n is live: calls stop
  *	   reading it;
  *	5. drop: wait for the calls that still read it, then DROP TABLE (for
  *	   bucket 0, TRUNCATE ONLY), taking the lock only if it is free.
+ * Writers' transactions.  A call holds its locks on the buckets' tables
+ * for the call only, but the rows it wrote commit with its transaction,
+ * maybe long after.  So before a transaction first writes a row into a
+ * bucket (store.c), it takes the bucket's write lock (an advisory-class lock
+ * tag of ours, store.h), which it keeps until it ends; writers share it.
+ * The seal, once the calls that may still write into n have ended, looks
+ * for its holders (GetLockConflicts, which waits for nobody): while there
+ * is one, n stays closed until a later pass.  Sealed, n holds every row it
+ * will ever hold, committed: the fold (history.c), which reads with an MVCC
+ * snapshot, misses none, and the drop destroys no row that could still
+ * commit.  Only a write takes the lock, not a look-up: a duplicate, or a
+ * call waiting for another transaction, holds back no seal.  (A live row
+ * deleted from n as its key moves on needs none: n's latest expiry already
+ * counts it, and its new version is in a newer bucket.)
+ *
  * A step whose previous step was done in the same transaction waits for
  * the next pass.  The steps run as the owner of dedup.buckets, since a
  * cleanup role is not allowed DDL.
@@ -321,6 +336,42 @@ dedup_bucket_lock(Oid relid, LOCKMODE lockmode)
 	return false;
 }
 
+/* The tag of a bucket's write lock (store.h's lock tag classes). */
+static void
+bucket_written_locktag(LOCKTAG *tag, Oid relid)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, relid, 0, DEDUP_LOCKTAG_BUCKET);
+}
+
+/*
+ * Before a transaction first writes a row into a bucket: take the bucket's
+ * write lock, held until the transaction ends.  Writers share it; the seal
+ * looks for its holders (bucket_seal).
+ */
+void
+dedup_bucket_lock_written(Oid relid)
+{
+	LOCKTAG		tag;
+
+	bucket_written_locktag(&tag, relid);
+	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
+}
+
+/* Whether a transaction in progress, not this one, wrote into a bucket. */
+static bool
+bucket_has_writers(Oid relid)
+{
+	LOCKTAG		tag;
+	VirtualTransactionId *holders;
+	bool		any;
+
+	bucket_written_locktag(&tag, relid);
+	holders = GetLockConflicts(&tag, ShareLock, NULL);
+	any = VirtualTransactionIdIsValid(holders[0]);
+	pfree(holders);
+	return any;
+}
+
 /*
  * Open the bucket new claims go into (dedup.claims in a database at 1.0),
  * locked, once no change of the list arrived while it was being locked.
@@ -599,6 +650,9 @@ bucket_seal(BucketRow *rows, int n)
 			continue;
 		/* the calls that may still write into it, not knowing it closed */
 		bucket_wait_for_lockers(rows[i].relid, ShareLock);
+		/* the transactions that wrote into it, until they end: a later pass */
+		if (bucket_has_writers(rows[i].relid))
+			continue;
 		if (!bucket_scan(rows[i].relid, &max, &claims, &records))
 			nulls[1] = 'n';
 		values[0] = Int32GetDatum(rows[i].number);

@@ -157,6 +157,7 @@ store_open_buckets(KeyStore *ks)
 			part->index_oid = list->buckets[i].index;
 			part->sealed = list->buckets[i].sealed;
 			part->opened = false;
+			part->written = false;
 			if (list->buckets[i].current)
 				ks->current = i;
 			if (!part->sealed && opened)
@@ -216,10 +217,14 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	ks->lockmode = for_write ? RowExclusiveLock : AccessShareLock;
 	InitDirtySnapshot(ks->dirty);
 	ks->current = 0;
+	ks->bucketed = false;
 	/* on a Citus cluster, the key's shard (without a key, dedup.c refuses: 0A000) */
 	sharded = key != NULL && dedup_relation_hashed(table);
 	if (table == DEDUP_REL_CLAIMS && !sharded && !dedup_relation_hashed(table))
+	{
+		ks->bucketed = true;
 		store_open_buckets(ks);
+	}
 	else
 	{
 		KeyStorePart *part = &ks->parts[0];
@@ -237,6 +242,7 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 		part->indexinfo = NULL;
 		part->opened = true;
 		part->sealed = false;
+		part->written = false;
 		ks->nparts = 1;
 	}
 	ks->heap = ks->parts[ks->current].heap;
@@ -626,6 +632,20 @@ store_index_insert(KeyStore *ks, KeyStorePart *part, ItemPointer tid,
 }
 
 /*
+ * Before a row goes into a bucket of dedup.claims: take its write lock, held
+ * until the transaction ends, so that the cleanup neither seals, folds nor
+ * drops the bucket while the row may still commit (bucket.c).
+ */
+static void
+store_part_will_write(KeyStore *ks, KeyStorePart *part)
+{
+	if (!ks->bucketed || part->written)
+		return;
+	dedup_bucket_lock_written(part->heap_oid);
+	part->written = true;
+}
+
+/*
  * After an update or delete found the row changed under us (the cleanup
  * deleted it, or is deleting it): release the key lock and wait for that
  * transaction if it is still running.  The caller looks the key up again.
@@ -695,6 +715,7 @@ key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple
 	 * seen the switch to it, bucket.c): never behind the latest version.
 	 */
 	target = &ks->parts[row->state == KEY_ABSENT ? ks->current : Min(ks->current, row->part)];
+	store_part_will_write(ks, target);
 	if (row->state != KEY_ABSENT && target == &ks->parts[row->part])
 	{
 		LockTupleMode lockmode;
@@ -833,6 +854,7 @@ store_batch_flush(KeyStore *ks, StoreBatch *batch, const DedupFingerprint *keys)
 
 	if (batch->n == 0)
 		return;
+	store_part_will_write(ks, target);
 	heap_multi_insert(target->heap, batch->slots, batch->n, GetCurrentCommandId(true), 0, NULL);
 	for (int i = 0; i < batch->n; i++)
 		store_index_insert(ks, target, &batch->slots[i]->tts_tid, &keys[batch->index[i]], false);
