@@ -37,8 +37,13 @@
  *	   once for the latest expiry of its rows;
  *	4. retire: once that time has passed, no row in n is live: calls stop
  *	   reading it;
- *	5. drop: wait for the calls that still read it, then DROP TABLE (for
- *	   bucket 0, TRUNCATE ONLY), taking the lock only if it is free.
+ *	5. drop: DROP TABLE (for bucket 0, TRUNCATE ONLY), only if its lock is
+ *	   free, waiting for nothing: a call that read an old list, or a
+ *	   transaction that read dedup.claims and keeps its lock until it ends
+ *	   (a report, pg_dump), leaves the bucket to a later pass.
+ * Retired buckets that wait for their drop stay listed; the open step opens
+ * none while the list holds BUCKET_MAX_ROWS rows, whatever their states, so
+ * the list calls read stays short however far behind the drops are.
  * Writers' transactions.  A call holds its locks on the buckets' tables
  * for the call only, but the rows it wrote commit with its transaction,
  * maybe long after.  So before a transaction first writes a row into a
@@ -112,7 +117,11 @@
 #define Anum_buckets_claims			7
 #define Anum_buckets_records		8
 
-/* Rows of dedup.buckets a step reads: retired ones included. */
+/*
+ * Most rows dedup.buckets lists, retired ones included: the open step
+ * opens no bucket while it lists as many (bucket_open_next).  Nothing else
+ * depends on it: the list is read whole however long it is.
+ */
 #define BUCKET_MAX_ROWS		(2 * DEDUP_MAX_BUCKETS)
 
 /* A row of dedup.buckets. */
@@ -159,13 +168,18 @@ bucket_row_compare(const void *a, const void *b)
 }
 
 /*
- * Read dedup.buckets, newest bucket first, with a snapshot taken after the
- * table was locked (and so after every invalidation sent before).  An empty
- * table stands for bucket 0, current: the state of a new database.
+ * Read dedup.buckets, newest bucket first, into *rowsp (palloc'd), with a
+ * snapshot taken after the table was locked (and so after every
+ * invalidation sent before).  An empty table stands for bucket 0, current:
+ * the state of a new database.  However many rows it lists, retired ones
+ * waiting for their drop included, they are all read: a call never fails
+ * because the cleanup fell behind.
  */
 static int
-bucket_read(BucketRow *rows)
+bucket_read(BucketRow **rowsp)
 {
+	int			size = BUCKET_MAX_ROWS;
+	BucketRow  *rows = palloc(sizeof(BucketRow) * size);
 	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(IsInParallelMode() ?
 											GetTransactionSnapshot() : GetLatestSnapshot());
@@ -176,15 +190,16 @@ bucket_read(BucketRow *rows)
 
 	while ((tuple = systable_getnext(scan)) != NULL)
 	{
-		BucketRow  *row = &rows[n];
+		BucketRow  *row;
 		bool		isnull;
 		Datum		d;
 
-		if (n >= BUCKET_MAX_ROWS)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("dedup.buckets lists more than %d buckets", BUCKET_MAX_ROWS),
-					 errhint("Let the cleanup drop the retired buckets.")));
+		if (n >= size)
+		{
+			size *= 2;
+			rows = repalloc(rows, sizeof(BucketRow) * size);
+		}
+		row = &rows[n];
 		row->number = DatumGetInt32(heap_getattr(tuple, Anum_buckets_bucket, desc, &isnull));
 		row->relid = DatumGetObjectId(heap_getattr(tuple, Anum_buckets_relid, desc, &isnull));
 		row->state = DatumGetChar(heap_getattr(tuple, Anum_buckets_state, desc, &isnull));
@@ -211,9 +226,11 @@ bucket_read(BucketRow *rows)
 		rows[0].relid = dedup_relation_oid(DEDUP_REL_CLAIMS);
 		rows[0].state = BUCKET_CURRENT;
 		rows[0].opened_at = DT_NOBEGIN;
-		return 1;
+		n = 1;
 	}
-	qsort(rows, n, sizeof(BucketRow), bucket_row_compare);
+	else
+		qsort(rows, n, sizeof(BucketRow), bucket_row_compare);
+	*rowsp = rows;
 	return n;
 }
 
@@ -245,7 +262,7 @@ bucket_index(const BucketRow *row)
 static void
 bucket_list_load(DedupBucketList *list)
 {
-	BucketRow	rows[BUCKET_MAX_ROWS];
+	BucketRow  *rows;
 	int			n;
 
 	list->nbuckets = 0;
@@ -269,7 +286,7 @@ bucket_list_load(DedupBucketList *list)
 		list->buckets[0].sealed = false;
 		return;
 	}
-	n = bucket_read(rows);
+	n = bucket_read(&rows);
 	for (int i = 0; i < n; i++)
 	{
 		DedupBucket *b;
@@ -287,6 +304,7 @@ bucket_list_load(DedupBucketList *list)
 		b->current = (rows[i].state == BUCKET_CURRENT);
 		b->sealed = (rows[i].state == BUCKET_SEALED);
 	}
+	pfree(rows);
 }
 
 /*
@@ -519,8 +537,6 @@ bucket_open_next(BucketRow *rows, int n)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		if (rows[i].number != 0)
-			bucket_depend_on_extension(rows[i].relid);
 		if (rows[i].state == BUCKET_NEXT)
 			return;				/* opened already, not yet switched to */
 		if (rows[i].state == BUCKET_CURRENT)
@@ -531,6 +547,29 @@ bucket_open_next(BucketRow *rows, int n)
 	if (current == NULL ||
 		now < current->opened_at + (int64) dedup_bucket_interval * USECS_PER_SEC)
 		return;
+
+	/*
+	 * The list at its limit, whatever the buckets' states: retired buckets
+	 * whose drop finds their table locked (a long read of dedup.claims,
+	 * pg_dump) stay listed, and opening more would only lengthen the list
+	 * every call reads.  The current bucket goes on taking the claims.
+	 */
+	if (n >= BUCKET_MAX_ROWS)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dedup.claims keeps its current bucket: dedup.buckets lists %d buckets",
+						n),
+				 errdetail("%d of them are retired and wait for their drop: a transaction holds a lock on their tables.",
+						   n - live),
+				 errhint("End the long transactions that read dedup.claims (pg_stat_activity).")));
+		return;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].number != 0)
+			bucket_depend_on_extension(rows[i].relid);
+	}
 	if (live >= DEDUP_MAX_BUCKETS)
 	{
 		ereport(WARNING,
@@ -727,9 +766,16 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 
 		if (rows[i].state != BUCKET_RETIRED || rows[i].mine)
 			continue;
-		bucket_wait_for_lockers(rows[i].relid, AccessExclusiveLock);
+
+		/*
+		 * Only if its table is free: a call that read an old list, or a
+		 * transaction that read dedup.claims and holds its lock until it
+		 * ends (a report, pg_dump), leaves it to a later pass.  Waiting here
+		 * would wait for that transaction (and in the worker, time out and
+		 * leave every other retired bucket listed too).
+		 */
 		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
-			continue;			/* a call that read an old list: next pass */
+			continue;
 		/* what it holds now: records moved out of it since it was sealed */
 		(void) bucket_scan(rows[i].relid, &max, &claims, &records);
 		if (rows[i].number == 0)
@@ -763,7 +809,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 	Oid			save_userid;
 	int			save_sec_context;
 	int			save_nestlevel;
-	BucketRow	rows[BUCKET_MAX_ROWS];
+	BucketRow  *rows;
 	int			n;
 	int64		total = 0;
 
@@ -784,7 +830,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	n = bucket_read(rows);
+	n = bucket_read(&rows);
 	switch (step)
 	{
 		case 0:

@@ -140,6 +140,28 @@ SELECT to_regclass('dedup.claims_2') AS bucket_2;
 SELECT deleted, next_position FROM dedup_cleanup_batch((3::bigint << 32) + 9);
 SELECT * FROM buckets;
 
+-- the list at its limit, 128 rows with the retired buckets that wait for
+-- their drop (their tables held by a long transaction): the open step opens
+-- no bucket, with a warning, and calls go on; a longer list (a database the
+-- cleanup fell behind in before this limit) is read whole, and calls go on
+BEGIN;
+INSERT INTO dedup.buckets (bucket, relid, state, opened_at)
+  SELECT 1000 + g, (4000000000 + g)::oid::regclass, 'r', now()
+  FROM generate_series(1, 128 - (SELECT count(*) FROM dedup.buckets)) g;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+-- (every call reads the list again)
+ALTER TABLE dedup.buckets ALTER COLUMN claims SET STATISTICS 100;
+SELECT dedup_claim('b', 'at-limit') AS claimed, dedup_claim('b', 'at-limit') AS again;
+INSERT INTO dedup.buckets (bucket, relid, state, opened_at)
+  SELECT 2000 + g, (4000001000 + g)::oid::regclass, 'r', now() FROM generate_series(1, 100) g;
+ALTER TABLE dedup.buckets ALTER COLUMN claims SET STATISTICS 200;
+SELECT dedup_claim('b', 'past-limit') AS claimed, dedup_seen('b', 'at-limit') AS seen;
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+ROLLBACK;
+
 -- the list of buckets gone while buckets exist: calls refuse (42P01)
 -- rather than miss the buckets
 BEGIN;
