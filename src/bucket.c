@@ -24,7 +24,10 @@
  * Switching, without blocking a call.  A call reads the list of buckets
  * once per change (the list is cached, and a change sends a relcache
  * invalidation of dedup.buckets), and holds a lock on each bucket while it
- * runs.  The switch is done in steps, each a transaction of its own:
+ * runs, except while it waits for another transaction that writes its key
+ * (store.c): then it holds none, and opens them again after, so that no
+ * step waits for it.  The switch is done in steps, each a transaction of
+ * its own:
  *	1. open: create bucket n+1 as "next": every call reads it from now on,
  *	   none writes it;
  *	2. switch: wait until every call that began before step 1 committed
@@ -59,6 +62,8 @@
  * deleted from n as its key moves on needs none: n's latest expiry already
  * counts it, and its new version is in a newer bucket.)
  *
+ * A step that cannot get a lock in time (lock_timeout) is rolled back alone
+ * and left to the next pass; the pass goes on (cleanup.c).
  * A step whose previous step was done in the same transaction waits for
  * the next pass.  The steps run as the owner of dedup.buckets, since a
  * cleanup role is not allowed DDL.

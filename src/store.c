@@ -22,6 +22,9 @@
  *	- a committed row: live or expired by its expires_at, decided at the
  *	  time of the call; an expired row counts as absent and is replaced;
  *	- no row.
+ * While it waits for a transaction, a call on the buckets of dedup.claims
+ * holds no lock on them either (store_wait_for_writer): the cleanup waits
+ * for the calls on a bucket, never for one that waits for another.
  * The key lock is released as soon as the caller's row is in the index:
  * from then on the index entry itself makes later writers wait for the
  * caller's transaction.  The lock only closes the window between look-up
@@ -168,6 +171,39 @@ store_open_buckets(KeyStore *ks)
 		for (int i = 0; i < ks->nparts; i++)
 			store_part_close(ks, &ks->parts[i]);
 	}
+}
+
+/*
+ * Wait for a transaction in progress that wrote the key (its xid, and its
+ * speculative insertion token if any), the key lock released.  On the
+ * buckets of dedup.claims, the call holds none of their locks meanwhile: the
+ * cleanup waits for the calls in progress on a bucket (bucket.c), and this
+ * wait may be long (a redelivery that arrives while the first delivery is
+ * still being processed), so the buckets are closed first and opened again
+ * after, from the list as it is then; the caller looks the key up again in
+ * them.  (The write locks of the buckets this transaction wrote into stay
+ * held: they are held until it ends.)
+ */
+static void
+store_wait_for_writer(KeyStore *ks, TransactionId xwait, uint32 spec_token, int part,
+					  ItemPointer tid)
+{
+	if (!ks->bucketed)
+	{
+		if (spec_token)
+			SpeculativeInsertionWait(xwait, spec_token);
+		else
+			XactLockTableWait(xwait, ks->parts[part].heap, tid, XLTW_InsertIndexUnique);
+		return;
+	}
+	for (int i = 0; i < ks->nparts; i++)
+		store_part_close(ks, &ks->parts[i]);
+	if (spec_token)
+		SpeculativeInsertionWait(xwait, spec_token);
+	else
+		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
+	store_open_buckets(ks);
+	ks->heap = ks->parts[ks->current].heap;
 }
 
 /*
@@ -595,10 +631,14 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 				row->state = KEY_BUSY;
 				return KEY_BUSY;
 			}
-			if (spec_token)
-				SpeculativeInsertionWait(xwait, spec_token);
-			else
-				XactLockTableWait(xwait, ks->parts[row->part].heap, &row->tid, XLTW_InsertIndexUnique);
+			store_wait_for_writer(ks, xwait, spec_token, row->part, &row->tid);
+			if (ks->bucketed)
+			{
+				/* the buckets as listed now */
+				store_parts_for_key(ks, fp, probe);
+				if (IsolationIsSerializable())
+					store_predicate_lock(ks, &skey, probe);
+			}
 			continue;
 		}
 		if (!visible)
@@ -661,8 +701,7 @@ store_changed_under_us(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 	{
 		if (busy == KEY_BUSY_ERROR)
 			key_store_report_busy(ks, fp);
-		XactLockTableWait(tmfd->xmax, ks->parts[row->part].heap, &row->tid,
-						  XLTW_InsertIndexUnique);
+		store_wait_for_writer(ks, tmfd->xmax, 0, row->part, &row->tid);
 	}
 }
 

@@ -174,6 +174,29 @@ ALTER INDEX dedup.claims_3_pkey RENAME TO claims_3_moved;
 SELECT regress_try($$SELECT dedup_claim('b', 'x')$$);
 ROLLBACK;
 SELECT count(*) AS claimed_x FROM dedup.claims WHERE key = pg_temp.key_fp('b', 'x');
+-- a step that cannot get a lock in time (lock_timeout; the worker's is
+-- 100 ms) is left to the next pass, and the pass goes on with the next
+-- steps and stages: here a prepared transaction holds the current bucket's
+-- table, and the switch would wait for it to end
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+BEGIN;
+SELECT pg_catalog.format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', relid)
+FROM dedup.buckets WHERE state = 'c' \gexec
+PREPARE TRANSACTION 'dedup_holds_current';
+SET lock_timeout = '50ms';
+SELECT deleted, next_position FROM dedup_cleanup_batch((3::bigint << 32) + 1);
+SELECT * FROM buckets;
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT dedup_claim('b', 'while-held') AS claimed;
+RESET lock_timeout;
+ROLLBACK PREPARED 'dedup_holds_current';
+-- the next pass switches
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT dedup_claim('b', 'while-held') AS again;
+
 -- dedup.bucket_interval: at least a second, set by superusers
 SELECT regress_try($$SET dedup.bucket_interval = 0$$);
 SHOW dedup.bucket_interval;
