@@ -76,7 +76,8 @@ REGRESS_OPTS = --inputdir=test --load-extension=dedup
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-put outbox-take outbox-slots outbox-slot-reuse outbox-ack-lease outbox-order outbox-relay-death outbox-failure \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
-	record-keylock stream-advance history-fold extension-drop extension-recreate scope-invalidation
+	record-keylock stream-advance history-fold bucket-writer bucket-reader bucket-wait extension-drop \
+	extension-recreate scope-invalidation
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror

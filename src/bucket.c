@@ -24,7 +24,10 @@
  * Switching, without blocking a call.  A call reads the list of buckets
  * once per change (the list is cached, and a change sends a relcache
  * invalidation of dedup.buckets), and holds a lock on each bucket while it
- * runs.  The switch is done in steps, each a transaction of its own:
+ * runs, except while it waits for another transaction that writes its key
+ * (store.c): then it holds none, and opens them again after, so that no
+ * step waits for it.  The switch is done in steps, each a transaction of
+ * its own:
  *	1. open: create bucket n+1 as "next": every call reads it from now on,
  *	   none writes it;
  *	2. switch: wait until every call that began before step 1 committed
@@ -32,13 +35,35 @@
  *	   current bucket, which blocks nobody; then make n+1 current and n
  *	   closed.  A call that still takes n for current also reads n+1, and
  *	   writes a key into n+1 when its latest version is there;
- *	3. seal: wait likewise for the calls that may still write into n, then
- *	   read n once (with a dirty snapshot, so rows of transactions still in
- *	   progress count) for the latest expiry of its rows;
+ *	3. seal: wait likewise for the calls that may still write into n; then,
+ *	   unless a transaction still in progress wrote into n (below), read n
+ *	   once for the latest expiry of its rows;
  *	4. retire: once that time has passed, no row in n is live: calls stop
  *	   reading it;
- *	5. drop: wait for the calls that still read it, then DROP TABLE (for
- *	   bucket 0, TRUNCATE ONLY), taking the lock only if it is free.
+ *	5. drop: DROP TABLE (for bucket 0, TRUNCATE ONLY), only if its lock is
+ *	   free, waiting for nothing: a call that read an old list, or a
+ *	   transaction that read dedup.claims and keeps its lock until it ends
+ *	   (a report, pg_dump), leaves the bucket to a later pass.
+ * Retired buckets that wait for their drop stay listed; the open step opens
+ * none while the list holds BUCKET_MAX_ROWS rows, whatever their states, so
+ * the list calls read stays short however far behind the drops are.
+ * Writers' transactions.  A call holds its locks on the buckets' tables
+ * for the call only, but the rows it wrote commit with its transaction,
+ * maybe long after.  So before a transaction first writes a row into a
+ * bucket (store.c), it takes the bucket's write lock (an advisory-class lock
+ * tag of ours, store.h), which it keeps until it ends; writers share it.
+ * The seal, once the calls that may still write into n have ended, looks
+ * for its holders (GetLockConflicts, which waits for nobody): while there
+ * is one, n stays closed until a later pass.  Sealed, n holds every row it
+ * will ever hold, committed: the fold (history.c), which reads with an MVCC
+ * snapshot, misses none, and the drop destroys no row that could still
+ * commit.  Only a write takes the lock, not a look-up: a duplicate, or a
+ * call waiting for another transaction, holds back no seal.  (A live row
+ * deleted from n as its key moves on needs none: n's latest expiry already
+ * counts it, and its new version is in a newer bucket.)
+ *
+ * A step that cannot get a lock in time (lock_timeout) is rolled back alone
+ * and left to the next pass; the pass goes on (cleanup.c).
  * A step whose previous step was done in the same transaction waits for
  * the next pass.  The steps run as the owner of dedup.buckets, since a
  * cleanup role is not allowed DDL.
@@ -97,7 +122,11 @@
 #define Anum_buckets_claims			7
 #define Anum_buckets_records		8
 
-/* Rows of dedup.buckets a step reads: retired ones included. */
+/*
+ * Most rows dedup.buckets lists, retired ones included: the open step
+ * opens no bucket while it lists as many (bucket_open_next).  Nothing else
+ * depends on it: the list is read whole however long it is.
+ */
 #define BUCKET_MAX_ROWS		(2 * DEDUP_MAX_BUCKETS)
 
 /* A row of dedup.buckets. */
@@ -145,13 +174,18 @@ bucket_row_compare(const void *a, const void *b)
 }
 
 /*
- * Read dedup.buckets, newest bucket first, with a snapshot taken after the
- * table was locked (and so after every invalidation sent before).  An empty
- * table stands for bucket 0, current: the state of a new database.
+ * Read dedup.buckets, newest bucket first, into *rowsp (palloc'd), with a
+ * snapshot taken after the table was locked (and so after every
+ * invalidation sent before).  An empty table stands for bucket 0, current:
+ * the state of a new database.  However many rows it lists, retired ones
+ * waiting for their drop included, they are all read: a call never fails
+ * because the cleanup fell behind.
  */
 static int
-bucket_read(BucketRow *rows)
+bucket_read(BucketRow **rowsp)
 {
+	int			size = BUCKET_MAX_ROWS;
+	BucketRow  *rows = palloc(sizeof(BucketRow) * size);
 	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(IsInParallelMode() ?
 											GetTransactionSnapshot() : GetLatestSnapshot());
@@ -162,15 +196,16 @@ bucket_read(BucketRow *rows)
 
 	while ((tuple = systable_getnext(scan)) != NULL)
 	{
-		BucketRow  *row = &rows[n];
+		BucketRow  *row;
 		bool		isnull;
 		Datum		d;
 
-		if (n >= BUCKET_MAX_ROWS)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("dedup.buckets lists more than %d buckets", BUCKET_MAX_ROWS),
-					 errhint("Let the cleanup drop the retired buckets.")));
+		if (n >= size)
+		{
+			size *= 2;
+			rows = repalloc(rows, sizeof(BucketRow) * size);
+		}
+		row = &rows[n];
 		row->number = DatumGetInt32(heap_getattr(tuple, Anum_buckets_bucket, desc, &isnull));
 		row->relid = DatumGetObjectId(heap_getattr(tuple, Anum_buckets_relid, desc, &isnull));
 		row->state = DatumGetChar(heap_getattr(tuple, Anum_buckets_state, desc, &isnull));
@@ -199,9 +234,11 @@ bucket_read(BucketRow *rows)
 		rows[0].relid = dedup_relation_oid(DEDUP_REL_CLAIMS);
 		rows[0].state = BUCKET_CURRENT;
 		rows[0].opened_at = DT_NOBEGIN;
-		return 1;
+		n = 1;
 	}
-	qsort(rows, n, sizeof(BucketRow), bucket_row_compare);
+	else
+		qsort(rows, n, sizeof(BucketRow), bucket_row_compare);
+	*rowsp = rows;
 	return n;
 }
 
@@ -233,7 +270,7 @@ bucket_index(const BucketRow *row)
 static void
 bucket_list_load(DedupBucketList *list)
 {
-	BucketRow	rows[BUCKET_MAX_ROWS];
+	BucketRow  *rows;
 	int			n;
 
 	list->nbuckets = 0;
@@ -258,7 +295,7 @@ bucket_list_load(DedupBucketList *list)
 		list->buckets[0].closed_at = 0;
 		return;
 	}
-	n = bucket_read(rows);
+	n = bucket_read(&rows);
 	for (int i = 0; i < n; i++)
 	{
 		DedupBucket *b;
@@ -277,6 +314,7 @@ bucket_list_load(DedupBucketList *list)
 		b->sealed = (rows[i].state == BUCKET_SEALED);
 		b->closed_at = rows[i].closed_at;
 	}
+	pfree(rows);
 }
 
 /*
@@ -324,6 +362,42 @@ dedup_bucket_lock(Oid relid, LOCKMODE lockmode)
 		return true;
 	UnlockRelationOid(relid, lockmode);
 	return false;
+}
+
+/* The tag of a bucket's write lock (store.h's lock tag classes). */
+static void
+bucket_written_locktag(LOCKTAG *tag, Oid relid)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, relid, 0, DEDUP_LOCKTAG_BUCKET);
+}
+
+/*
+ * Before a transaction first writes a row into a bucket: take the bucket's
+ * write lock, held until the transaction ends.  Writers share it; the seal
+ * looks for its holders (bucket_seal).
+ */
+void
+dedup_bucket_lock_written(Oid relid)
+{
+	LOCKTAG		tag;
+
+	bucket_written_locktag(&tag, relid);
+	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
+}
+
+/* Whether a transaction in progress, not this one, wrote into a bucket. */
+static bool
+bucket_has_writers(Oid relid)
+{
+	LOCKTAG		tag;
+	VirtualTransactionId *holders;
+	bool		any;
+
+	bucket_written_locktag(&tag, relid);
+	holders = GetLockConflicts(&tag, ShareLock, NULL);
+	any = VirtualTransactionIdIsValid(holders[0]);
+	pfree(holders);
+	return any;
 }
 
 /*
@@ -473,8 +547,6 @@ bucket_open_next(BucketRow *rows, int n)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		if (rows[i].number != 0)
-			bucket_depend_on_extension(rows[i].relid);
 		if (rows[i].state == BUCKET_NEXT)
 			return;				/* opened already, not yet switched to */
 		if (rows[i].state == BUCKET_CURRENT)
@@ -485,6 +557,29 @@ bucket_open_next(BucketRow *rows, int n)
 	if (current == NULL ||
 		now < current->opened_at + (int64) dedup_bucket_interval * USECS_PER_SEC)
 		return;
+
+	/*
+	 * The list at its limit, whatever the buckets' states: retired buckets
+	 * whose drop finds their table locked (a long read of dedup.claims,
+	 * pg_dump) stay listed, and opening more would only lengthen the list
+	 * every call reads.  The current bucket goes on taking the claims.
+	 */
+	if (n >= BUCKET_MAX_ROWS)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dedup.claims keeps its current bucket: dedup.buckets lists %d buckets",
+						n),
+				 errdetail("%d of them are retired and wait for their drop: a transaction holds a lock on their tables.",
+						   n - live),
+				 errhint("End the long transactions that read dedup.claims (pg_stat_activity).")));
+		return;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].number != 0)
+			bucket_depend_on_extension(rows[i].relid);
+	}
 	if (live >= DEDUP_MAX_BUCKETS)
 	{
 		ereport(WARNING,
@@ -604,6 +699,9 @@ bucket_seal(BucketRow *rows, int n)
 			continue;
 		/* the calls that may still write into it, not knowing it closed */
 		bucket_wait_for_lockers(rows[i].relid, ShareLock);
+		/* the transactions that wrote into it, until they end: a later pass */
+		if (bucket_has_writers(rows[i].relid))
+			continue;
 		if (!bucket_scan(rows[i].relid, &max, &claims, &records))
 			nulls[1] = 'n';
 		values[0] = Int32GetDatum(rows[i].number);
@@ -681,9 +779,16 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 
 		if (rows[i].state != BUCKET_RETIRED || rows[i].mine)
 			continue;
-		bucket_wait_for_lockers(rows[i].relid, AccessExclusiveLock);
+
+		/*
+		 * Only if its table is free: a call that read an old list, or a
+		 * transaction that read dedup.claims and holds its lock until it
+		 * ends (a report, pg_dump), leaves it to a later pass.  Waiting here
+		 * would wait for that transaction (and in the worker, time out and
+		 * leave every other retired bucket listed too).
+		 */
 		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
-			continue;			/* a call that read an old list: next pass */
+			continue;
 		/* what it holds now: records moved out of it since it was sealed */
 		(void) bucket_scan(rows[i].relid, &max, &claims, &records);
 		if (rows[i].number == 0)
@@ -717,7 +822,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 	Oid			save_userid;
 	int			save_sec_context;
 	int			save_nestlevel;
-	BucketRow	rows[BUCKET_MAX_ROWS];
+	BucketRow  *rows;
 	int			n;
 	int64		total = 0;
 
@@ -738,7 +843,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	n = bucket_read(rows);
+	n = bucket_read(&rows);
 	switch (step)
 	{
 		case 0:

@@ -40,6 +40,7 @@ typedef struct DedupBucketList
 extern const DedupBucketList *dedup_bucket_list(uint64 *generation);
 extern bool dedup_bucket_list_changed(uint64 generation);
 extern bool dedup_bucket_lock(Oid relid, LOCKMODE lockmode);
+extern void dedup_bucket_lock_written(Oid relid);
 
 /* The cleanup's work on buckets: steps of its first stage (cleanup.c). */
 #define DEDUP_BUCKET_NSTEPS	5

@@ -40,6 +40,7 @@ extern const char *const dedup_kind_names[DEDUP_NUM_KINDS];
 /* cleanup.c: one batch of a pass, in the current transaction */
 extern int64 dedup_cleanup_run_batch(int64 *position, int batch_size);
 extern bool dedup_cleanup_position_valid(int64 position);
+extern int64 dedup_cleanup_next_stage(int64 position);
 
 /* stats.c: the figures, in shared memory when the library is preloaded */
 extern void dedup_stats_shmem_request(void);

@@ -22,6 +22,9 @@
  *	- a committed row: live or expired by its expires_at, decided at the
  *	  time of the call; an expired row counts as absent and is replaced;
  *	- no row.
+ * While it waits for a transaction, a call on the buckets of dedup.claims
+ * holds no lock on them either (store_wait_for_writer): the cleanup waits
+ * for the calls on a bucket, never for one that waits for another.
  * The key lock is released as soon as the caller's row is in the index:
  * from then on the index entry itself makes later writers wait for the
  * caller's transaction.  The lock only closes the window between look-up
@@ -159,6 +162,7 @@ store_open_buckets(KeyStore *ks)
 			part->sealed = list->buckets[i].sealed;
 			part->closed_at = list->buckets[i].closed_at;
 			part->opened = false;
+			part->written = false;
 			if (list->buckets[i].current)
 				ks->current = i;
 			if (!part->sealed && opened)
@@ -169,6 +173,39 @@ store_open_buckets(KeyStore *ks)
 		for (int i = 0; i < ks->nparts; i++)
 			store_part_close(ks, &ks->parts[i]);
 	}
+}
+
+/*
+ * Wait for a transaction in progress that wrote the key (its xid, and its
+ * speculative insertion token if any), the key lock released.  On the
+ * buckets of dedup.claims, the call holds none of their locks meanwhile: the
+ * cleanup waits for the calls in progress on a bucket (bucket.c), and this
+ * wait may be long (a redelivery that arrives while the first delivery is
+ * still being processed), so the buckets are closed first and opened again
+ * after, from the list as it is then; the caller looks the key up again in
+ * them.  (The write locks of the buckets this transaction wrote into stay
+ * held: they are held until it ends.)
+ */
+static void
+store_wait_for_writer(KeyStore *ks, TransactionId xwait, uint32 spec_token, int part,
+					  ItemPointer tid)
+{
+	if (!ks->bucketed)
+	{
+		if (spec_token)
+			SpeculativeInsertionWait(xwait, spec_token);
+		else
+			XactLockTableWait(xwait, ks->parts[part].heap, tid, XLTW_InsertIndexUnique);
+		return;
+	}
+	for (int i = 0; i < ks->nparts; i++)
+		store_part_close(ks, &ks->parts[i]);
+	if (spec_token)
+		SpeculativeInsertionWait(xwait, spec_token);
+	else
+		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
+	store_open_buckets(ks);
+	ks->heap = ks->parts[ks->current].heap;
 }
 
 /*
@@ -219,10 +256,14 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	ks->lockmode = for_write ? RowExclusiveLock : AccessShareLock;
 	InitDirtySnapshot(ks->dirty);
 	ks->current = 0;
+	ks->bucketed = false;
 	/* on a Citus cluster, the key's shard (without a key, dedup.c refuses: 0A000) */
 	sharded = key != NULL && dedup_relation_hashed(table);
 	if (table == DEDUP_REL_CLAIMS && !sharded && !dedup_relation_hashed(table))
+	{
+		ks->bucketed = true;
 		store_open_buckets(ks);
+	}
 	else
 	{
 		KeyStorePart *part = &ks->parts[0];
@@ -240,6 +281,7 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 		part->indexinfo = NULL;
 		part->opened = true;
 		part->sealed = false;
+		part->written = false;
 		ks->nparts = 1;
 	}
 	ks->heap = ks->parts[ks->current].heap;
@@ -596,10 +638,14 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 				row->state = KEY_BUSY;
 				return KEY_BUSY;
 			}
-			if (spec_token)
-				SpeculativeInsertionWait(xwait, spec_token);
-			else
-				XactLockTableWait(xwait, ks->parts[row->part].heap, &row->tid, XLTW_InsertIndexUnique);
+			store_wait_for_writer(ks, xwait, spec_token, row->part, &row->tid);
+			if (ks->bucketed)
+			{
+				/* the buckets as listed now */
+				store_parts_for_key(ks, fp, probe);
+				if (IsolationIsSerializable())
+					store_predicate_lock(ks, &skey, probe);
+			}
 			continue;
 		}
 		if (!visible)
@@ -633,6 +679,20 @@ store_index_insert(KeyStore *ks, KeyStorePart *part, ItemPointer tid,
 }
 
 /*
+ * Before a row goes into a bucket of dedup.claims: take its write lock, held
+ * until the transaction ends, so that the cleanup neither seals, folds nor
+ * drops the bucket while the row may still commit (bucket.c).
+ */
+static void
+store_part_will_write(KeyStore *ks, KeyStorePart *part)
+{
+	if (!ks->bucketed || part->written)
+		return;
+	dedup_bucket_lock_written(part->heap_oid);
+	part->written = true;
+}
+
+/*
  * After an update or delete found the row changed under us (the cleanup
  * deleted it, or is deleting it): release the key lock and wait for that
  * transaction if it is still running.  The caller looks the key up again.
@@ -648,8 +708,7 @@ store_changed_under_us(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 	{
 		if (busy == KEY_BUSY_ERROR)
 			key_store_report_busy(ks, fp);
-		XactLockTableWait(tmfd->xmax, ks->parts[row->part].heap, &row->tid,
-						  XLTW_InsertIndexUnique);
+		store_wait_for_writer(ks, tmfd->xmax, 0, row->part, &row->tid);
 	}
 }
 
@@ -702,6 +761,7 @@ key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple
 	 * seen the switch to it, bucket.c): never behind the latest version.
 	 */
 	target = &ks->parts[row->state == KEY_ABSENT ? ks->current : Min(ks->current, row->part)];
+	store_part_will_write(ks, target);
 	if (row->state != KEY_ABSENT && target == &ks->parts[row->part])
 	{
 		LockTupleMode lockmode;
@@ -840,6 +900,7 @@ store_batch_flush(KeyStore *ks, StoreBatch *batch, const DedupFingerprint *keys)
 
 	if (batch->n == 0)
 		return;
+	store_part_will_write(ks, target);
 	heap_multi_insert(target->heap, batch->slots, batch->n, GetCurrentCommandId(true), 0, NULL);
 	for (int i = 0; i < batch->n; i++)
 		store_index_insert(ks, target, &batch->slots[i]->tts_tid, &keys[batch->index[i]], false);

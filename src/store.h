@@ -42,6 +42,8 @@
 #define DEDUP_LOCKTAG_RELAY		0x6468
 /* the outbox's slot locks: a take's, on the slot it numbers, until it ends (outbox.c) */
 #define DEDUP_LOCKTAG_SLOT		0x6469
+/* the bucket write locks: a writer's, on a bucket it wrote into, until it ends (bucket.c) */
+#define DEDUP_LOCKTAG_BUCKET	0x646A
 
 static inline void
 dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
@@ -153,6 +155,7 @@ typedef struct KeyStorePart
 	bool		opened;			/* a sealed bucket is opened when first needed */
 	bool		sealed;			/* a sealed bucket: its filter may be asked */
 	TimestampTz closed_at;		/* of a sealed bucket: names its filter */
+	bool		written;		/* its write lock is held (a bucket of dedup.claims) */
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
@@ -165,6 +168,7 @@ typedef struct KeyStore
 	const text *scope;			/* for messages */
 	DedupRelation table;		/* which key table */
 	LOCKMODE	lockmode;		/* on every part */
+	bool		bucketed;		/* the buckets of dedup.claims (bucket.c) */
 	int			nparts;
 	KeyStorePart parts[DEDUP_MAX_BUCKETS];	/* newest first */
 	int			current;		/* the part new rows go into */

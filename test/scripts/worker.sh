@@ -8,6 +8,7 @@
 #     connections, one whose transactions are read-only, a missing role and
 #     one that may not delete are each logged once, then skipped;
 #   - dedup.cleanup_interval and dedup.cleanup_enabled take effect on reload;
+#   - a stage that cannot get its lock in time does not end the pass;
 #   - SIGTERM stops a worker in the middle of a pass within a second, and
 #     the launcher within a second; the postmaster restarts the launcher,
 #     and after a crash (kill -9) too.
@@ -141,6 +142,17 @@ check "nothing deleted in a read-only database" "$(q -c "SELECT count(*) FROM de
 PGDATABASE=postgres q -c "ALTER DATABASE app RESET default_transaction_read_only"
 wait_for "SELECT count(*) FROM dedup.claims" 3020 10
 echo "ok: writable again, the expired rows went"
+
+# a stage that cannot get its lock (a prepared transaction holds dedup.streams)
+# fails each pass, logged and counted, and the pass goes on: the buckets'
+# work, a later stage, still switches to a new bucket
+q -c "BEGIN" -c "LOCK TABLE dedup.streams IN ACCESS EXCLUSIVE MODE" -c "PREPARE TRANSACTION 'holds_streams'"
+errors=$(q -c "SELECT sum(errors) FROM dedup_cleanup_stats()")
+q -c "UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c'"
+wait_for "SELECT string_agg(bucket || state, ' ' ORDER BY bucket) FROM dedup.buckets WHERE state IN ('c', 'n')" 1c 10
+check "the stage held back failed" "$(q -c "SELECT sum(errors) > $errors FROM dedup_cleanup_stats()")" t
+q -c "ROLLBACK PREPARED 'holds_streams'"
+echo "ok: a stage held back by a lock does not end the pass"
 
 # 6. SIGTERM in the middle of a long pass: the worker is gone within a
 # second, its batch rolled back; the next pass finishes the work
