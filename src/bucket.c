@@ -547,6 +547,9 @@ bucket_open_next(BucketRow *rows, int n)
 	}
 	for (int i = 0; i < n; i++)
 	{
+		/* every pass: pg_dump does not restore a bucket's dependency */
+		if (rows[i].number != 0)
+			bucket_depend_on_extension(rows[i].relid);
 		if (rows[i].state == BUCKET_NEXT)
 			return;				/* opened already, not yet switched to */
 		if (rows[i].state == BUCKET_CURRENT)
@@ -574,11 +577,6 @@ bucket_open_next(BucketRow *rows, int n)
 						   n - live),
 				 errhint("End the long transactions that read dedup.claims (pg_stat_activity).")));
 		return;
-	}
-	for (int i = 0; i < n; i++)
-	{
-		if (rows[i].number != 0)
-			bucket_depend_on_extension(rows[i].relid);
 	}
 	if (live >= DEDUP_MAX_BUCKETS)
 	{
