@@ -44,6 +44,7 @@ SQL_PARTS = \
 	sql/tables/buckets.sql \
 	sql/tables/history.sql \
 	sql/tables/outbox.sql \
+	sql/tables/outbox_relay.sql \
 	sql/tables/grants.sql \
 	sql/tables/streams.sql \
 	sql/functions/scopes.sql \
@@ -58,10 +59,13 @@ SQL_PARTS = \
 
 # The update script from 1.0 to 1.1 (not released yet) is built too: the
 # schema and data steps written by hand (sql/updates/1.0--1.1.pre.sql, after
-# the checks it uses, and .post.sql) around the function parts and the
-# privileges, which are written once, as CREATE OR REPLACE, for both
-# scripts (TimescaleDB builds its updates this way).  A released version's
+# the checks it uses, and .post.sql) around the parts of the tables new in
+# 1.1, the function parts and the privileges, which are written once, as
+# CREATE OR REPLACE, for both scripts (TimescaleDB builds its updates this
+# way).  A released version's
 # update script is frozen like its install script (sql/released.sha256).
+UPDATE_NEW_TABLE_PARTS = sql/tables/grants.sql sql/tables/streams.sql sql/tables/buckets.sql \
+	sql/tables/history.sql sql/tables/outbox_relay.sql
 UPDATE_FUNCTION_PARTS = $(filter-out sql/functions/checks.sql,$(filter sql/functions/%.sql,$(SQL_PARTS))) \
 	sql/grants.sql
 DATA_built = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--1.0--1.1.sql
@@ -97,10 +101,10 @@ $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@
 
 $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sql \
-		$(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql
+		$(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql
 	{ sed -n '1,/^\\echo /p' sql/updates/1.0--1.1.pre.sql; cat sql/functions/checks.sql; \
 	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
-	  cat $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
+	  cat $(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
 
 .PHONY: sim
 sim: sim/dedup-sim
