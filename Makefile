@@ -46,11 +46,11 @@ SQL_PARTS = \
 	sql/tables/outbox.sql \
 	sql/tables/grants.sql \
 	sql/tables/streams.sql \
-	sql/functions/scopes.sql \
-	sql/functions/claims.sql \
-	sql/functions/records.sql \
+	sql/functions/scope.sql \
+	sql/functions/claim.sql \
+	sql/functions/record.sql \
 	sql/functions/outbox.sql \
-	sql/functions/streams.sql \
+	sql/functions/stream.sql \
 	sql/functions/history.sql \
 	sql/functions/cleanup.sql \
 	sql/functions/cluster.sql \
