@@ -17,8 +17,12 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(EXTENSION).
 
 MODULE_big = dedup
 OBJS = \
-	src/dedup.o \
-	src/cluster.o \
+	src/module.o \
+	src/settings.o \
+	src/checks.o \
+	src/catalog.o \
+	src/shards.o \
+	src/routing.o \
 	src/fingerprint.o \
 	src/scope.o \
 	src/bucket.o \
@@ -30,8 +34,8 @@ OBJS = \
 	src/cleanup.o \
 	src/outbox.o \
 	src/stream.o \
-	src/stats.o \
-	src/scopestats.o \
+	src/cleanup_stats.o \
+	src/scope_counters.o \
 	src/worker.o
 
 SQL_PARTS = \
