@@ -2,6 +2,7 @@
 #
 #   make && make install     build and install into the PostgreSQL of $(PG_CONFIG)
 #   make sim                 the exactly-once simulator sim/dedup-sim (a libpq client)
+#   make lint                checks of the sources (the layers of src/: src/README.md)
 #   scripts/test             the whole test suite on a throwaway server (see README)
 #
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
@@ -105,6 +106,16 @@ $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sq
 	{ sed -n '1,/^\\echo /p' sql/updates/1.0--1.1.pre.sql; cat sql/functions/checks.sql; \
 	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
 	  cat $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
+
+# make lint: checks of the sources, each a prerequisite of its own.
+# lint-layers: no C file includes a header of a layer above its own, and
+# the includes make no circle (scripts/check-layers; the layers are in
+# src/README.md).
+.PHONY: lint lint-layers
+lint: lint-layers
+
+lint-layers:
+	scripts/check-layers src
 
 .PHONY: sim
 sim: sim/dedup-sim
