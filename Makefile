@@ -2,6 +2,7 @@
 #
 #   make && make install     build and install into the PostgreSQL of $(PG_CONFIG)
 #   make sim                 the exactly-once simulator sim/dedup-sim (a libpq client)
+#   make lint                checks of the sources (the layers of src/: src/README.md)
 #   scripts/test             the whole test suite on a throwaway server (see README)
 #
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
@@ -17,8 +18,12 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(EXTENSION).
 
 MODULE_big = dedup
 OBJS = \
-	src/dedup.o \
-	src/cluster.o \
+	src/module.o \
+	src/settings.o \
+	src/checks.o \
+	src/catalog.o \
+	src/shards.o \
+	src/routing.o \
 	src/fingerprint.o \
 	src/scope.o \
 	src/bucket.o \
@@ -30,8 +35,8 @@ OBJS = \
 	src/cleanup.o \
 	src/outbox.o \
 	src/stream.o \
-	src/stats.o \
-	src/scopestats.o \
+	src/cleanup_stats.o \
+	src/scope_counters.o \
 	src/worker.o
 
 SQL_PARTS = \
@@ -47,11 +52,11 @@ SQL_PARTS = \
 	sql/tables/outbox_relay.sql \
 	sql/tables/grants.sql \
 	sql/tables/streams.sql \
-	sql/functions/scopes.sql \
-	sql/functions/claims.sql \
-	sql/functions/records.sql \
+	sql/functions/scope.sql \
+	sql/functions/claim.sql \
+	sql/functions/record.sql \
 	sql/functions/outbox.sql \
-	sql/functions/streams.sql \
+	sql/functions/stream.sql \
 	sql/functions/history.sql \
 	sql/functions/cleanup.sql \
 	sql/functions/cluster.sql \
@@ -105,6 +110,16 @@ $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sq
 	{ sed -n '1,/^\\echo /p' sql/updates/1.0--1.1.pre.sql; cat sql/functions/checks.sql; \
 	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
 	  cat $(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
+
+# make lint: checks of the sources, each a prerequisite of its own.
+# lint-layers: no C file includes a header of a layer above its own, and
+# the includes make no circle (scripts/check-layers; the layers are in
+# src/README.md).
+.PHONY: lint lint-layers
+lint: lint-layers
+
+lint-layers:
+	scripts/check-layers src
 
 .PHONY: sim
 sim: sim/dedup-sim

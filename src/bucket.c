@@ -39,7 +39,9 @@
  *	   unless a transaction still in progress wrote into n (below), read n
  *	   once for the latest expiry of its rows;
  *	4. retire: once that time has passed, no row in n is live: calls stop
- *	   reading it;
+ *	   reading it; in the same transaction, its claims of scopes with a
+ *	   history are folded first, by the function the cleanup passes
+ *	   (history.c's: this file calls no history itself);
  *	5. drop: DROP TABLE (for bucket 0, TRUNCATE ONLY), only if its lock is
  *	   free, waiting for nothing: a call that read an old list, or a
  *	   transaction that read dedup.claims and keeps its lock until it ends
@@ -51,7 +53,7 @@
  * for the call only, but the rows it wrote commit with its transaction,
  * maybe long after.  So before a transaction first writes a row into a
  * bucket (store.c), it takes the bucket's write lock (an advisory-class lock
- * tag of ours, store.h), which it keeps until it ends; writers share it.
+ * tag of ours, catalog.h), which it keeps until it ends; writers share it.
  * The seal, once the calls that may still write into n have ended, looks
  * for its holders (GetLockConflicts, which waits for nobody): while there
  * is one, n stays closed until a later pass.  Sealed, n holds every row it
@@ -100,10 +102,10 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "dedup.h"
 #include "bucket.h"
-#include "history.h"
-#include "store.h"
+#include "catalog.h"
+#include "filter.h"
+#include "settings.h"
 
 /* dedup.buckets.state */
 #define BUCKET_NEXT		'n'
@@ -364,7 +366,7 @@ dedup_bucket_lock(Oid relid, LOCKMODE lockmode)
 	return false;
 }
 
-/* The tag of a bucket's write lock (store.h's lock tag classes). */
+/* The tag of a bucket's write lock (catalog.h's lock tag classes). */
 static void
 bucket_written_locktag(LOCKTAG *tag, Oid relid)
 {
@@ -431,7 +433,7 @@ dedup_bucket_open_current(LOCKMODE lockmode)
 
 /*
  * Whether this database keeps claims in buckets: not at 1.0, and not on a
- * Citus cluster, where dedup.claims is one distributed table (cluster.c)
+ * Citus cluster, where dedup.claims is one distributed table (shards.c)
  * and a worker has no list of buckets of its own.
  */
 bool
@@ -735,11 +737,11 @@ bucket_seal(BucketRow *rows, int n)
 /*
  * Step 4: retire the sealed buckets whose every row has expired, once their
  * claims of scopes with a history are folded into it, in the same
- * transaction (history.c); then delete the generations of histories whose
- * time has passed.
+ * transaction (fold: history.c's, which the cleanup passes); then delete the
+ * generations of histories whose time has passed (expire).
  */
 static void
-bucket_retire(BucketRow *rows, int n)
+bucket_retire(BucketRow *rows, int n, DedupBucketFold fold, DedupBucketExpire expire)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	bool		retired = false;
@@ -748,14 +750,14 @@ bucket_retire(BucketRow *rows, int n)
 	{
 		if (rows[i].state != BUCKET_SEALED || (rows[i].has_max && rows[i].max_expires_at > now))
 			continue;
-		(void) dedup_history_fold(rows[i].relid);
+		(void) fold(rows[i].relid);
 		bucket_set_state(rows[i].number, BUCKET_RETIRED);
 		dedup_filter_free(rows[i].relid);
 		retired = true;
 	}
 	if (retired)
 		bucket_list_invalidate();
-	(void) dedup_history_expire();
+	(void) expire();
 }
 
 /*
@@ -807,12 +809,14 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 /*
  * One step of the cleanup's work on buckets (0 to DEDUP_BUCKET_NSTEPS - 1),
  * in the current transaction, as the owner of dedup.buckets.  Returns the
- * rows removed with dropped buckets, counted by kind in removed[].  Only one
+ * rows removed with dropped buckets, counted by kind in removed[]; fold and
+ * expire are the history tier's, for the retire step.  Only one
  * transaction works on buckets at a time: another finds the table locked
  * and leaves the step to it.
  */
 int64
-dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
+dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS], DedupBucketFold fold,
+				  DedupBucketExpire expire)
 {
 	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
 	Oid			relid = RelationGetRelid(rel);
@@ -854,7 +858,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 			bucket_seal(rows, n);
 			break;
 		case 3:
-			bucket_retire(rows, n);
+			bucket_retire(rows, n, fold, expire);
 			break;
 		case 4:
 			total = bucket_drop(rows, n, removed);

@@ -25,7 +25,10 @@
  * deleted as the other tables' rows are, so that they do not wait for
  * their bucket to close; with buckets shorter than the ttls there are few.
  * Claims of a scope with a history are the exception: they stay until
- * their bucket retires, which folds them into the history first.
+ * their bucket retires, which folds them into the history first: the
+ * cleanup drives a bucket's retire, fold and drop, giving the bucket steps
+ * the history tier's fold and expiry (history.c), which bucket.c, below
+ * it, does not call.
  * A database still at 1.0 has no buckets: its dedup.claims is the current
  * one.  A step of the buckets' work that cannot get a lock in time is
  * rolled back alone and left to the next pass (cleanup_bucket_step); the
@@ -65,11 +68,15 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "dedup.h"
-#include "cleanup.h"
-#include "store.h"
 #include "bucket.h"
-#include "cluster.h"
+#include "catalog.h"
+#include "checks.h"
+#include "cleanup.h"
+#include "cleanup_stats.h"
+#include "history.h"
+#include "settings.h"
+#include "shards.h"
+#include "store.h"
 
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
@@ -323,7 +330,8 @@ cleanup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
 	{
-		total = dedup_bucket_step(step, step_removed);
+		total = dedup_bucket_step(step, step_removed, dedup_history_fold,
+								  dedup_history_expire);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
@@ -381,7 +389,7 @@ dedup_cleanup_position_valid(int64 position)
  * One batch of a cleanup pass, in the current transaction, which must be
  * able to write (not read-only, not on a standby): deletes up to
  * batch_size expired rows from *position on, counts them in the figures
- * (stats.c) and sets *position to where the next batch starts, or to
+ * (cleanup_stats.c) and sets *position to where the next batch starts, or to
  * DEDUP_CLEANUP_DONE.  A batch stays within one stage.
  */
 int64

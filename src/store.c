@@ -11,10 +11,13 @@
  * speculative-insertion record.  dedup.claims is kept in time buckets
  * (bucket.c), each a heap and index of its own: a call looks a key up in
  * them newest first (skipping a sealed bucket whose filter rules the key
- * out, filter.c) and writes into the current one.
+ * out, filter.c) and writes into the current one.  A key with no live
+ * row may still be seen by its scope's history (history.c, above the
+ * store): the store asks it through key_store_history_hook, which module.c
+ * installs, and knows nothing else of histories.
  *
  * Concurrency.  Every writer of a key first takes a short heavyweight lock
- * on the key (an advisory-class lock tag of our own, store.h), waiting for
+ * on the key (an advisory-class lock tag of our own, catalog.h), waiting for
  * it whatever its policy, then looks the key up with a dirty snapshot:
  *	- a row inserted or deleted by a transaction still in progress: release
  *	  the key lock and, by the caller's policy, wait for that transaction and
@@ -63,9 +66,10 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
-#include "history.h"
+#include "catalog.h"
+#include "filter.h"
+#include "shards.h"
 #include "store.h"
-#include "cluster.h"
 
 /* Field numbers of dedup.record_state */
 #define Anum_record_status			1
@@ -257,7 +261,7 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	InitDirtySnapshot(ks->dirty);
 	ks->current = 0;
 	ks->bucketed = false;
-	/* on a Citus cluster, the key's shard (without a key, dedup.c refuses: 0A000) */
+	/* on a Citus cluster, the key's shard (without a key, catalog.c refuses: 0A000) */
 	sharded = key != NULL && dedup_relation_hashed(table);
 	if (table == DEDUP_REL_CLAIMS && !sharded && !dedup_relation_hashed(table))
 	{
@@ -315,9 +319,15 @@ key_store_use_history(KeyStore *ks, const DedupScopeSettings *settings)
 }
 
 /*
+ * The history tier's answer to whether a history may hold a key (history.c,
+ * above the store): module.c installs it as the library loads.
+ */
+KeyStoreHistoryHook key_store_history_hook = NULL;
+
+/*
  * Whether a key that has no live claim is seen by the scope's history: an
  * expired claim (not a record) within the window, not yet folded, or a
- * generation that may hold it.
+ * generation that may hold it (key_store_history_hook).
  */
 bool
 key_store_history_seen(KeyStore *ks, const DedupFingerprint *fp, const KeyRow *row)
@@ -326,7 +336,7 @@ key_store_history_seen(KeyStore *ks, const DedupFingerprint *fp, const KeyRow *r
 		return false;
 	if (row->state == KEY_EXPIRED && !row->has_record && row->expires_at > ks->history_from)
 		return true;
-	return dedup_history_may_contain(ks->history_id, fp);
+	return key_store_history_hook(ks->history_id, fp);
 }
 
 void

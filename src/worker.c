@@ -58,8 +58,11 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "dedup.h"
+#include "catalog.h"
 #include "cleanup.h"
+#include "cleanup_stats.h"
+#include "settings.h"
+#include "worker.h"
 
 PGDLLEXPORT void dedup_launcher_main(Datum main_arg);
 PGDLLEXPORT void dedup_worker_main(Datum main_arg);
