@@ -422,7 +422,8 @@ dedup_fingerprint_in(PG_FUNCTION_ARGS)
 						"dedup_fingerprint", str),
 				 errdetail("A fingerprint is written as %d hexadecimal digits.",
 						   DEDUP_FINGERPRINT_LEN * 2),
-				 errhint("To fingerprint a value, call dedup_fingerprint(value).")));
+				 errhint("A quoted literal alone is read as a fingerprint; to fingerprint it, give its type: dedup_fingerprint('%s'::text).",
+						 str)));
 	hex_decode(str, DEDUP_FINGERPRINT_LEN * 2, (char *) result->bytes);
 	PG_RETURN_DEDUP_FINGERPRINT_P(result);
 }

@@ -515,6 +515,27 @@ dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
 }
 
 /*
+ * Under dedup.require_declared_scopes, a write under a scope that has no
+ * row in dedup.scopes is refused (22023) before anything is written: a
+ * scope mistyped, or a key passed where the scope goes, would otherwise
+ * make a scope of its own and answer true.
+ */
+static void
+scope_check_declared(const text *scope, const char *what)
+{
+	ScopeCacheEntry loaded;
+
+	if (scope_entry(scope, &loaded)->found)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s \"%s\" is not declared", what, text_to_cstring(scope)),
+			 errdetail("dedup.require_declared_scopes is on, and dedup_set_scope() was never called for it."),
+			 errhint("Declare it with dedup_set_scope('%s'), or check the order of the arguments: the %s comes first.",
+					 text_to_cstring(scope), what)));
+}
+
+/*
  * The scope argument of a call that uses it (argument 0; "what" names it in
  * errors): a writing function (funcname given) is refused first where it
  * may not write (25006, 25000), before it reads anything; then the
@@ -530,6 +551,12 @@ dedup_scope_of_call(FunctionCallInfo fcinfo, const char *what, const char *funcn
 	if (funcname)
 		dedup_check_writable(funcname);
 	scope = dedup_scope_arg(fcinfo, 0, what);
+	if (funcname && settings && dedup_require_declared_scopes)
+	{
+		/* the caller's privilege first (42501), then whether it is declared */
+		dedup_scope_use(scope, privileges, NULL);
+		scope_check_declared(scope, what);
+	}
 	dedup_scope_use(scope, privileges, settings);
 	return scope;
 }

@@ -35,6 +35,7 @@ int			dedup_cleanup_interval = 60;
 bool		dedup_cleanup_enabled = true;
 int			dedup_outbox_max_attempts = 10;
 int			dedup_bucket_interval = 6 * 3600;
+bool		dedup_require_declared_scopes = false;
 int			dedup_bucket_filter_memory = 64;	/* MB */
 
 /* Define every setting of dedup, and reserve the prefix; from _PG_init. */
@@ -114,6 +115,14 @@ dedup_settings_define(void)
 							6 * 3600, 1, 365 * 86400,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("dedup.require_declared_scopes",
+							 "Whether writes under a scope dedup_set_scope() never declared are refused.",
+							 "Catches a mistyped scope or swapped arguments; set it for a database or a role "
+							 "with ALTER DATABASE or ALTER ROLE.",
+							 &dedup_require_declared_scopes,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("dedup.cleanup_enabled",
 							 "Whether the cleanup worker runs.",
 							 "Off stops passes at the next batch boundary; on resumes them.",

@@ -20,6 +20,7 @@ extern int	dedup_cleanup_interval;	/* seconds */
 extern bool dedup_cleanup_enabled;
 extern int	dedup_outbox_max_attempts;
 extern int	dedup_bucket_interval;	/* seconds */
+extern bool dedup_require_declared_scopes;
 extern int	dedup_bucket_filter_memory;	/* MB: the sealed buckets' filters (filter.c) */
 
 extern void dedup_settings_define(void);

@@ -53,4 +53,30 @@ WHERE expires_at - clock_timestamp() BETWEEN interval '50 seconds' AND interval 
 ROLLBACK;
 SELECT configured FROM dedup_scope('tx-scope');
 
+-- dedup.require_declared_scopes: a write under a scope dedup_set_scope()
+-- never declared is refused (22023, naming it), as when a key is passed
+-- where the scope goes; nothing is written, not even the scope's
+-- counters; reads of it find nothing; a declared scope works
+SET dedup.require_declared_scopes = on;
+SELECT configured AS declared FROM dedup_set_scope('payments-consumer');
+CREATE TEMP TABLE counted AS
+  SELECT (SELECT count(*) FROM dedup_scope_stats()) AS n, (SELECT count(*) FROM dedup.claims) AS claims;
+SELECT regress_try($$SELECT dedup_claim('m-1', 'payments-consumer')$$) AS swapped;
+SELECT regress_try($$SELECT * FROM dedup_claim_batch('m-1', ARRAY['a'])$$) AS batch;
+SELECT regress_try($$SELECT * FROM dedup_begin('m-1', 'k')$$) AS begin;
+SELECT regress_try($$SELECT dedup_outbox_put('m-1', 'k', '{}')$$) AS put;
+SELECT regress_try($$SELECT dedup_advance('m-1', 'p', 1)$$) AS advance;
+SELECT count(*) = (SELECT claims FROM counted) AS no_claims, (SELECT count(*) FROM dedup.outbox) AS events,
+       (SELECT count(*) FROM dedup.streams) AS streams,
+       (SELECT count(*) FROM dedup_scope_stats()) = (SELECT n FROM counted) AS no_counters
+FROM dedup.claims;
+SELECT dedup_seen('m-1', 'payments-consumer') AS read_finds_nothing;
+SELECT dedup_claim('payments-consumer', 'm-1') AS declared_scope_claims;
+RESET dedup.require_declared_scopes;
+SELECT dedup_claim('m-1', 'payments-consumer') AS off_again;
+SELECT dedup_reset_scope('payments-consumer') AS reset;
+-- a quoted literal alone is read as a fingerprint: the hint says how to
+-- fingerprint it instead
+SELECT dedup_fingerprint('hello');
+
 TRUNCATE dedup.claims;
