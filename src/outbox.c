@@ -906,9 +906,10 @@ relay_plan(RelayFunction *rf)
  * The relay's fast path
  *
  * A take of a topic with no batch whose lease passed, nothing in
- * dedup.outbox_retry, a free slot of its own that no other take holds, and
- * next events of which none needs holding back (no aggregate a batch
- * holds, none twice), or with nothing to hand out; and an ack of a
+ * dedup.outbox_retry nor dedup.outbox_held, a free slot of its own that no
+ * other take holds, and next events of which none needs holding back (no
+ * aggregate a batch holds; for the 1.0 take, none twice), or with nothing
+ * to hand out; and an ack of a
  * batch whole with no event of outbox_retry.  That is every take and ack
  * of a relay keeping up; both follow the rules of the PL/pgSQL functions
  * (sql/functions/outbox.sql), in a few kept statements, and give way to
@@ -934,7 +935,8 @@ enum
  *
  * FAST_STATE runs once the take holds its topic's relay lock, so that its
  * snapshot sees what the take that held it before committed: the topic's
- * position, whether outbox_retry has events of the topic, whether the log
+ * position, whether outbox_retry or outbox_held has events of the topic
+ * (one flag), whether the log
  * has any past the position, and the topic's slots (one row with no slot
  * when it has none; no row when the topic has no position yet).  Its
  * look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
@@ -950,7 +952,10 @@ static const struct
 	[FAST_STATE] = {"SELECT t.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
 		"  WHERE r.part %1$s $1 AND r.topic OPERATOR(pg_catalog.=) $2"
-		"  ORDER BY r.seq LIMIT 1) IS NOT NULL,"
+		"  ORDER BY r.seq LIMIT 1) IS NOT NULL"
+		" OR (SELECT h.from_seq FROM dedup.outbox_held AS h"
+		"  WHERE h.part %1$s $1 AND h.topic OPERATOR(pg_catalog.=) $2"
+		"  ORDER BY h.aggregateid LIMIT 1) IS NOT NULL,"
 		" (SELECT o.seq FROM dedup.outbox AS o"
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
@@ -970,7 +975,7 @@ static const struct
 		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
 		"  FOR UPDATE SKIP LOCKED),"
 		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
-		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
+		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}', extra = '{}',"
 		"  retried = 0, events = $7, aggregates = $8"
 		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
 		"  RETURNING x.slot),"
@@ -1101,13 +1106,15 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	int64		stable;
 	uint64		n;
 	int32	   *hashes;
+	int			naggs;
 	TimestampTz lease_end;
 	bool		isnull;
 	SPITupleTable *scan;
 
 	/*
-	 * The topic's position; nothing in outbox_retry, something in the log;
-	 * the slots: none expired, one free; the aggregates the busy ones hold
+	 * The topic's position; nothing in outbox_retry or outbox_held,
+	 * something in the log; the slots: none expired, one free; the
+	 * aggregates the busy ones hold
 	 */
 	(void) outbox_lock_relay(part, topic, false);
 	args[0] = PointerGetDatum(part);
@@ -1173,21 +1180,29 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 		return true;
 	}
 
-	/* no event to hold back: no aggregate held, none twice */
+	/*
+	 * No event to hold back: no aggregate a batch holds (and for the 1.0
+	 * take, none twice: a batch of take_batch holds several events of an
+	 * aggregate in seq order).  The batch's aggregates, each once.
+	 */
 	hashes = palloc(sizeof(int32) * n);
 	for (uint64 i = 0; i < n; i++)
 		hashes[i] = DatumGetInt32(SPI_getbinval(scan->vals[i], scan->tupdesc, 9, &isnull));
+	qsort(hashes, n, sizeof(int32), fast_int4_cmp);
+	qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
+	naggs = 0;
+	for (uint64 i = 0; i < n; i++)
 	{
-		int32	   *sorted = palloc(sizeof(int32) * n);
-
-		memcpy(sorted, hashes, sizeof(int32) * n);
-		qsort(sorted, n, sizeof(int32), fast_int4_cmp);
-		qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
-		for (uint64 i = 0; i < n; i++)
-			if ((i > 0 && sorted[i] == sorted[i - 1]) ||
-				(nblocked > 0 && bsearch(&sorted[i], blocked, nblocked, sizeof(int32),
-										 fast_int4_cmp) != NULL))
+		if (i > 0 && hashes[i] == hashes[i - 1])
+		{
+			if (!with_id)
 				return false;
+			continue;
+		}
+		if (nblocked > 0 && bsearch(&hashes[i], blocked, nblocked, sizeof(int32),
+									fast_int4_cmp) != NULL)
+			return false;
+		hashes[naggs++] = hashes[i];
 	}
 
 	/*
@@ -1210,11 +1225,11 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	args[5] = SPI_getbinval(scan->vals[n - 1], scan->tupdesc, 1, &isnull);
 	args[6] = Int32GetDatum((int32) n);
 	{
-		Datum	   *elems = palloc(sizeof(Datum) * n);
+		Datum	   *elems = palloc(sizeof(Datum) * naggs);
 
-		for (uint64 i = 0; i < n; i++)
+		for (int i = 0; i < naggs; i++)
 			elems[i] = Int32GetDatum(hashes[i]);
-		args[7] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true,
+		args[7] = PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
 												  TYPALIGN_INT));
 	}
 	args[8] = PointerGetDatum(topic);
@@ -1225,11 +1240,11 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 1)
 		return false;			/* the slot went to another take: nothing written */
 
-	/* the events, as take returns them */
+	/* the events, as take returns them (take_batch with each one's seq last) */
 	for (uint64 i = 0; i < n; i++)
 	{
-		Datum		values[10];
-		bool		nulls[10];
+		Datum		values[11];
+		bool		nulls[11];
 		int			k = 0;
 
 		if (with_id)
@@ -1248,6 +1263,11 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 		k++;
 		values[k] = TimestampTzGetDatum(lease_end);
 		nulls[k++] = false;
+		if (with_id)
+		{
+			values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, 1, &nulls[k]);
+			k++;
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	dedup_scope_count(settings->counters, DEDUP_COUNT_EVENTS_TAKEN, (int64) n);
