@@ -18,8 +18,15 @@
  * whose extension is still at 1.0 (the library updated first) keeps its
  * new keys there too, as 1.0 did.
  *
- * The event row is inserted through SPI as the owner of dedup.outbox, so
- * producers need EXECUTE on this function and no table privilege.
+ * The event row is written into the log and its indexes directly, without
+ * SPI or the executor (outbox_insert_direct(), as store.c writes claims):
+ * the put's look-ups, its locks and its insert are all C.  Where the log
+ * has something the direct path does not know (a trigger, row security, a
+ * column of its own, an index on an expression or with a predicate), on a
+ * Citus cluster (where the row goes to the partition's shard) and in a
+ * database still at 1.0, the row is inserted through SPI as the owner of
+ * dedup.outbox.  Either way producers need EXECUTE on this function and no
+ * table privilege.
  *
  * Producers of one aggregate are serialized until they commit by a lock
  * taken before the event gets its sequence number: within an aggregate,
@@ -70,6 +77,9 @@
 #include "catalog/pg_proc_d.h"
 #include "catalog/pg_type_d.h"
 #include "commands/async.h"
+#include "commands/sequence.h"
+#include "catalog/index.h"
+#include "access/heapam.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "access/stratnum.h"
@@ -410,6 +420,9 @@ outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *
 
 static bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);
 static void outbox_plans_check(void);
+static bool outbox_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
+								 text *aggregate_type, text *aggregate_id, text *type,
+								 Jsonb *payload, Jsonb *headers);
 
 /*
  * On a Citus cluster, the outbox's sequence is this node's (Citus gives each
@@ -516,8 +529,8 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 }
 
 /*
- * Insert the event row through a kept plan, as the owner of dedup.outbox;
- * true if it was inserted.  The caller found no event of that id in the
+ * Insert the event row, directly (outbox_insert_direct()) or through a
+ * kept plan, as the owner of dedup.outbox; true if it was inserted.  The caller found no event of that id in the
  * log, outbox_retry or the dead letters.  The topic's producer lock is
  * taken first, before the row gets its seq.  A database whose extension is
  * still at 1.0 (the library updated, ALTER EXTENSION UPDATE not yet run)
@@ -539,6 +552,10 @@ outbox_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *to
 
 	outbox_topic_locktag(&tag, topic);
 	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
+	if (!at_1_0 && !outbox_distributed() &&
+		outbox_insert_direct(part, id, topic, aggregate_type, aggregate_id, type, payload,
+							 headers))
+		return true;
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -592,6 +609,151 @@ outbox_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *to
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	return inserted;
+}
+
+/* The columns of the log the direct insert fills, by name */
+enum
+{
+	OUTBOX_COL_SEQ,
+	OUTBOX_COL_ID,
+	OUTBOX_COL_TOPIC,
+	OUTBOX_COL_AGGREGATETYPE,
+	OUTBOX_COL_AGGREGATEID,
+	OUTBOX_COL_TYPE,
+	OUTBOX_COL_PAYLOAD,
+	OUTBOX_COL_HEADERS,
+	OUTBOX_COL_CREATED_AT,
+	OUTBOX_COL_PART,
+	OUTBOX_NCOLS
+};
+
+static const char *const outbox_columns[OUTBOX_NCOLS] = {
+	"seq", "id", "topic", "aggregatetype", "aggregateid", "type", "payload", "headers",
+	"created_at", "part"
+};
+
+/*
+ * Insert the event row into the log (dedup.outbox on one server, at 1.1)
+ * and its indexes directly: heap_insert() and index_insert(), as a plain
+ * INSERT would, with the defaults of the columns (seq from the identity
+ * sequence, created_at the transaction's start, headers {}), then a
+ * command counter increment so that the next put of this statement sees
+ * it.  Returns false, having written nothing, when the log has anything
+ * this path does not know (a trigger, row security, another column, an
+ * index on an expression or with a predicate): the caller inserts through
+ * SPI then.  The topic's producer lock is the caller's.
+ */
+static bool
+outbox_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
+					 text *aggregate_type, text *aggregate_id, text *type, Jsonb *payload,
+					 Jsonb *headers)
+{
+	Relation	heap = dedup_relation_open(DEDUP_REL_OUTBOX, RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(heap);
+	int			attnum[OUTBOX_NCOLS];
+	Datum	   *values;
+	bool	   *nulls;
+	HeapTuple	tuple;
+	List	   *indexes;
+	ListCell   *lc;
+	static Jsonb *empty_headers = NULL;
+
+	if (heap->trigdesc != NULL || heap->rd_rel->relrowsecurity)
+	{
+		table_close(heap, NoLock);
+		return false;
+	}
+	for (int c = 0; c < OUTBOX_NCOLS; c++)
+		attnum[c] = 0;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			c;
+
+		if (att->attisdropped)
+			continue;
+		for (c = 0; c < OUTBOX_NCOLS; c++)
+			if (strcmp(NameStr(att->attname), outbox_columns[c]) == 0)
+				break;
+		if (c == OUTBOX_NCOLS || att->attgenerated)
+		{
+			table_close(heap, NoLock);
+			return false;
+		}
+		attnum[c] = i + 1;
+	}
+	for (int c = 0; c < OUTBOX_NCOLS; c++)
+		if (attnum[c] == 0)
+		{
+			table_close(heap, NoLock);
+			return false;
+		}
+	indexes = RelationGetIndexList(heap);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		bool		plain = RelationGetIndexExpressions(index) == NIL &&
+			RelationGetIndexPredicate(index) == NIL && index->rd_index->indisready;
+
+		index_close(index, NoLock);
+		if (!plain)
+		{
+			table_close(heap, NoLock);
+			return false;
+		}
+	}
+
+	if (empty_headers == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		empty_headers = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+		MemoryContextSwitchTo(old);
+	}
+	values = palloc0(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	for (int i = 0; i < desc->natts; i++)
+		nulls[i] = true;
+#define OUTBOX_SET(c, v) (values[attnum[c] - 1] = (v), nulls[attnum[c] - 1] = false)
+	OUTBOX_SET(OUTBOX_COL_SEQ,
+			   Int64GetDatum(nextval_internal(dedup_relation_oid(DEDUP_REL_OUTBOX_SEQ), false)));
+	OUTBOX_SET(OUTBOX_COL_ID, UUIDPGetDatum(id));
+	OUTBOX_SET(OUTBOX_COL_TOPIC, PointerGetDatum(topic));
+	OUTBOX_SET(OUTBOX_COL_AGGREGATETYPE, PointerGetDatum(aggregate_type));
+	OUTBOX_SET(OUTBOX_COL_AGGREGATEID, PointerGetDatum(aggregate_id));
+	OUTBOX_SET(OUTBOX_COL_TYPE, PointerGetDatum(type));
+	OUTBOX_SET(OUTBOX_COL_PAYLOAD, PointerGetDatum(payload));
+	OUTBOX_SET(OUTBOX_COL_HEADERS, PointerGetDatum(headers ? headers : empty_headers));
+	OUTBOX_SET(OUTBOX_COL_CREATED_AT, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()));
+	OUTBOX_SET(OUTBOX_COL_PART, PointerGetDatum(part));
+#undef OUTBOX_SET
+	tuple = heap_form_tuple(desc, values, nulls);
+	heap_insert(heap, tuple, GetCurrentCommandId(true), 0, NULL);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		IndexInfo  *info = BuildIndexInfo(index);
+		Datum		ivalues[INDEX_MAX_KEYS];
+		bool		inulls[INDEX_MAX_KEYS];
+
+		for (int k = 0; k < info->ii_NumIndexAttrs; k++)
+		{
+			AttrNumber a = info->ii_IndexAttrNumbers[k];
+
+			ivalues[k] = values[a - 1];
+			inulls[k] = nulls[a - 1];
+		}
+		index_insert(index, ivalues, inulls, &tuple->t_self, heap,
+					 index->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+					 false, info);
+		index_close(index, NoLock);
+	}
+	list_free(indexes);
+	heap_freetuple(tuple);
+	table_close(heap, NoLock);
+	/* the next put of this statement looks the event up after this one */
+	CommandCounterIncrement();
+	return true;
 }
 
 /*

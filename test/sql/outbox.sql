@@ -273,6 +273,34 @@ SELECT count(*) FROM generate_series(9, 11) AS i,
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT * FROM held_back ORDER BY aggregateid;
 
+-- the put writes the log directly (heap and indexes, no SPI), as an
+-- INSERT would: the defaults of the columns, a large payload (TOASTed)
+-- read back whole, the indexes found by both keys; a trigger on the log
+-- (which the direct write does not know) sends the put through SPI, and
+-- the trigger fires; the rows the two write are alike
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead, dedup.outbox_keys;
+SELECT dedup_outbox_put('orders', 'direct-1', jsonb_build_object('big', repeat('x', 100000))) AS direct1 \gset
+CREATE TEMP TABLE fired (id uuid);
+CREATE FUNCTION pg_temp.outbox_fired() RETURNS trigger LANGUAGE plpgsql AS
+$$BEGIN INSERT INTO fired VALUES (NEW.id); RETURN NEW; END$$;
+CREATE TRIGGER regress_fired AFTER INSERT ON dedup.outbox FOR EACH ROW EXECUTE FUNCTION pg_temp.outbox_fired();
+SELECT dedup_outbox_put('orders', 'spi-1', jsonb_build_object('big', repeat('x', 100000))) AS spi1 \gset
+DROP TRIGGER regress_fired ON dedup.outbox;
+SELECT count(*) AS fired, bool_and(id = :'spi1') AS for_spi1 FROM fired;
+SELECT key, o.id = k.id AS id_found, o.topic, o.aggregatetype, o.aggregateid, o.type,
+       length(o.payload->>'big') AS payload_len, o.headers, o.created_at BETWEEN now() - interval '1 minute' AND now() AS created_now,
+       o.part = '00000000000000000000000000000000' AS part_0,
+       (SELECT x.id FROM dedup.outbox AS x WHERE x.topic = o.topic AND x.seq = o.seq) = o.id AS by_seq
+FROM (VALUES ('direct-1', :'direct1'::uuid), ('spi-1', :'spi1'::uuid)) AS k(key, id)
+JOIN dedup.outbox AS o ON o.id = k.id ORDER BY o.seq;
+SELECT (SELECT seq FROM dedup.outbox WHERE id = :'spi1') > (SELECT seq FROM dedup.outbox WHERE id = :'direct1') AS in_order,
+       dedup_outbox_put('orders', 'direct-1', '{}') = :'direct1' AS same_id, count(*) AS events
+FROM dedup.outbox;
+-- two puts of one key in one statement: one event
+SELECT count(DISTINCT p) AS ids FROM generate_series(1, 2) AS i, LATERAL dedup_outbox_put('orders', 'direct-2', '{}') AS p;
+SELECT count(*) AS events FROM dedup.outbox WHERE aggregateid = 'direct-2';
+
 -- errors, and nothing changed by them
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
