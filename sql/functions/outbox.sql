@@ -383,6 +383,13 @@ BEGIN
         RETURN;
     END LOOP;
 
+    -- the aggregates busy batches hold, read before what waits in
+    -- outbox_retry: a settle that frees a batch and sends events of it back
+    -- commits both at once, so an aggregate read here as free has its
+    -- events back in outbox_retry seen below
+    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
+                     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND x.busy);
+
     -- nothing to hand out (no event of the topic in outbox_retry or held,
     -- none in the log past its position): nothing is written, no position,
     -- no slot
@@ -439,8 +446,6 @@ BEGIN
         END LOOP;
     END IF;
     bid := dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1);
-    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
-                     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND x.busy);
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
     -- holds, each with every earlier one of its aggregate there due too
