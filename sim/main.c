@@ -113,7 +113,10 @@ main_usage(void)
 		   "  -w, --window=W          copies arrive within W messages of the feed;\n"
 		   "                          0: anywhere in the feed [2000]\n"
 		   "  -c, --consumers=C       consumer connections [8]\n"
-		   "      --accounts=A        accounts the payments go to [1000]\n"
+		   "      --accounts=A        accounts the payments go to [1000]; an\n"
+		   "                          account is its events' aggregate\n"
+		   "      --aggregates=A      the same as --accounts: 1 is a hot-aggregate\n"
+		   "                          feed, every event of one aggregate\n"
 		   "      --records=SHARE     messages handled with dedup_begin/complete [0.2]\n"
 		   "      --poison=SHARE      messages the business write rejects [0.005]\n"
 		   "      --kill-rate=R       connections killed mid-transaction per second [2]\n"
@@ -197,6 +200,7 @@ main_options(int argc, char **argv)
 		{"window", required_argument, NULL, 'w'},
 		{"consumers", required_argument, NULL, 'c'},
 		{"accounts", required_argument, NULL, 'A'},
+		{"aggregates", required_argument, NULL, 'A'},
 		{"records", required_argument, NULL, 'R'},
 		{"poison", required_argument, NULL, 'P'},
 		{"kill-rate", required_argument, NULL, 'K'},
@@ -416,6 +420,7 @@ main_setup(void)
 	main_sql(conn,
 			 "CREATE TABLE sim.notifications (event_id uuid NOT NULL,"
 			 " message_id bigint NOT NULL, amount bigint NOT NULL,"
+			 " seq bigint NOT NULL, tx bigint NOT NULL DEFAULT txid_current(),"
 			 " received_at timestamptz NOT NULL DEFAULT clock_timestamp())");
 	main_sql(conn, "CREATE INDEX ON sim.notifications (event_id)");
 	/*

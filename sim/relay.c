@@ -12,7 +12,9 @@
  * again after RELAY_IDLE_WAIT_MS).  Faults injected here: a relay that dies
  * after publishing and before acking (its batch comes back when its lease
  * passes and is published again), and a broker that delivers a batch
- * twice.
+ * twice.  Each event goes downstream with its seq (take_batch's; 0 from the
+ * 1.0 take, which has none), so that the report checks that the events of
+ * an aggregate first reached downstream in commit order.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
@@ -27,10 +29,10 @@
 #define RELAY_IDLE_WAIT_MS 100
 
 static const char *const relay_statements[] = {
-	"take", "SELECT id, payload->>'message_id', payload->>'amount', attempts, 0 "
+	"take", "SELECT id, payload->>'message_id', payload->>'amount', attempts, 0, 0 "
 	"FROM dedup_outbox_take($1::text, " RELAY_BATCH ")",
 	"ack", "SELECT dedup_outbox_ack($1::uuid[], $2::int[])",
-	"take_batch", "SELECT id, payload->>'message_id', payload->>'amount', attempts, batch_id "
+	"take_batch", "SELECT id, payload->>'message_id', payload->>'amount', attempts, batch_id, seq "
 	"FROM dedup_outbox_take_batch($1::text, " RELAY_BATCH ")",
 	"ack_batch", "SELECT dedup_outbox_ack_batch($1::bigint)",
 	"stats", "SELECT coalesce(sum(pending), 0), coalesce(sum(in_flight), 0) "
@@ -39,10 +41,10 @@ static const char *const relay_statements[] = {
 };
 
 static const char *const relay_downstream_statements[] = {
-	"notify", "INSERT INTO sim.notifications (event_id, message_id, amount) "
-	"SELECT e.id, e.message_id, e.amount "
+	"notify", "INSERT INTO sim.notifications (event_id, message_id, amount, seq) "
+	"SELECT e.id, e.message_id, e.amount, e.seq "
 	"FROM dedup_claim_batch($1::text, $2::uuid[]) AS k(id) "
-	"JOIN unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS e(id, message_id, amount) "
+	"JOIN unnest($2::uuid[], $3::bigint[], $4::bigint[], $5::bigint[]) AS e(id, message_id, amount, seq) "
 	"ON e.id = k.id",
 	NULL
 };
@@ -76,6 +78,7 @@ typedef struct RelayBatch
 	char	   *attempts;
 	char	   *message_ids;
 	char	   *amounts;
+	char	   *seqs;
 } RelayBatch;
 
 static char *
@@ -113,6 +116,7 @@ relay_batch_free(RelayBatch *b)
 	free(b->attempts);
 	free(b->message_ids);
 	free(b->amounts);
+	free(b->seqs);
 }
 
 /*
@@ -123,7 +127,7 @@ relay_batch_free(RelayBatch *b)
 static bool
 relay_publish(SimConn *sc, const RelayBatch *b)
 {
-	const char *params[] = {sim_scope_downstream, b->ids, b->message_ids, b->amounts};
+	const char *params[] = {sim_scope_downstream, b->ids, b->message_ids, b->amounts, b->seqs};
 	PGresult   *res;
 	long		inserted;
 
@@ -131,7 +135,7 @@ relay_publish(SimConn *sc, const RelayBatch *b)
 		db_connect(sc);
 	if (!db_begin(sc))
 		return false;
-	res = db_exec(sc, "notify", 4, params);
+	res = db_exec(sc, "notify", 5, params);
 	if (!db_ok(res))
 	{
 		db_unexpected(sc, "downstream", res);
@@ -235,6 +239,7 @@ relay_main(void *arg)
 		b.amounts = relay_array(res, 2);
 		b.attempts = relay_array(res, 3);
 		b.batch_id = strdup(PQgetvalue(res, 0, 4));
+		b.seqs = relay_array(res, 5);
 		PQclear(res);
 
 		r = sim_random_unit(&rng);

@@ -190,6 +190,20 @@ report_print(int64_t elapsed_ms)
 	report_check("events left in the outbox (pending, in flight, dead)", 0,
 				 report_number("SELECT sum(pending + in_flight + dead)"
 							   " FROM dedup_outbox_stats($1)", sim_topic));
+	/*
+	 * each aggregate's events (an account's) first reached downstream in
+	 * commit order: by the downstream transaction that first recorded each
+	 * (never two batches of one aggregate out at once), then by seq within
+	 * one (the events of a batch, in order); the 1.0 take's events carry no
+	 * seq and are left out
+	 */
+	report_check("events of an aggregate first delivered downstream out of commit order", 0,
+				 report_number("SELECT count(*) FROM (SELECT x.seq, lag(x.seq) OVER"
+							   " (PARTITION BY x.account ORDER BY x.tx, x.seq) AS prev"
+							   " FROM (SELECT DISTINCT ON (n.event_id) n.seq, n.tx, m.account"
+							   " FROM sim.notifications AS n JOIN sim.messages AS m ON m.id = n.message_id"
+							   " WHERE n.seq > 0 ORDER BY n.event_id, n.tx) AS x) AS y"
+							   " WHERE y.seq < y.prev", NULL));
 	report_check("committed transactions whose one event reached downstream", ledger,
 				 report_number("SELECT count(*) FROM sim.notifications AS n"
 							   " WHERE EXISTS (SELECT FROM sim.ledger AS l"

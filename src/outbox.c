@@ -18,8 +18,15 @@
  * whose extension is still at 1.0 (the library updated first) keeps its
  * new keys there too, as 1.0 did.
  *
- * The event row is inserted through SPI as the owner of dedup.outbox, so
- * producers need EXECUTE on this function and no table privilege.
+ * The event row is written into the log and its indexes directly, without
+ * SPI or the executor (outbox_insert_direct(), as store.c writes claims):
+ * the put's look-ups, its locks and its insert are all C.  Where the log
+ * has something the direct path does not know (a trigger, row security, a
+ * column of its own, an index on an expression or with a predicate), on a
+ * Citus cluster (where the row goes to the partition's shard) and in a
+ * database still at 1.0, the row is inserted through SPI as the owner of
+ * dedup.outbox.  Either way producers need EXECUTE on this function and no
+ * table privilege.
  *
  * Producers of one aggregate are serialized until they commit by a lock
  * taken before the event gets its sequence number: within an aggregate,
@@ -70,6 +77,9 @@
 #include "catalog/pg_proc_d.h"
 #include "catalog/pg_type_d.h"
 #include "commands/async.h"
+#include "commands/sequence.h"
+#include "catalog/index.h"
+#include "access/heapam.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "access/stratnum.h"
@@ -404,6 +414,9 @@ outbox_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *
 
 static bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);
 static void outbox_plans_check(void);
+static bool outbox_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
+								 text *aggregate_type, text *aggregate_id, text *type,
+								 Jsonb *payload, Jsonb *headers);
 
 /*
  * On a Citus cluster, the outbox's sequence is this node's (Citus gives each
@@ -510,8 +523,8 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 }
 
 /*
- * Insert the event row through a kept plan, as the owner of dedup.outbox;
- * true if it was inserted.  The caller found no event of that id in the
+ * Insert the event row, directly (outbox_insert_direct()) or through a
+ * kept plan, as the owner of dedup.outbox; true if it was inserted.  The caller found no event of that id in the
  * log, outbox_retry or the dead letters.  The topic's producer lock is
  * taken first, before the row gets its seq.  A database whose extension is
  * still at 1.0 (the library updated, ALTER EXTENSION UPDATE not yet run)
@@ -533,6 +546,10 @@ outbox_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *to
 
 	outbox_topic_locktag(&tag, topic);
 	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
+	if (!at_1_0 && !outbox_distributed() &&
+		outbox_insert_direct(part, id, topic, aggregate_type, aggregate_id, type, payload,
+							 headers))
+		return true;
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -586,6 +603,151 @@ outbox_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *to
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	return inserted;
+}
+
+/* The columns of the log the direct insert fills, by name */
+enum
+{
+	OUTBOX_COL_SEQ,
+	OUTBOX_COL_ID,
+	OUTBOX_COL_TOPIC,
+	OUTBOX_COL_AGGREGATETYPE,
+	OUTBOX_COL_AGGREGATEID,
+	OUTBOX_COL_TYPE,
+	OUTBOX_COL_PAYLOAD,
+	OUTBOX_COL_HEADERS,
+	OUTBOX_COL_CREATED_AT,
+	OUTBOX_COL_PART,
+	OUTBOX_NCOLS
+};
+
+static const char *const outbox_columns[OUTBOX_NCOLS] = {
+	"seq", "id", "topic", "aggregatetype", "aggregateid", "type", "payload", "headers",
+	"created_at", "part"
+};
+
+/*
+ * Insert the event row into the log (dedup.outbox on one server, at 1.1)
+ * and its indexes directly: heap_insert() and index_insert(), as a plain
+ * INSERT would, with the defaults of the columns (seq from the identity
+ * sequence, created_at the transaction's start, headers {}), then a
+ * command counter increment so that the next put of this statement sees
+ * it.  Returns false, having written nothing, when the log has anything
+ * this path does not know (a trigger, row security, another column, an
+ * index on an expression or with a predicate): the caller inserts through
+ * SPI then.  The topic's producer lock is the caller's.
+ */
+static bool
+outbox_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
+					 text *aggregate_type, text *aggregate_id, text *type, Jsonb *payload,
+					 Jsonb *headers)
+{
+	Relation	heap = dedup_relation_open(DEDUP_REL_OUTBOX, RowExclusiveLock);
+	TupleDesc	desc = RelationGetDescr(heap);
+	int			attnum[OUTBOX_NCOLS];
+	Datum	   *values;
+	bool	   *nulls;
+	HeapTuple	tuple;
+	List	   *indexes;
+	ListCell   *lc;
+	static Jsonb *empty_headers = NULL;
+
+	if (heap->trigdesc != NULL || heap->rd_rel->relrowsecurity)
+	{
+		table_close(heap, NoLock);
+		return false;
+	}
+	for (int c = 0; c < OUTBOX_NCOLS; c++)
+		attnum[c] = 0;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			c;
+
+		if (att->attisdropped)
+			continue;
+		for (c = 0; c < OUTBOX_NCOLS; c++)
+			if (strcmp(NameStr(att->attname), outbox_columns[c]) == 0)
+				break;
+		if (c == OUTBOX_NCOLS || att->attgenerated)
+		{
+			table_close(heap, NoLock);
+			return false;
+		}
+		attnum[c] = i + 1;
+	}
+	for (int c = 0; c < OUTBOX_NCOLS; c++)
+		if (attnum[c] == 0)
+		{
+			table_close(heap, NoLock);
+			return false;
+		}
+	indexes = RelationGetIndexList(heap);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		bool		plain = RelationGetIndexExpressions(index) == NIL &&
+			RelationGetIndexPredicate(index) == NIL && index->rd_index->indisready;
+
+		index_close(index, NoLock);
+		if (!plain)
+		{
+			table_close(heap, NoLock);
+			return false;
+		}
+	}
+
+	if (empty_headers == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		empty_headers = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+		MemoryContextSwitchTo(old);
+	}
+	values = palloc0(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	for (int i = 0; i < desc->natts; i++)
+		nulls[i] = true;
+#define OUTBOX_SET(c, v) (values[attnum[c] - 1] = (v), nulls[attnum[c] - 1] = false)
+	OUTBOX_SET(OUTBOX_COL_SEQ,
+			   Int64GetDatum(nextval_internal(dedup_relation_oid(DEDUP_REL_OUTBOX_SEQ), false)));
+	OUTBOX_SET(OUTBOX_COL_ID, UUIDPGetDatum(id));
+	OUTBOX_SET(OUTBOX_COL_TOPIC, PointerGetDatum(topic));
+	OUTBOX_SET(OUTBOX_COL_AGGREGATETYPE, PointerGetDatum(aggregate_type));
+	OUTBOX_SET(OUTBOX_COL_AGGREGATEID, PointerGetDatum(aggregate_id));
+	OUTBOX_SET(OUTBOX_COL_TYPE, PointerGetDatum(type));
+	OUTBOX_SET(OUTBOX_COL_PAYLOAD, PointerGetDatum(payload));
+	OUTBOX_SET(OUTBOX_COL_HEADERS, PointerGetDatum(headers ? headers : empty_headers));
+	OUTBOX_SET(OUTBOX_COL_CREATED_AT, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()));
+	OUTBOX_SET(OUTBOX_COL_PART, PointerGetDatum(part));
+#undef OUTBOX_SET
+	tuple = heap_form_tuple(desc, values, nulls);
+	heap_insert(heap, tuple, GetCurrentCommandId(true), 0, NULL);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		IndexInfo  *info = BuildIndexInfo(index);
+		Datum		ivalues[INDEX_MAX_KEYS];
+		bool		inulls[INDEX_MAX_KEYS];
+
+		for (int k = 0; k < info->ii_NumIndexAttrs; k++)
+		{
+			AttrNumber a = info->ii_IndexAttrNumbers[k];
+
+			ivalues[k] = values[a - 1];
+			inulls[k] = nulls[a - 1];
+		}
+		index_insert(index, ivalues, inulls, &tuple->t_self, heap,
+					 index->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+					 false, info);
+		index_close(index, NoLock);
+	}
+	list_free(indexes);
+	heap_freetuple(tuple);
+	table_close(heap, NoLock);
+	/* the next put of this statement looks the event up after this one */
+	CommandCounterIncrement();
+	return true;
 }
 
 /*
@@ -900,9 +1062,10 @@ relay_plan(RelayFunction *rf)
  * The relay's fast path
  *
  * A take of a topic with no batch whose lease passed, nothing in
- * dedup.outbox_retry, a free slot of its own that no other take holds, and
- * next events of which none needs holding back (no aggregate a batch
- * holds, none twice), or with nothing to hand out; and an ack of a
+ * dedup.outbox_retry nor dedup.outbox_held, a free slot of its own that no
+ * other take holds, and next events of which none needs holding back (no
+ * aggregate a batch holds; for the 1.0 take, none twice), or with nothing
+ * to hand out; and an ack of a
  * batch whole with no event of outbox_retry.  That is every take and ack
  * of a relay keeping up; both follow the rules of the PL/pgSQL functions
  * (sql/functions/outbox.sql), in a few kept statements, and give way to
@@ -928,7 +1091,8 @@ enum
  *
  * FAST_STATE runs once the take holds its topic's relay lock, so that its
  * snapshot sees what the take that held it before committed: the topic's
- * position, whether outbox_retry has events of the topic, whether the log
+ * position, whether outbox_retry or outbox_held has events of the topic
+ * (one flag), whether the log
  * has any past the position, and the topic's slots (one row with no slot
  * when it has none; no row when the topic has no position yet).  Its
  * look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
@@ -944,7 +1108,10 @@ static const struct
 	[FAST_STATE] = {"SELECT t.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
 		"  WHERE r.part %1$s $1 AND r.topic OPERATOR(pg_catalog.=) $2"
-		"  ORDER BY r.seq LIMIT 1) IS NOT NULL,"
+		"  ORDER BY r.seq LIMIT 1) IS NOT NULL"
+		" OR (SELECT h.from_seq FROM dedup.outbox_held AS h"
+		"  WHERE h.part %1$s $1 AND h.topic OPERATOR(pg_catalog.=) $2"
+		"  ORDER BY h.aggregateid LIMIT 1) IS NOT NULL,"
 		" (SELECT o.seq FROM dedup.outbox AS o"
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
@@ -964,7 +1131,7 @@ static const struct
 		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
 		"  FOR UPDATE SKIP LOCKED),"
 		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
-		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}',"
+		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}', extra = '{}',"
 		"  retried = 0, events = $7, aggregates = $8"
 		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
 		"  RETURNING x.slot),"
@@ -1095,13 +1262,15 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	int64		stable;
 	uint64		n;
 	int32	   *hashes;
+	int			naggs;
 	TimestampTz lease_end;
 	bool		isnull;
 	SPITupleTable *scan;
 
 	/*
-	 * The topic's position; nothing in outbox_retry, something in the log;
-	 * the slots: none expired, one free; the aggregates the busy ones hold
+	 * The topic's position; nothing in outbox_retry or outbox_held,
+	 * something in the log; the slots: none expired, one free; the
+	 * aggregates the busy ones hold
 	 */
 	(void) outbox_lock_relay(part, topic, false);
 	args[0] = PointerGetDatum(part);
@@ -1167,21 +1336,29 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 		return true;
 	}
 
-	/* no event to hold back: no aggregate held, none twice */
+	/*
+	 * No event to hold back: no aggregate a batch holds (and for the 1.0
+	 * take, none twice: a batch of take_batch holds several events of an
+	 * aggregate in seq order).  The batch's aggregates, each once.
+	 */
 	hashes = palloc(sizeof(int32) * n);
 	for (uint64 i = 0; i < n; i++)
 		hashes[i] = DatumGetInt32(SPI_getbinval(scan->vals[i], scan->tupdesc, 9, &isnull));
+	qsort(hashes, n, sizeof(int32), fast_int4_cmp);
+	qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
+	naggs = 0;
+	for (uint64 i = 0; i < n; i++)
 	{
-		int32	   *sorted = palloc(sizeof(int32) * n);
-
-		memcpy(sorted, hashes, sizeof(int32) * n);
-		qsort(sorted, n, sizeof(int32), fast_int4_cmp);
-		qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
-		for (uint64 i = 0; i < n; i++)
-			if ((i > 0 && sorted[i] == sorted[i - 1]) ||
-				(nblocked > 0 && bsearch(&sorted[i], blocked, nblocked, sizeof(int32),
-										 fast_int4_cmp) != NULL))
+		if (i > 0 && hashes[i] == hashes[i - 1])
+		{
+			if (!with_id)
 				return false;
+			continue;
+		}
+		if (nblocked > 0 && bsearch(&hashes[i], blocked, nblocked, sizeof(int32),
+									fast_int4_cmp) != NULL)
+			return false;
+		hashes[naggs++] = hashes[i];
 	}
 
 	/*
@@ -1204,11 +1381,11 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 	args[5] = SPI_getbinval(scan->vals[n - 1], scan->tupdesc, 1, &isnull);
 	args[6] = Int32GetDatum((int32) n);
 	{
-		Datum	   *elems = palloc(sizeof(Datum) * n);
+		Datum	   *elems = palloc(sizeof(Datum) * naggs);
 
-		for (uint64 i = 0; i < n; i++)
+		for (int i = 0; i < naggs; i++)
 			elems[i] = Int32GetDatum(hashes[i]);
-		args[7] = PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true,
+		args[7] = PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
 												  TYPALIGN_INT));
 	}
 	args[8] = PointerGetDatum(topic);
@@ -1219,11 +1396,11 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 1)
 		return false;			/* the slot went to another take: nothing written */
 
-	/* the events, as take returns them */
+	/* the events, as take returns them (take_batch with each one's seq last) */
 	for (uint64 i = 0; i < n; i++)
 	{
-		Datum		values[10];
-		bool		nulls[10];
+		Datum		values[11];
+		bool		nulls[11];
 		int			k = 0;
 
 		if (with_id)
@@ -1242,6 +1419,11 @@ fast_take(ReturnSetInfo *rsinfo, bool with_id, DedupFingerprint *part, text *top
 		k++;
 		values[k] = TimestampTzGetDatum(lease_end);
 		nulls[k++] = false;
+		if (with_id)
+		{
+			values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, 1, &nulls[k]);
+			k++;
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	dedup_scope_count(settings->counters, DEDUP_COUNT_EVENTS_TAKEN, (int64) n);

@@ -59,7 +59,7 @@ SELECT CASE WHEN to_regclass('dedup.outbox_retry') IS NULL THEN
                          CASE WHEN attempts > 0 THEN visible_at END AS visible, last_error
                     FROM dedup.outbox) AS t$q$
        ELSE
-       -- 1.1: the log past each topic's position, outbox_retry, and batches
+       -- 1.1: the log past each topic's position, outbox_retry, batches, and held events
        $q$SELECT 'outbox ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))
             FROM (SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
                          o.headers, o.created_at, 'pending' AS state, 0 AS attempts,
@@ -85,8 +85,16 @@ SELECT CASE WHEN to_regclass('dedup.outbox_retry') IS NULL THEN
                     FROM dedup.outbox_batches AS b,
                          dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
                                               b.attempt, b.retried,
-                                              dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m
-                   WHERE b.busy AND NOT m.in_retry) AS t$q$
+                                              dedup.outbox_batch_id(b.part, b.slot, b.generation),
+                                              b.extra) AS m
+                   WHERE b.busy AND NOT m.in_retry
+                  UNION ALL
+                  SELECT o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+                         o.headers, o.created_at, 'pending', 0, NULL::timestamptz, NULL::text
+                    FROM dedup.outbox_held AS h
+                    JOIN dedup.outbox AS o
+                      ON o.part::text = h.part::text AND o.topic = h.topic
+                     AND o.aggregateid = h.aggregateid AND o.seq BETWEEN h.from_seq AND h.upto_seq) AS t$q$
        END AS outbox_snapshot \gset
 :outbox_snapshot;
 SELECT 'outbox_dead ' || count(*) || ' ' || md5(string_agg(t::text, '|' ORDER BY t::text))

@@ -129,7 +129,8 @@ BEGIN
 
     -- no call reads or writes claims or the outbox while they move
     LOCK TABLE dedup.buckets, dedup.claims, dedup.outbox, dedup.outbox_topics,
-               dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_dead, dedup.outbox_keys
+               dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held, dedup.outbox_dead,
+               dedup.outbox_keys
         IN ACCESS EXCLUSIVE MODE;
     IF EXISTS (SELECT FROM dedup.outbox_batches WHERE busy) THEN
         RAISE EXCEPTION 'the outbox has batches handed out'
@@ -180,7 +181,8 @@ BEGIN
     PERFORM create_distributed_table('dedup.streams', 'key', colocate_with => 'dedup.claims');
     -- the outbox: each event to the partition of its aggregate, each
     -- partition of a topic from the topic's position (every event of it
-    -- before that was handed out, or is held in dedup.outbox_retry)
+    -- before that was handed out, or is held in dedup.outbox_retry or
+    -- dedup.outbox_held, whose rows go with their aggregates)
     CREATE TEMP TABLE dedup_positions ON COMMIT DROP AS
         SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_topics GROUP BY topic;
     DELETE FROM dedup.outbox_topics;
@@ -189,6 +191,7 @@ BEGIN
     -- one handed out after
     UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
+    UPDATE dedup.outbox_held SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_dead SET part = dedup.outbox_partition_of(topic, aggregateid);
     -- the partition first in the keys (one server's have one partition),
     -- as Citus wants its distribution column in them
@@ -202,6 +205,9 @@ BEGIN
         DROP CONSTRAINT outbox_batches_pkey, ADD CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot);
     ALTER TABLE dedup.outbox_retry
         DROP CONSTRAINT outbox_retry_pkey, ADD CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id);
+    ALTER TABLE dedup.outbox_held
+        DROP CONSTRAINT outbox_held_pkey,
+        ADD CONSTRAINT outbox_held_pkey PRIMARY KEY (part, topic, aggregateid);
     ALTER TABLE dedup.outbox_dead
         DROP CONSTRAINT outbox_dead_pkey, ADD CONSTRAINT outbox_dead_pkey PRIMARY KEY (part, id);
     INSERT INTO dedup.outbox_topics (part, topic, next_seq)
@@ -211,6 +217,7 @@ BEGIN
     PERFORM create_distributed_table('dedup.outbox_topics', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_batches', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_retry', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.outbox_held', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_function(
         '@extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',

@@ -17,8 +17,8 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
 -- row for the batch, none per event.  Acking the batch deletes that row;
 -- the events stay in the log until the cleanup deletes what every relay
 -- has passed.  Only events that need a state of their own get a row in
--- outbox_retry: one nacked (until its retry_delay), one held back because
--- an earlier event of its aggregate is not yet published, one redriven.
+-- outbox_retry: one nacked (until its retry_delay, with the later events of
+-- its aggregate in its batch), one redriven.
 --
 -- Commit order.  A put takes its seq under a lock of its topic held until
 -- it commits (outbox.c); a take reads the sequence, then waits for the
@@ -29,11 +29,41 @@ COMMENT ON FUNCTION @extschema@.dedup_outbox_put(text, text, jsonb, text, text, 
 -- stable offset, a take waits while a put of its topic is uncommitted.
 --
 -- Aggregates.  An event is handed out only when no earlier event of its
--- aggregate is unpublished: none in a batch not yet acked (its lease may
--- have passed: it is handed out again first), none in outbox_retry.  A
--- batch holds at most one event of an aggregate.  An event of the log that
--- must wait goes to outbox_retry, and from there out in seq order.  So a
--- failing event holds back its aggregate only, never its topic.
+-- aggregate is unpublished outside its own batch: none in another batch
+-- not yet acked (its lease may have passed: it is handed out again first),
+-- none in outbox_retry, none held back.  So never two batches of one
+-- aggregate are out at once, and a batch may hold several consecutive
+-- events of one aggregate, in seq order (as a Kafka fetch holds many of a
+-- partition's): one relay acking each batch drains a hot aggregate at
+-- batch speed and holds nothing back.  A failed event sends the later
+-- events of its aggregate in its batch back with it, in order (settle), so
+-- a failing event holds back its aggregate only, never its topic.  The
+-- 1.0 take keeps 1.0's one event of an aggregate a batch (its relays may
+-- publish a batch in any order).
+--
+-- Held events.  An event of the log whose aggregate must wait (another
+-- batch holds it, or an earlier event of it is in outbox_retry or held)
+-- gets no row of its own: the topic's position passes it, and one row per
+-- held aggregate in outbox_held, (topic, aggregate, from_seq, upto_seq),
+-- says its events in that range of the log wait; a take stretches it, once
+-- per take and aggregate, however many events it passes.  Held events take
+-- no room in a batch, so a take reads on past them until its batch is full
+-- (at most ten times its room): a hot aggregate another relay holds costs
+-- the next take one read of its events and one row write, not a row per
+-- event (1.1's first relay inserted each into outbox_retry, and every take
+-- went through all of them again).  Once the aggregate is free, a take
+-- reads its events back from the log in seq order within the range, by the
+-- (topic, seq) index, filtering on the aggregate.  The choices weighed:
+-- stopping the topic's position at the first held event would keep a
+-- relay that dies holding a hot aggregate from handing out any other
+-- aggregate until its lease passes (it starves the topic); an index of the
+-- log on (topic, aggregateid, seq), as 1.0 had, would make the read-back
+-- exact, but every put would pay for it in WAL (the put's budget is 1.3x
+-- the seed's INSERT).  The read-back costs the range's length, which is
+-- short while a batch is out (the time of one publish), and is read once
+-- per batch of the aggregate; an aggregate held for long behind a nacked
+-- event (its retry_delay) among a busy topic costs one long read when due.
+-- The cleanup keeps the log from the first held event of each topic.
 --
 -- Leases and attempts.  A batch has one lease, from its hand-out; when it
 -- passes the next take hands the same events out again (attempt + 1),
@@ -167,13 +197,15 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_topic(oid, @extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
--- The events of a batch, in order: from the log and from outbox_retry.
+-- The events of a batch, in order: from the log (its range, and the seqs
+-- of extra, handed out from dedup.outbox_held) and from outbox_retry.
 -- The batch's columns are passed one by one (a row of a Citus shard has
 -- a type of its own).  Called on its own, not inside a statement that
 -- reads a table of the outbox: on a Citus cluster such a statement runs on
 -- a shard, where no other statement on a distributed table may run.
 CREATE OR REPLACE FUNCTION dedup.outbox_members(in_part @extschema@.dedup_fingerprint, topic text, first_seq bigint,
-    last_seq bigint, settled bigint[], attempt integer, retried integer, bid bigint)
+    last_seq bigint, settled bigint[], attempt integer, retried integer, bid bigint,
+    extra bigint[] DEFAULT '{}')
 RETURNS TABLE (seq bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                in_retry boolean)
@@ -192,6 +224,15 @@ BEGIN
           AND o.seq BETWEEN outbox_members.first_seq AND outbox_members.last_seq
           AND o.seq <> ALL (outbox_members.settled)
         UNION ALL
+        SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload, o.headers,
+               outbox_members.attempt, o.created_at, false
+        FROM dedup.outbox AS o
+        WHERE cardinality(outbox_members.extra) > 0
+          AND o.part OPERATOR(@extschema@.=) outbox_members.in_part
+          AND o.topic = outbox_members.topic
+          AND o.seq = ANY (outbox_members.extra)
+          AND o.seq <> ALL (outbox_members.settled)
+        UNION ALL
         SELECT r.seq, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
                r.attempts, r.created_at, true
         FROM dedup.outbox_retry AS r
@@ -203,7 +244,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_members(@extschema@.dedup_fingerprint, text, bigint, bigint, bigint[], integer,
-    integer, bigint) FROM PUBLIC;
+    integer, bigint, bigint[]) FROM PUBLIC;
 
 -- After events left a batch: its count, aggregates and retried recounted;
 -- a batch left with none frees its slot.
@@ -221,11 +262,11 @@ BEGIN
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
     SELECT count(*), count(*) FILTER (WHERE m.in_retry),
-           coalesce(array_agg(pg_catalog.hashtext(m.aggregateid)), '{}')
+           coalesce(array_agg(DISTINCT pg_catalog.hashtext(m.aggregateid)), '{}')
     INTO n, r, a
     FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
                               b.attempt, b.retried,
-                              dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m;
+                              dedup.outbox_batch_id(b.part, b.slot, b.generation), b.extra) AS m;
     UPDATE dedup.outbox_batches AS x
     SET events = n, retried = r, aggregates = a, busy = n > 0
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of
@@ -236,10 +277,10 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
-    batch_size integer)
+    batch_size integer, one_per_aggregate boolean DEFAULT false)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
-               lease_expires_at timestamptz)
+               lease_expires_at timestamptz, seq bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -252,10 +293,20 @@ DECLARE
     bid bigint;
     blocked integer[];
     has_retry boolean;
+    has_held boolean;
     has_log boolean;
     positioned boolean;
     r_ids uuid[] := '{}';
     r_aggs integer[] := '{}';
+    x_seqs bigint[] := '{}';
+    x_aggs integer[] := '{}';
+    c_lo bigint;
+    c_hi bigint;
+    c_held bigint[] := '{}';
+    c_n integer := 0;
+    c_aggs integer[] := '{}';
+    room integer;
+    scan_limit integer;
     dying uuid[];
     stable bigint;
     lease_end timestamptz;
@@ -304,10 +355,10 @@ BEGIN
             PERFORM dedup.outbox_bury(in_part, b.topic,
                 ARRAY(SELECT m.seq
                       FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
-                                                b.settled, b.attempt, b.retried, bid) AS m
+                                                b.settled, b.attempt, b.retried, bid, b.extra) AS m
                       WHERE NOT m.in_retry),
                 b.attempt, dying, NULL);
-            UPDATE dedup.outbox_batches AS x SET first_seq = NULL, last_seq = NULL
+            UPDATE dedup.outbox_batches AS x SET first_seq = NULL, last_seq = NULL, extra = '{}'
             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         ELSE
             PERFORM dedup.outbox_bury(in_part, b.topic, '{}', 0, dying, NULL);
@@ -324,24 +375,35 @@ BEGIN
         CONTINUE WHEN NOT b.busy;
         bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
         RETURN QUERY SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload,
-                            m.headers, m.attempts, m.created_at, lease_end
+                            m.headers, m.attempts, m.created_at, lease_end, m.seq
                      FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
-                                               b.settled, b.attempt, b.retried, bid) AS m;
+                                               b.settled, b.attempt, b.retried, bid, b.extra) AS m;
         GET DIAGNOSTICS n = ROW_COUNT;
         PERFORM dedup.scope_count(topic, 'events_taken', n);
         RETURN;
     END LOOP;
 
-    -- nothing to hand out (no event of the topic in outbox_retry, none in
-    -- the log past its position): nothing is written, no position, no slot
+    -- the aggregates busy batches hold, read before what waits in
+    -- outbox_retry: a settle that frees a batch and sends events of it back
+    -- commits both at once, so an aggregate read here as free has its
+    -- events back in outbox_retry seen below
+    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
+                     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND x.busy);
+
+    -- nothing to hand out (no event of the topic in outbox_retry or held,
+    -- none in the log past its position): nothing is written, no position,
+    -- no slot
     has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
                   WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
                   ORDER BY r.seq LIMIT 1) IS NOT NULL;
+    has_held := (SELECT h.from_seq FROM dedup.outbox_held AS h
+                 WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = outbox_take_batch.topic
+                 ORDER BY h.aggregateid LIMIT 1) IS NOT NULL;
     has_log := (SELECT o.seq FROM dedup.outbox AS o
                 WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic
                   AND o.seq >= pos
                 ORDER BY o.seq LIMIT 1) IS NOT NULL;
-    IF NOT has_retry AND NOT has_log THEN
+    IF NOT has_retry AND NOT has_held AND NOT has_log THEN
         RETURN;
     END IF;
 
@@ -384,14 +446,13 @@ BEGIN
         END LOOP;
     END IF;
     bid := dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1);
-    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
-                     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND x.busy);
 
-    -- first events of outbox_retry that are due, each the earliest of its
-    -- aggregate, of an aggregate no batch holds
-    -- (has_retry and has_log above are scalar subqueries with ORDER BY and
-    -- LIMIT, not EXISTS, which the planner strips of them: a generic plan
-    -- would read the whole table)
+    -- 1. events of outbox_retry that are due, of an aggregate no batch
+    -- holds, each with every earlier one of its aggregate there due too
+    -- (the earliest of its aggregate alone, one_per_aggregate)
+    -- (has_retry, has_held and has_log above are scalar subqueries with
+    -- ORDER BY and LIMIT, not EXISTS, which the planner strips of them: a
+    -- generic plan would read the whole table)
     IF has_retry THEN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r
@@ -407,7 +468,9 @@ BEGIN
               AND pg_catalog.hashtext(r.aggregateid) <> ALL (blocked)
               AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS e
                               WHERE e.part OPERATOR(@extschema@.=) in_part AND e.topic = r.topic
-                                AND e.aggregateid = r.aggregateid AND e.seq < r.seq)
+                                AND e.aggregateid = r.aggregateid AND e.seq < r.seq
+                                AND (one_per_aggregate OR e.batch IS NOT NULL
+                                     OR e.visible_at > pg_catalog.statement_timestamp()))
             ORDER BY r.seq
             LIMIT batch_size
             FOR UPDATE OF r SKIP LOCKED
@@ -417,99 +480,149 @@ BEGIN
             RETURNING r.id, r.seq, r.aggregateid
         )
         SELECT coalesce(array_agg(t.id ORDER BY t.seq), '{}'),
-               coalesce(array_agg(pg_catalog.hashtext(t.aggregateid) ORDER BY t.seq), '{}')
+               coalesce(array_agg(DISTINCT pg_catalog.hashtext(t.aggregateid)), '{}')
         INTO r_ids, r_aggs
         FROM taken AS t;
     END IF;
 
-    -- then the log from the topic's position up to where every put settled;
-    -- an event of an aggregate that is held, or the second of one in this
-    -- batch, goes to outbox_retry to wait its turn
-    IF cardinality(r_ids) < batch_size AND has_log THEN
+    -- 2. events held back (outbox_held) of an aggregate now free (no batch
+    -- holds it, none of it left in outbox_retry), read from the log by seq
+    -- within the aggregate's range, in seq order; an aggregate's range
+    -- moves past what went, its row goes with its last event
+    room := batch_size - cardinality(r_ids);
+    IF has_held AND room > 0 THEN
+        WITH free AS (
+            SELECT h.aggregateid, h.from_seq, h.upto_seq
+            FROM dedup.outbox_held AS h
+            WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = outbox_take_batch.topic
+              AND pg_catalog.hashtext(h.aggregateid) <> ALL (blocked)
+              AND NOT (one_per_aggregate AND pg_catalog.hashtext(h.aggregateid) = ANY (r_aggs))
+              AND NOT (has_retry AND EXISTS (SELECT FROM dedup.outbox_retry AS e
+                                             WHERE e.part OPERATOR(@extschema@.=) in_part
+                                               AND e.topic = h.topic AND e.aggregateid = h.aggregateid
+                                               AND e.batch IS DISTINCT FROM bid))
+            ORDER BY h.from_seq
+            LIMIT room
+        ), picked AS (
+            SELECT p.seq, p.aggregateid
+            FROM free AS f
+            CROSS JOIN LATERAL (
+                SELECT o.seq, o.aggregateid FROM dedup.outbox AS o
+                WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic
+                  AND o.seq BETWEEN f.from_seq AND f.upto_seq AND o.aggregateid = f.aggregateid
+                ORDER BY o.seq
+                LIMIT CASE WHEN one_per_aggregate THEN 1 ELSE room END) AS p
+            ORDER BY p.seq
+            LIMIT room
+        ), last AS (
+            SELECT p.aggregateid, max(p.seq) AS seq FROM picked AS p GROUP BY p.aggregateid
+        ), gone AS (
+            DELETE FROM dedup.outbox_held AS h USING last AS l
+            WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = outbox_take_batch.topic
+              AND h.aggregateid = l.aggregateid AND l.seq >= h.upto_seq
+        ), moved AS (
+            UPDATE dedup.outbox_held AS h SET from_seq = l.seq + 1
+            FROM last AS l
+            WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = outbox_take_batch.topic
+              AND h.aggregateid = l.aggregateid AND l.seq < h.upto_seq
+        )
+        SELECT coalesce(array_agg(p.seq ORDER BY p.seq), '{}'),
+               coalesce(array_agg(DISTINCT pg_catalog.hashtext(p.aggregateid)), '{}')
+        INTO x_seqs, x_aggs
+        FROM picked AS p;
+    END IF;
+
+    -- 3. the log from the topic's position up to where every put settled:
+    -- an event of an aggregate a batch holds, or with an earlier event
+    -- still in outbox_retry or held (or, one_per_aggregate, the second of
+    -- one in this batch) is held back, its aggregate's row of outbox_held
+    -- stretched over it; the others go in the batch, several of one
+    -- aggregate in seq order.  Held events take no room in the batch: the
+    -- scan goes on until the batch is full, reading at most ten times its
+    -- room (up to 10,000), and the position moves past what it read.
+    room := batch_size - cardinality(r_ids) - cardinality(x_seqs);
+    IF room > 0 AND has_log THEN
         IF NOT positioned THEN
             INSERT INTO dedup.outbox_topics (part, topic) VALUES (in_part, outbox_take_batch.topic);
         END IF;
         stable := dedup.outbox_stable_seq(in_part, topic);
         lease_end := pg_catalog.clock_timestamp() + lease;
-        RETURN QUERY
+        scan_limit := least(10000, greatest(batch_size, room * 10));
         WITH scanned AS (
-            SELECT o.*, pg_catalog.hashtext(o.aggregateid) AS h
+            SELECT o.seq, o.aggregateid, pg_catalog.hashtext(o.aggregateid) AS h
             FROM dedup.outbox AS o
             WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic
               AND o.seq >= pos AND o.seq <= stable
             ORDER BY o.seq
-            LIMIT batch_size - cardinality(r_ids)
+            LIMIT scan_limit
         ), judged AS (
             SELECT s.*,
-                   (s.h = ANY (blocked) OR s.h = ANY (r_aggs)
-                    OR pg_catalog.row_number() OVER (PARTITION BY s.aggregateid ORDER BY s.seq) > 1
+                   (s.h = ANY (blocked)
+                    OR (one_per_aggregate
+                        AND (s.h = ANY (r_aggs) OR s.h = ANY (x_aggs)
+                             OR pg_catalog.row_number() OVER (PARTITION BY s.aggregateid ORDER BY s.seq) > 1))
                     OR (has_retry AND EXISTS (SELECT FROM dedup.outbox_retry AS r
-                                              WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = s.topic
-                                                AND r.aggregateid = s.aggregateid))) AS held
+                                              WHERE r.part OPERATOR(@extschema@.=) in_part
+                                                AND r.topic = outbox_take_batch.topic
+                                                AND r.aggregateid = s.aggregateid
+                                                AND r.batch IS DISTINCT FROM bid))
+                    OR (has_held AND EXISTS (SELECT FROM dedup.outbox_held AS x
+                                             WHERE x.part OPERATOR(@extschema@.=) in_part
+                                               AND x.topic = outbox_take_batch.topic
+                                               AND x.aggregateid = s.aggregateid))) AS held
             FROM scanned AS s
-        ), held_back AS (
-            INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
-                                            payload, headers, created_at)
-            SELECT j.part, j.seq, j.id, j.topic, j.aggregatetype, j.aggregateid, j.type,
-                   j.payload, j.headers, j.created_at
-            FROM judged AS j WHERE j.held
-            ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING
+        ), counted AS (
+            SELECT j.*, count(*) FILTER (WHERE NOT j.held) OVER (ORDER BY j.seq) AS k
+            FROM judged AS j
+        ), kept AS (
+            SELECT c.* FROM counted AS c WHERE c.k < room OR (c.k = room AND NOT c.held)
+        ), holding AS (
+            INSERT INTO dedup.outbox_held AS x (part, topic, aggregateid, from_seq, upto_seq)
+            SELECT in_part, outbox_take_batch.topic, k.aggregateid, min(k.seq), max(k.seq)
+            FROM kept AS k WHERE k.held GROUP BY k.aggregateid
+            ON CONFLICT ON CONSTRAINT outbox_held_pkey
+            DO UPDATE SET upto_seq = greatest(x.upto_seq, excluded.upto_seq)
         ), moved AS (
             UPDATE dedup.outbox_topics AS t
-            SET next_seq = (SELECT CASE WHEN count(*) = batch_size - cardinality(r_ids)
-                                        THEN max(s.seq) + 1
-                                        ELSE greatest(pos, stable + 1) END
-                            FROM scanned AS s)
+            SET next_seq = (SELECT CASE WHEN count(*) = (SELECT count(*) FROM scanned)
+                                             AND count(*) < scan_limit
+                                        THEN greatest(pos, stable + 1)
+                                        ELSE max(k.seq) + 1 END
+                            FROM kept AS k)
             WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic
-        ), made AS (
-            UPDATE dedup.outbox_batches AS x
-            SET topic = outbox_take_batch.topic,
-                generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
-                lease_until = lease_end, first_seq = c.lo, last_seq = c.hi, settled = c.held,
-                retried = cardinality(r_ids), events = cardinality(r_ids) + c.n,
-                aggregates = r_aggs || c.aggs
-            FROM (SELECT min(j.seq) AS lo, max(j.seq) AS hi,
-                         coalesce(array_agg(j.seq) FILTER (WHERE j.held), '{}') AS held,
-                         count(*) FILTER (WHERE NOT j.held) AS n,
-                         coalesce(array_agg(j.h) FILTER (WHERE NOT j.held), '{}') AS aggs
-                  FROM judged AS j) AS c
-            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot AND c.n + cardinality(r_ids) > 0
         )
-        SELECT e.batch_id, e.id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.headers,
-               e.attempts, e.created_at, e.lease_expires_at
-        FROM (
-            SELECT bid, j.id, j.aggregatetype, j.aggregateid, j.type, j.payload, j.headers,
-                   1, j.created_at, lease_end, j.seq
-            FROM judged AS j WHERE NOT j.held
-            UNION ALL
-            SELECT bid, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
-                   r.attempts, r.created_at, lease_end, r.seq
-            FROM dedup.outbox_retry AS r WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (r_ids)
-        ) AS e(batch_id, id, aggregatetype, aggregateid, type, payload, headers, attempts,
-               created_at, lease_expires_at, seq)
-        ORDER BY e.seq;
-        GET DIAGNOSTICS n = ROW_COUNT;
-    ELSIF cardinality(r_ids) > 0 THEN
+        SELECT min(k.seq) FILTER (WHERE NOT k.held), max(k.seq) FILTER (WHERE NOT k.held),
+               coalesce(array_agg(k.seq ORDER BY k.seq) FILTER (WHERE k.held), '{}'),
+               count(*) FILTER (WHERE NOT k.held),
+               coalesce(array_agg(DISTINCT k.h) FILTER (WHERE NOT k.held), '{}')
+        INTO c_lo, c_hi, c_held, c_n, c_aggs
+        FROM kept AS k;
+        -- the held events within the batch's range are not of it
+        c_held := ARRAY(SELECT s FROM unnest(c_held) AS s WHERE s > c_lo AND s < c_hi);
+    END IF;
+
+    n := cardinality(r_ids) + cardinality(x_seqs) + c_n;
+    IF n > 0 THEN
         UPDATE dedup.outbox_batches AS x
         SET topic = outbox_take_batch.topic,
             generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
-            lease_until = lease_end, first_seq = NULL, last_seq = NULL, settled = '{}',
-            retried = cardinality(r_ids), events = cardinality(r_ids), aggregates = r_aggs
+            lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
+            extra = x_seqs, retried = cardinality(r_ids), events = n,
+            aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a)
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         RETURN QUERY
-        SELECT bid, r.id, r.aggregatetype, r.aggregateid, r.type, r.payload, r.headers,
-               r.attempts, r.created_at, lease_end
-        FROM dedup.outbox_retry AS r WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (r_ids)
-        ORDER BY r.seq;
-        GET DIAGNOSTICS n = ROW_COUNT;
-    ELSE
-        n := 0;
+        SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload, m.headers,
+               m.attempts, m.created_at, lease_end, m.seq
+        FROM dedup.outbox_members(in_part, outbox_take_batch.topic, c_lo, c_hi, c_held, 1,
+                                  cardinality(r_ids), bid, x_seqs) AS m;
     END IF;
     PERFORM dedup.scope_count(topic, 'events_taken', n);
 END
 $$;
 
--- The 1.0 shape of take: the same batch, without its id.
+-- The 1.0 shape of take: the same batch, without its id or seqs, and with
+-- at most one event of an aggregate, as 1.0 handed them out (a 1.0 relay
+-- may publish a batch's events in any order).
 CREATE OR REPLACE FUNCTION dedup.outbox_take(caller oid, in_part @extschema@.dedup_fingerprint, topic text, batch_size integer)
 RETURNS TABLE (id uuid, aggregatetype text, aggregateid text, type text, payload jsonb,
                headers jsonb, attempts integer, created_at timestamptz,
@@ -519,16 +632,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers, t.attempts,
            t.created_at, t.lease_expires_at
-    FROM dedup.outbox_take_batch(caller, in_part, topic, batch_size) AS t
+    FROM dedup.outbox_take_batch(caller, in_part, topic, batch_size, true) AS t
 $$;
 
 -- Settle events of one batch: those of done (NULL: all but the failed)
 -- were published and never come back; those of failed were not, and come
--- back after retry_delay, or go dead at max_attempts; the batch keeps the
--- others.  With given_ids, an event acts only if named there, at the
--- attempt given_attempts names (NULL: any), as the 1.0 ack and nack do.
--- Returns what was acked, what nacked, and the batch's topic (NULL when
--- no batch of that id is handed out, or the caller may not relay its
+-- back after retry_delay, or go dead at max_attempts; so do the later
+-- events of a failed one's aggregate in the batch, whatever they were
+-- named (they go back together, in order, not counting this hand-out as
+-- an attempt of theirs); the batch keeps the others.  With given_ids, an
+-- event acts only if named there, at the attempt given_attempts names
+-- (NULL: any), as the 1.0 ack and nack do.  Returns what was acked, what
+-- went back (failed or behind a failed one), and the batch's topic (NULL
+-- when no batch of that id is handed out, or the caller may not relay its
 -- topic: nothing is done then, and nothing named).
 CREATE OR REPLACE FUNCTION dedup.outbox_settle(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint, done uuid[],
     failed uuid[], given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
@@ -560,21 +676,26 @@ BEGIN
     SELECT s.max_attempts INTO max_attempts FROM @extschema@.dedup_scope(b.topic) AS s;
     visible := pg_catalog.statement_timestamp() + retry_delay;
     -- the batch's events, and the verdict on each: 'a' acked, 'f' failed,
-    -- 'k' kept in the batch
-    SELECT array_agg(m.id ORDER BY m.seq), array_agg(m.seq ORDER BY m.seq),
-           array_agg(m.attempts ORDER BY m.seq), array_agg(m.in_retry ORDER BY m.seq),
-           array_agg(CASE
-               WHEN given_ids IS NOT NULL
-                    AND NOT EXISTS (SELECT FROM unnest(given_ids, given_attempts) AS g(gi, ga)
-                                    WHERE g.gi = m.id AND (g.ga IS NULL OR g.ga = m.attempts)) THEN 'k'
-               WHEN m.id = ANY (failed) THEN 'f'
-               WHEN done IS NULL OR m.id = ANY (done) THEN 'a'
-               ELSE 'k' END::"char" ORDER BY m.seq)
+    -- 'b' back behind a failed one of its aggregate, 'k' kept in the batch
+    SELECT array_agg(v.id ORDER BY v.seq), array_agg(v.seq ORDER BY v.seq),
+           array_agg(v.attempts ORDER BY v.seq), array_agg(v.in_retry ORDER BY v.seq),
+           array_agg(CASE WHEN v.verdict <> 'f' AND v.behind THEN 'b' ELSE v.verdict END::"char"
+                     ORDER BY v.seq)
     INTO m_id, m_seq, m_attempt, m_retried, m_verdict
-    FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt,
-                              b.retried, bid) AS m;
+    FROM (SELECT w.*,
+                 bool_or(w.verdict = 'f') OVER (PARTITION BY w.aggregateid ORDER BY w.seq) AS behind
+          FROM (SELECT m.seq, m.id, m.aggregateid, m.attempts, m.in_retry,
+                       CASE
+                           WHEN given_ids IS NOT NULL
+                                AND NOT EXISTS (SELECT FROM unnest(given_ids, given_attempts) AS g(gi, ga)
+                                                WHERE g.gi = m.id AND (g.ga IS NULL OR g.ga = m.attempts)) THEN 'k'
+                           WHEN m.id = ANY (failed) THEN 'f'
+                           WHEN done IS NULL OR m.id = ANY (done) THEN 'a'
+                           ELSE 'k' END::"char" AS verdict
+                FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq, b.settled,
+                                          b.attempt, b.retried, bid, b.extra) AS m) AS w) AS v;
     acked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v = 'a');
-    nacked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v = 'f');
+    nacked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v IN ('f', 'b'));
     IF cardinality(acked) = 0 AND cardinality(nacked) = 0 THEN
         RETURN;
     END IF;
@@ -585,7 +706,8 @@ BEGIN
         WHERE u.rt AND u.v = 'a' AND r.part OPERATOR(@extschema@.=) in_part AND r.id = u.i;
     END IF;
     IF cardinality(nacked) > 0 THEN
-        -- failed events: dead at max_attempts, or back after retry_delay
+        -- failed events: dead at max_attempts, or back after retry_delay;
+        -- those behind them back too, with the attempts they had before
         PERFORM dedup.outbox_bury(in_part, b.topic,
             ARRAY(SELECT u.s FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
                   WHERE u.v = 'f' AND NOT u.rt AND u.t >= max_attempts),
@@ -594,17 +716,22 @@ BEGIN
                   WHERE u.v = 'f' AND u.rt AND u.t >= max_attempts),
             error);
         UPDATE dedup.outbox_retry AS r
-        SET batch = NULL, visible_at = visible, last_error = coalesce(error, r.last_error)
+        SET batch = NULL, visible_at = visible,
+            last_error = CASE WHEN u.v = 'f' THEN coalesce(error, r.last_error) ELSE r.last_error END,
+            attempts = CASE WHEN u.v = 'f' THEN r.attempts ELSE greatest(r.attempts - 1, 0) END
         FROM unnest(m_id, m_attempt, m_retried, m_verdict) AS u(i, t, rt, v)
-        WHERE u.v = 'f' AND u.rt AND u.t < max_attempts AND r.part OPERATOR(@extschema@.=) in_part AND r.id = u.i;
+        WHERE u.rt AND (u.v = 'b' OR (u.v = 'f' AND u.t < max_attempts))
+          AND r.part OPERATOR(@extschema@.=) in_part AND r.id = u.i;
         INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
                                         payload, headers, created_at, attempts, visible_at,
                                         last_error)
         SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
-               o.headers, o.created_at, u.t, visible, error
+               o.headers, o.created_at,
+               CASE WHEN u.v = 'f' THEN u.t ELSE greatest(u.t - 1, 0) END, visible,
+               CASE WHEN u.v = 'f' THEN error END
         FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
         JOIN dedup.outbox AS o ON o.part OPERATOR(@extschema@.=) in_part AND o.topic = b.topic AND o.seq = u.s
-        WHERE u.v = 'f' AND NOT u.rt AND u.t < max_attempts
+        WHERE NOT u.rt AND (u.v = 'b' OR (u.v = 'f' AND u.t < max_attempts))
         ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
     END IF;
     -- events of the log that left the batch are settled in it
@@ -696,7 +823,7 @@ BEGIN
                              ARRAY(SELECT m.id FROM dedup.outbox_batch(in_part, batch_id) AS b,
                                    dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
                                                         b.settled, b.attempt, b.retried,
-                                                        batch_id) AS m),
+                                                        batch_id, b.extra) AS m),
                              NULL, NULL, retry_delay, error);
     IF s.topic IS NOT NULL THEN
         PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
@@ -727,7 +854,8 @@ REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
 
 -- The ids of a relay's ack or nack that it did not act on must be events
 -- it could have been handed: one never handed out (in the log past its
--- topic's position, or waiting in outbox_retry with no attempt) is 55000,
+-- topic's position, held back in outbox_held, or waiting in outbox_retry
+-- with no attempt) is 55000,
 -- one unknown 42704.  Any other (acked before, dead, back in the queue, or
 -- taken again under another attempt) was acted on by someone else: fine.
 CREATE OR REPLACE FUNCTION dedup.outbox_check_ids(in_part @extschema@.dedup_fingerprint, ids uuid[], done uuid[])
@@ -745,7 +873,12 @@ BEGIN
            OR EXISTS (SELECT FROM dedup.outbox AS o
                       LEFT JOIN dedup.outbox_topics AS t
                              ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
-                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i AND o.seq >= coalesce(t.next_seq, 0)))
+                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i AND o.seq >= coalesce(t.next_seq, 0))
+           OR EXISTS (SELECT FROM dedup.outbox AS o
+                      JOIN dedup.outbox_held AS h
+                        ON h.part OPERATOR(@extschema@.=) o.part AND h.topic = o.topic
+                       AND h.aggregateid = o.aggregateid AND o.seq BETWEEN h.from_seq AND h.upto_seq
+                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i))
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
@@ -783,7 +916,7 @@ BEGIN
              WHERE x.part OPERATOR(@extschema@.=) in_part AND x.busy ORDER BY x.slot LOOP
         bid := dedup.outbox_batch_id(b.part, b.slot, b.generation);
         IF EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq,
-                                                    b.settled, b.attempt, b.retried, bid) AS m
+                                                    b.settled, b.attempt, b.retried, bid, b.extra) AS m
                    WHERE m.id = ANY (ids)) THEN
             named := named || bid;
         END IF;
@@ -956,6 +1089,15 @@ BEGIN
         WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
           AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
         UNION ALL
+        -- events held back behind their aggregate
+        SELECT o.topic, o.created_at, 'p'::"char"
+        FROM dedup.outbox_held AS h
+        JOIN dedup.outbox AS o
+          ON o.part OPERATOR(@extschema@.=) h.part AND o.topic = h.topic
+         AND o.seq BETWEEN h.from_seq AND h.upto_seq AND o.aggregateid = h.aggregateid
+        WHERE (in_part IS NULL OR h.part OPERATOR(@extschema@.=) in_part)
+          AND (for_topic IS NULL OR h.topic = for_topic)
+        UNION ALL
         -- events of batches, from the log and from outbox_retry (as
         -- dedup.outbox_members() finds them, here joined)
         SELECT b.topic, o.created_at,
@@ -963,7 +1105,8 @@ BEGIN
         FROM dedup.outbox_batches AS b
         JOIN dedup.outbox AS o
           ON o.part OPERATOR(@extschema@.=) b.part AND o.topic = b.topic
-         AND o.seq BETWEEN b.first_seq AND b.last_seq AND o.seq <> ALL (b.settled)
+         AND (o.seq BETWEEN b.first_seq AND b.last_seq OR o.seq = ANY (b.extra))
+         AND o.seq <> ALL (b.settled)
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND (for_topic IS NULL OR b.topic = for_topic)
         UNION ALL
@@ -995,8 +1138,8 @@ $$;
 
 -- Published events leave the log once their topic's retention passed (an
 -- event's row is its key: within retention a put of its key finds it):
--- up to batch_size events of partition in_part, of each topic before both
--- its position and the first event of its batches.  Run by the cleanup as
+-- up to batch_size events of partition in_part, of each topic before its
+-- position, the first event of its batches and its first held event.  Run by the cleanup as
 -- the owner of the outbox; returns how many went.
 CREATE OR REPLACE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
 RETURNS bigint
@@ -1009,9 +1152,13 @@ DECLARE
     m bigint;
 BEGIN
     FOR t IN SELECT x.topic,
-                    least(x.next_seq, (SELECT min(b.first_seq) FROM dedup.outbox_batches AS b
-                                       WHERE b.part OPERATOR(@extschema@.=) in_part AND b.topic = x.topic
-                                         AND b.busy)) AS upto,
+                    least(x.next_seq,
+                          (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
+                           FROM dedup.outbox_batches AS b
+                           WHERE b.part OPERATOR(@extschema@.=) in_part AND b.topic = x.topic
+                             AND b.busy),
+                          (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
+                           WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic)) AS upto,
                     pg_catalog.statement_timestamp()
                     - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
              FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
@@ -1034,7 +1181,7 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_trim(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION
-    dedup.outbox_take_batch(oid, @extschema@.dedup_fingerprint, text, integer),
+    dedup.outbox_take_batch(oid, @extschema@.dedup_fingerprint, text, integer, boolean),
     dedup.outbox_take(oid, @extschema@.dedup_fingerprint, text, integer),
     dedup.outbox_ack_batch(oid, @extschema@.dedup_fingerprint, bigint, uuid[], interval, text),
     dedup.outbox_nack_batch(oid, @extschema@.dedup_fingerprint, bigint, interval, text),
@@ -1056,10 +1203,10 @@ FROM PUBLIC;
 CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
-               lease_expires_at timestamptz)
+               lease_expires_at timestamptz, seq bigint)
 AS 'MODULE_PATHNAME', 'dedup_outbox_relay' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_take_batch(text, integer) IS
-    'hand out a batch of up to batch_size events of a topic under one lease (the topic''s lease); ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back whole after its lease';
+    'hand out a batch of up to batch_size events of a topic under one lease (the topic''s lease), several of an aggregate in seq order; ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back whole after its lease';
 
 CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
     retry_delay interval DEFAULT '0', error text DEFAULT NULL)

@@ -5,7 +5,7 @@
 -- this part in as it is.
 -- Where each topic's relays are in the log: every event of the topic with
 -- a seq below next_seq was handed out in a batch, or held back (in
--- dedup.outbox_retry).  A topic has a row from the first take that reads
+-- dedup.outbox_held).  A topic has a row from the first take that reads
 -- its log (one with no event past 0 has none, as at 0).
 CREATE TABLE dedup.outbox_topics (
     topic    text COLLATE "C" NOT NULL,
@@ -26,8 +26,9 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s
 -- generation, which each new batch in it advances, whatever its topic
 -- (dedup.outbox_batch_id()): no id handed out before names a batch handed
 -- out after.  Its events are those of the topic's log from first_seq to
--- last_seq but for the seqs in settled (held back, or acked or nacked one
--- by one), and the events of dedup.outbox_retry that name the batch
+-- last_seq, and those of the seqs in extra (handed out from
+-- dedup.outbox_held), but for the seqs in settled (held back, or acked or
+-- nacked one by one), and the events of dedup.outbox_retry that name the batch
 -- (retried of them); events counts them all, aggregates holds hashtext()
 -- of their aggregate ids.  attempt is that of its events from the log; a
 -- busy slot whose lease passed is handed out again whole.
@@ -41,6 +42,7 @@ CREATE TABLE dedup.outbox_batches (
     first_seq   bigint,
     last_seq    bigint,
     settled     bigint[] NOT NULL DEFAULT '{}',
+    extra       bigint[] NOT NULL DEFAULT '{}',
     retried     integer NOT NULL DEFAULT 0,
     events      integer NOT NULL DEFAULT 0,
     aggregates  integer[] NOT NULL DEFAULT '{}',
@@ -51,8 +53,8 @@ CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
 COMMENT ON TABLE dedup.outbox_batches IS 'the slots of the outbox''s batches, reused by any topic: a busy one holds a batch of its topic handed out and not yet acked, with its events, attempt and lease';
 
 -- Events with a state of their own (PgQ's retry queue): nacked ones,
--- waiting for their retry_delay; ones held back behind an earlier event of
--- their aggregate that was not yet published; redriven dead ones.  A copy
+-- waiting for their retry_delay (and the later events of their aggregate
+-- in their batch, sent back with them); redriven dead ones.  A copy
 -- of the event's row, with its attempts, the time it may go out again, its
 -- last error, and the batch it is in while handed out.
 CREATE TABLE dedup.outbox_retry (
@@ -75,8 +77,26 @@ CREATE TABLE dedup.outbox_retry (
 CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (topic, seq);
 CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (topic, aggregateid, seq);
 CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (batch) WHERE batch IS NOT NULL;
-COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked, held back behind an earlier event of their aggregate, or redriven: each with its own attempts and time';
+COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked (with the later events of their aggregate in their batch), or redriven: each with its own attempts and time';
+
+-- Events held back behind an earlier unpublished event of their aggregate
+-- (in a busy batch, or in dedup.outbox_retry), without a row each: one row
+-- per held aggregate of a topic says that its events in the log from
+-- from_seq to upto_seq (all below the topic's position, none in a batch)
+-- wait; upto_seq is the seq of one of them.  A take hands them out, in seq
+-- order, once the aggregate is free, reading them from the log by seq
+-- (sql/functions/outbox.sql says why no index of the log's aggregates).
+CREATE TABLE dedup.outbox_held (
+    topic       text COLLATE "C" NOT NULL,
+    aggregateid text NOT NULL,
+    from_seq    bigint NOT NULL,
+    upto_seq    bigint NOT NULL,
+    part        @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_held_pkey PRIMARY KEY (topic, aggregateid)
+) USING heap WITH (fillfactor = 50);
+COMMENT ON TABLE dedup.outbox_held IS 'aggregates of the outbox held back behind an earlier unpublished event: the range of the log their waiting events are in, one row per aggregate';
 
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_topics', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_retry', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_held', '');

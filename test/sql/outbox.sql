@@ -1,17 +1,26 @@
 -- The transactional outbox: put, take, ack, nack, dead letters, redrive,
 -- figures, the batch API, the cleanup of the log and of keys past
 -- retention, and every error (with nothing changed).
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT (dedup_set_scope('orders', lease => '1 minute', retention => '1 hour')).configured AS set;
 -- the events a relay holds now, and those waiting in outbox_retry
 CREATE TEMP VIEW in_flight AS
 SELECT m.id, m.seq, m.aggregateid, m.attempts, m.payload->>'key' AS key
-FROM dedup.outbox_batches AS b, dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt, b.retried, dedup.outbox_batch_id(b.part, b.slot, b.generation)) AS m WHERE b.busy;
+FROM dedup.outbox_batches AS b, dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt, b.retried, dedup.outbox_batch_id(b.part, b.slot, b.generation), b.extra) AS m WHERE b.busy;
 CREATE TEMP VIEW retry AS
 SELECT r.payload->>'key' AS key, r.aggregateid, r.attempts, r.batch IS NOT NULL AS in_batch,
        r.last_error, r.visible_at > now() AS delayed
 FROM dedup.outbox_retry AS r;
+-- the events held back behind an earlier one of their aggregate: one row
+-- of outbox_held per aggregate, none per event
+CREATE TEMP VIEW held_back AS
+SELECT h.aggregateid, h.upto_seq >= h.from_seq AS ranged,
+       string_agg(o.payload->>'key', ' ' ORDER BY o.seq) AS keys
+FROM dedup.outbox_held AS h
+JOIN dedup.outbox AS o ON o.topic = h.topic AND o.aggregateid = h.aggregateid
+                      AND o.seq BETWEEN h.from_seq AND h.upto_seq
+GROUP BY h.aggregateid, h.from_seq, h.upto_seq;
 
 -- put: the same (topic, key) yields one event, whose id comes back either way
 BEGIN;
@@ -70,6 +79,7 @@ SELECT payload->>'key' AS key, aggregateid, attempts,
        lease_expires_at - clock_timestamp() BETWEEN interval '59 seconds' AND interval '1 minute' AS topic_lease
 FROM dedup_outbox_take('orders', 10);
 SELECT * FROM retry ORDER BY key;
+SELECT * FROM held_back ORDER BY aggregateid;
 -- everything handed out is in flight; A's next waits for A's first
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT topic, pending, in_flight, dead, oldest_pending_age >= interval '0' AS aged FROM dedup_outbox_stats('orders');
@@ -91,7 +101,7 @@ SELECT * FROM retry WHERE key = 'b-1';
 
 -- a lease that passes: the batch comes back whole, attempts counted
 UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second'
-WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches.part, outbox_batches.topic, outbox_batches.first_seq, outbox_batches.last_seq, outbox_batches.settled, outbox_batches.attempt, outbox_batches.retried, dedup.outbox_batch_id(outbox_batches.part, outbox_batches.slot, outbox_batches.generation)) AS m WHERE m.payload->>'key' = 'c-1');
+WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches.part, outbox_batches.topic, outbox_batches.first_seq, outbox_batches.last_seq, outbox_batches.settled, outbox_batches.attempt, outbox_batches.retried, dedup.outbox_batch_id(outbox_batches.part, outbox_batches.slot, outbox_batches.generation), outbox_batches.extra) AS m WHERE m.payload->>'key' = 'c-1');
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10) ORDER BY 1;
 
 -- dead letters: handed out the topic's max_attempts times, then dead
@@ -115,7 +125,7 @@ RESET dedup.outbox_max_attempts;
 -- a late relay: its lease passed and another relay took the event again.
 -- With the attempt take gave it, its nack and its ack leave the event to
 -- the relay that holds it now (0 acted on); that relay's ack counts.
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_outbox_put('orders', 'late-1', '{}') AS late1 \gset
 SELECT attempts AS relay1 FROM dedup_outbox_take('orders', 10);
@@ -165,7 +175,7 @@ SELECT dedup_outbox_put('dead-topic', 'zombie', '{}') IS NOT NULL AS put,
        (SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-topic') AS dead;
 
 -- the batch API: take a batch (one id for all its events), ack it whole
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT count(*) FROM generate_series(1, 6) AS i,
   LATERAL dedup_outbox_put('orders', 'k-' || i, jsonb_build_object('key', 'k-' || i),
@@ -221,8 +231,78 @@ BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take('orders', 10)$$);
 ROLLBACK;
 
+-- a hot aggregate (1.1's take_batch): a batch holds consecutive events of
+-- one aggregate, in seq order, each with its seq; a failed event sends the
+-- later ones of its aggregate in the batch back with it (attempts as
+-- before), never another aggregate's; events behind a busy batch of their
+-- aggregate wait in one row of outbox_held, none in outbox_retry
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead, dedup.outbox_keys;
+SELECT count(*) FROM generate_series(1, 8) AS i,
+  LATERAL dedup_outbox_put('orders', 'h-' || i, jsonb_build_object('key', 'h-' || i),
+                           aggregate_id => CASE WHEN i = 7 THEN 'cold' ELSE 'hot' END) AS p;
+CREATE TEMP TABLE hot1 AS SELECT * FROM dedup_outbox_take_batch('orders', 5);
+SELECT string_agg(payload->>'key', ' ' ORDER BY seq) AS keys, count(DISTINCT batch_id) AS batches,
+       bool_and(seq = (SELECT o.seq FROM dedup.outbox AS o WHERE o.id = hot1.id)) AS seqs_of_log
+FROM hot1;
+-- a second relay: hot's h-6 and h-8 are held (one row, no event in
+-- outbox_retry); cold's h-7 is free
+CREATE TEMP TABLE hot2 AS SELECT * FROM dedup_outbox_take_batch('orders', 5);
+SELECT string_agg(payload->>'key', ' ' ORDER BY seq) AS keys FROM hot2;
+SELECT * FROM held_back ORDER BY aggregateid;
+SELECT count(*) AS in_retry FROM dedup.outbox_retry;
+SELECT topic, pending, in_flight FROM dedup_outbox_stats('orders');
+-- a held event was never handed out: acking it by id is 55000
+SELECT regress_try($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'h-8', '{}')])$$);
+-- h-2 fails: h-3, h-4 and h-5 go back with it (hot's later events in the
+-- batch, attempts as before), h-1 is published
+SELECT dedup_outbox_ack_batch((SELECT batch_id FROM hot1 LIMIT 1),
+                              failed => ARRAY(SELECT id FROM hot1 WHERE payload->>'key' = 'h-2'),
+                              error => 'refused') AS acked;
+SELECT * FROM retry ORDER BY key;
+SELECT dedup_outbox_ack_batch((SELECT batch_id FROM hot2 LIMIT 1)) AS acked;
+-- hot's events go out again, in order: the four back, then the two held
+SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take_batch('orders', 10) ORDER BY seq;
+SELECT count(*) AS held_rows FROM dedup.outbox_held;
+SELECT dedup_outbox_ack_batch(max(batch_id)) AS acked FROM dedup.outbox_batches AS b,
+  LATERAL (SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation) AS batch_id) AS x WHERE b.busy;
+SELECT topic, pending, in_flight, dead FROM dedup_outbox_stats('orders');
+-- the 1.0 take keeps one event of an aggregate a batch
+SELECT count(*) FROM generate_series(9, 11) AS i,
+  LATERAL dedup_outbox_put('orders', 'h-' || i, jsonb_build_object('key', 'h-' || i), aggregate_id => 'hot') AS p;
+SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
+SELECT * FROM held_back ORDER BY aggregateid;
+
+-- the put writes the log directly (heap and indexes, no SPI), as an
+-- INSERT would: the defaults of the columns, a large payload (TOASTed)
+-- read back whole, the indexes found by both keys; a trigger on the log
+-- (which the direct write does not know) sends the put through SPI, and
+-- the trigger fires; the rows the two write are alike
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead, dedup.outbox_keys;
+SELECT dedup_outbox_put('orders', 'direct-1', jsonb_build_object('big', repeat('x', 100000))) AS direct1 \gset
+CREATE TEMP TABLE fired (id uuid);
+CREATE FUNCTION pg_temp.outbox_fired() RETURNS trigger LANGUAGE plpgsql AS
+$$BEGIN INSERT INTO fired VALUES (NEW.id); RETURN NEW; END$$;
+CREATE TRIGGER regress_fired AFTER INSERT ON dedup.outbox FOR EACH ROW EXECUTE FUNCTION pg_temp.outbox_fired();
+SELECT dedup_outbox_put('orders', 'spi-1', jsonb_build_object('big', repeat('x', 100000))) AS spi1 \gset
+DROP TRIGGER regress_fired ON dedup.outbox;
+SELECT count(*) AS fired, bool_and(id = :'spi1') AS for_spi1 FROM fired;
+SELECT key, o.id = k.id AS id_found, o.topic, o.aggregatetype, o.aggregateid, o.type,
+       length(o.payload->>'big') AS payload_len, o.headers, o.created_at BETWEEN now() - interval '1 minute' AND now() AS created_now,
+       o.part = '00000000000000000000000000000000' AS part_0,
+       (SELECT x.id FROM dedup.outbox AS x WHERE x.topic = o.topic AND x.seq = o.seq) = o.id AS by_seq
+FROM (VALUES ('direct-1', :'direct1'::uuid), ('spi-1', :'spi1'::uuid)) AS k(key, id)
+JOIN dedup.outbox AS o ON o.id = k.id ORDER BY o.seq;
+SELECT (SELECT seq FROM dedup.outbox WHERE id = :'spi1') > (SELECT seq FROM dedup.outbox WHERE id = :'direct1') AS in_order,
+       dedup_outbox_put('orders', 'direct-1', '{}') = :'direct1' AS same_id, count(*) AS events
+FROM dedup.outbox;
+-- two puts of one key in one statement: one event
+SELECT count(DISTINCT p) AS ids FROM generate_series(1, 2) AS i, LATERAL dedup_outbox_put('orders', 'direct-2', '{}') AS p;
+SELECT count(*) AS events FROM dedup.outbox WHERE aggregateid = 'direct-2';
+
 -- errors, and nothing changed by them
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_outbox_put('orders', 'err-taken', '{}') IS NOT NULL AS put,
        dedup_outbox_put('orders', 'err-pending', '{}') IS NOT NULL AS put;
@@ -326,7 +406,7 @@ SELECT dedup_outbox_ack_batch(max(batch_id)) > 0 AS relayed FROM dedup_outbox_ta
 RESET ROLE;
 DROP OWNED BY regress_dedup_producer, regress_dedup_relay;
 DROP ROLE regress_dedup_producer, regress_dedup_relay;
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT dedup_reset_scope('orders') AS reset;
 
@@ -374,7 +454,7 @@ SELECT dedup_outbox_ack_batch(:b1) AS b1_acked, dedup_outbox_ack_batch(:b2) AS b
 RESET ROLE;
 DROP OWNED BY regress_relay_a, regress_relay_b;
 DROP ROLE regress_relay_a, regress_relay_b;
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 
 -- slots: a take with nothing to hand out writes nothing (no position, no
@@ -436,7 +516,7 @@ SELECT sum(dedup_outbox_ack_batch(batch_id)) AS old_ids_acked,
        sum(dedup_outbox_nack_batch(batch_id)) AS old_ids_nacked FROM handed;
 SELECT count(*) AS busy, min(topic) AS topic FROM dedup.outbox_batches WHERE busy;
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM held;
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
 
 -- partitions: one server has one, number 0 (part all zeros), in every row;
@@ -473,5 +553,5 @@ SELECT count(*) AS slots, count(*) FILTER (WHERE busy) AS busy,
        min(slot) FILTER (WHERE topic = 'parts-other') AS its_slot,
        min(generation) FILTER (WHERE topic = 'parts-other') AS its_generation
 FROM dedup.outbox_batches;
-TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry,
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
