@@ -3,6 +3,9 @@
 #   make && make install     build and install into the PostgreSQL of $(PG_CONFIG)
 #   make sim                 the exactly-once simulator sim/dedup-sim (a libpq client)
 #   scripts/test             the whole test suite on a throwaway server (see README)
+#   make installcheck        the regress, isolation and TAP tests (test/t) against
+#                            the installed server (not as root: TAP runs initdb)
+#   make lint                reference, META.json and C format checks (test/lint)
 #
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
 # is built from the parts in sql/ listed in SQL_PARTS, in that order (types,
@@ -79,6 +82,26 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	record-keylock stream-advance history-fold extension-drop extension-recreate scope-invalidation
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
+# TAP tests: test/t/NNN_name.pl, PostgreSQL's own harness
+# (PostgreSQL::Test::Cluster, through test/perl/DedupNode.pm), each on
+# servers of its own; PGXS's prove_installcheck runs them after the regress
+# and isolation tests, against the installed PostgreSQL, as a user that may
+# run initdb (not root: scripts/lib.sh's run_tap_tests runs them as
+# postgres).  A plain `make installcheck` runs all three; a caller that
+# names its REGRESS or ISOLATION tests on the command line (scripts/test,
+# one step at a time) runs no TAP test unless it says TAP_TESTS=1 too.
+# One file: make installcheck REGRESS= ISOLATION= PROVE_TESTS=test/t/002_crash.pl
+ifeq ($(origin REGRESS)$(origin ISOLATION),filefile)
+TAP_TESTS = 1
+endif
+PROVE_TESTS = test/t/*.pl
+
+# make lint: the checks of the tree rather than of the server's behaviour,
+# each said "ok   NAME" or "FAIL NAME" (scripts/test counts them): the
+# reference documentation against the installed extension (it starts a
+# server of its own), META.json, and the C sources' layout
+LINT_CHECKS = test/lint/reference.sh test/lint/meta.sh test/lint/format.sh
+
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 # rebuild what includes a changed header (PGXS tracks dependencies with -MMD)
 override autodepend = yes
@@ -92,6 +115,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# after PGXS, whose Makefile.global empties it: where DedupNode.pm is
+PROVE_FLAGS = -I test/perl
+
 $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@
 
@@ -100,6 +126,13 @@ $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sq
 	{ sed -n '1,/^\\echo /p' sql/updates/1.0--1.1.pre.sql; cat sql/functions/checks.sql; \
 	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
 	  cat $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
+
+.PHONY: lint
+lint:
+	@status=0; for t in $(LINT_CHECKS); do \
+		if out=$$(bash $$t 2>&1); then echo "ok   $$t"; \
+		else echo "FAIL $$t"; echo "$$out" | tail -n 40; status=1; fi; \
+	done; exit $$status
 
 .PHONY: sim
 sim: sim/dedup-sim

@@ -113,7 +113,11 @@ server_crash_command() {
 # For scripted tests: a server of their own in a new temporary directory, on
 # the test port plus PORT_OFFSET, stopped and removed when the script exits
 # (kept when KEEP is set), with PGHOST/PGPORT/PGUSER/PGDATABASE pointing at
-# it.  Sets dir and port.
+# it.  Sets dir and port.  Each script has an offset of its own, so that
+# scripts may run side by side (the TAP tests in test/t need none: the
+# harness picks free ports): fingerprint-cost 12, package 13, pgbouncer 14
+# (and its pooler +100), monitoring 15 (its exporter +200), lint/reference
+# 20, sim 60, upgrade 70, citus 80 (its workers 81 and 82).
 test_server() {
 	local name=$1 offset=$2
 	shift 2
@@ -168,4 +172,30 @@ check() {
 		exit 1
 	fi
 	echo "ok: $1"
+}
+
+# run_tap_tests LOG [FILE...]: the TAP tests (test/t/*.pl, or the FILEs
+# named, as test/t/NNN_name.pl) through PGXS's prove_installcheck, against
+# the PostgreSQL of pg_config, as the server user: the harness runs initdb,
+# which refuses root.  They run in a throwaway copy of the Makefile and
+# test/ owned by that user (prove_installcheck writes tmp_check there, and
+# the tree may be root's); prove's output goes to LOG, the harness's logs of
+# a failed file to LOG.d/.  Returns make's status.
+run_tap_tests() {
+	local log=$1 tap status
+	shift
+	tap=$(mktemp -d /tmp/dedup-tap.XXXXXX)
+	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" "$tap/"
+	chown -R "$SERVER_USER" "$tap"
+	chmod 755 "$tap"
+	(cd "$tap" && as_server make -s installcheck REGRESS= ISOLATION= TAP_TESTS=1 \
+		${1:+PROVE_TESTS="$*"}) >"$log" 2>&1
+	status=$?
+	rm -rf "$log.d"
+	if [ -d "$tap/tmp_check/log" ]; then
+		mkdir -p "$log.d"
+		cp -R "$tap/tmp_check/log/." "$log.d/"
+	fi
+	[ -n "${KEEP:-}" ] || rm -rf "$tap"
+	return "$status"
 }
