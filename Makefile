@@ -90,7 +90,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 # postgres).  A plain `make installcheck` runs all three; a caller that
 # names its REGRESS or ISOLATION tests on the command line (scripts/test,
 # one step at a time) runs no TAP test unless it says TAP_TESTS=1 too.
-# One file: make installcheck REGRESS= ISOLATION= PROVE_TESTS=test/t/002_crash.pl
+# One file: make installcheck REGRESS= ISOLATION= TAP_TESTS=1 PROVE_TESTS=test/t/002_crash.pl
 ifeq ($(origin REGRESS)$(origin ISOLATION),filefile)
 TAP_TESTS = 1
 endif

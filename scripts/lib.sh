@@ -146,23 +146,6 @@ wait_for() {
 	done
 }
 
-# pid_gone_within PID SECONDS: whether process PID exits within SECONDS
-# (a decimal), polling /proc every 20 ms; prints how long it took.
-pid_gone_within() {
-	local pid=$1 limit=$2 start now
-	start=$(date +%s.%N)
-	while [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; do
-		now=$(date +%s.%N)
-		if awk -v a="$start" -v b="$now" -v l="$limit" 'BEGIN { exit !(b - a > l) }'; then
-			echo "pid $pid still there after ${limit}s"
-			return 1
-		fi
-		sleep 0.02
-	done
-	now=$(date +%s.%N)
-	awk -v a="$start" -v b="$now" 'BEGIN { printf "gone after %.3fs\n", b - a }'
-}
-
 # For scripted tests: q runs psql quietly and unaligned, stopping at the
 # first error; check WHAT GOT WANT fails the test unless GOT is WANT.
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
@@ -180,16 +163,20 @@ check() {
 # which refuses root.  They run in a throwaway copy of the Makefile and
 # test/ owned by that user (prove_installcheck writes tmp_check there, and
 # the tree may be root's); prove's output goes to LOG, the harness's logs of
-# a failed file to LOG.d/.  Returns make's status.
+# each file to LOG.d/.  The harness picks free ports; it reserves them in
+# one directory for every run on the machine (/tmp/dedup-tap-ports), so that
+# runs side by side do not pick the same.  Returns make's status.
 run_tap_tests() {
-	local log=$1 tap status
+	local log=$1 tap status ports=/tmp/dedup-tap-ports
 	shift
 	tap=$(mktemp -d /tmp/dedup-tap.XXXXXX)
 	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" "$tap/"
 	chown -R "$SERVER_USER" "$tap"
 	chmod 755 "$tap"
-	(cd "$tap" && as_server make -s installcheck REGRESS= ISOLATION= TAP_TESTS=1 \
-		${1:+PROVE_TESTS="$*"}) >"$log" 2>&1
+	mkdir -p "$ports"
+	chmod 1777 "$ports" 2>/dev/null || true
+	(cd "$tap" && as_server env PG_TEST_PORT_DIR="$ports" make -s installcheck REGRESS= ISOLATION= \
+		TAP_TESTS=1 ${1:+PROVE_TESTS="$*"}) >"$log" 2>&1
 	status=$?
 	rm -rf "$log.d"
 	if [ -d "$tap/tmp_check/log" ]; then

@@ -12,6 +12,11 @@
 # log's lines, a process's exit within a time, and the fixture of every
 # kind of dedup row (test/fixture/*.sql, which test/fixture.sh reads too).
 #
+# One file, as a user other than root, against the PostgreSQL of pg_config:
+#   make installcheck REGRESS= ISOLATION= TAP_TESTS=1 PROVE_TESTS=test/t/002_crash.pl
+# as root (as scripts/test does, as postgres, in a copy of the tree):
+#   . scripts/lib.sh; run_tap_tests /tmp/tap.log test/t/002_crash.pl
+#
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 
 package DedupNode;
