@@ -5,7 +5,8 @@
 #   scripts/test             the whole test suite on a throwaway server (see README)
 #   make installcheck        the regress, isolation and TAP tests (test/t) against
 #                            the installed server (not as root: TAP runs initdb)
-#   make lint                reference, META.json and C format checks (test/lint)
+#   make lint                checks of the sources: src/'s layers (src/README.md),
+#                            the reference, META.json, C format (test/lint)
 #
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
 # is built from the parts in sql/ listed in SQL_PARTS, in that order (types,
@@ -20,8 +21,12 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(EXTENSION).
 
 MODULE_big = dedup
 OBJS = \
-	src/dedup.o \
-	src/cluster.o \
+	src/module.o \
+	src/settings.o \
+	src/checks.o \
+	src/catalog.o \
+	src/shards.o \
+	src/routing.o \
 	src/fingerprint.o \
 	src/scope.o \
 	src/bucket.o \
@@ -33,8 +38,8 @@ OBJS = \
 	src/cleanup.o \
 	src/outbox.o \
 	src/stream.o \
-	src/stats.o \
-	src/scopestats.o \
+	src/cleanup_stats.o \
+	src/scope_counters.o \
 	src/worker.o
 
 SQL_PARTS = \
@@ -47,13 +52,14 @@ SQL_PARTS = \
 	sql/tables/buckets.sql \
 	sql/tables/history.sql \
 	sql/tables/outbox.sql \
+	sql/tables/outbox_relay.sql \
 	sql/tables/grants.sql \
 	sql/tables/streams.sql \
-	sql/functions/scopes.sql \
-	sql/functions/claims.sql \
-	sql/functions/records.sql \
+	sql/functions/scope.sql \
+	sql/functions/claim.sql \
+	sql/functions/record.sql \
 	sql/functions/outbox.sql \
-	sql/functions/streams.sql \
+	sql/functions/stream.sql \
 	sql/functions/history.sql \
 	sql/functions/cleanup.sql \
 	sql/functions/cluster.sql \
@@ -61,10 +67,13 @@ SQL_PARTS = \
 
 # The update script from 1.0 to 1.1 (not released yet) is built too: the
 # schema and data steps written by hand (sql/updates/1.0--1.1.pre.sql, after
-# the checks it uses, and .post.sql) around the function parts and the
-# privileges, which are written once, as CREATE OR REPLACE, for both
-# scripts (TimescaleDB builds its updates this way).  A released version's
+# the checks it uses, and .post.sql) around the parts of the tables new in
+# 1.1, the function parts and the privileges, which are written once, as
+# CREATE OR REPLACE, for both scripts (TimescaleDB builds its updates this
+# way).  A released version's
 # update script is frozen like its install script (sql/released.sha256).
+UPDATE_NEW_TABLE_PARTS = sql/tables/grants.sql sql/tables/streams.sql sql/tables/buckets.sql \
+	sql/tables/history.sql sql/tables/outbox_relay.sql
 UPDATE_FUNCTION_PARTS = $(filter-out sql/functions/checks.sql,$(filter sql/functions/%.sql,$(SQL_PARTS))) \
 	sql/grants.sql
 DATA_built = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--1.0--1.1.sql
@@ -79,7 +88,8 @@ REGRESS_OPTS = --inputdir=test --load-extension=dedup
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-put outbox-take outbox-slots outbox-slot-reuse outbox-ack-lease outbox-order outbox-relay-death outbox-failure \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
-	record-keylock stream-advance history-fold extension-drop extension-recreate scope-invalidation
+	record-keylock stream-advance history-fold bucket-writer bucket-reader bucket-wait extension-drop \
+	extension-recreate scope-invalidation
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 # TAP tests: test/t/NNN_name.pl, PostgreSQL's own harness
@@ -95,12 +105,6 @@ ifeq ($(origin REGRESS)$(origin ISOLATION),filefile)
 TAP_TESTS = 1
 endif
 PROVE_TESTS = test/t/*.pl
-
-# make lint: the checks of the tree rather than of the server's behaviour,
-# each said "ok   NAME" or "FAIL NAME" (scripts/test counts them): the
-# reference documentation against the installed extension (it starts a
-# server of its own), META.json, and the C sources' layout
-LINT_CHECKS = test/lint/reference.sh test/lint/meta.sh test/lint/format.sh
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 # rebuild what includes a changed header (PGXS tracks dependencies with -MMD)
@@ -122,17 +126,37 @@ $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@
 
 $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sql \
-		$(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql
+		$(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql
 	{ sed -n '1,/^\\echo /p' sql/updates/1.0--1.1.pre.sql; cat sql/functions/checks.sql; \
 	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
-	  cat $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
+	  cat $(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
 
-.PHONY: lint
-lint:
-	@status=0; for t in $(LINT_CHECKS); do \
-		if out=$$(bash $$t 2>&1); then echo "ok   $$t"; \
-		else echo "FAIL $$t"; echo "$$out" | tail -n 40; status=1; fi; \
-	done; exit $$status
+# make lint: checks of the sources, each a prerequisite of its own, each
+# saying "ok   lint-NAME" or "FAIL lint-NAME" and, on failure, why
+# (scripts/test runs make -k lint and counts them).
+# lint-layers: no C file includes a header of a layer above its own, and
+# the includes make no circle (scripts/check-layers; the layers are in
+# src/README.md).
+# lint-reference: doc/reference.md against the installed extension (on a
+# server of its own; test/lint/reference.sh).
+# lint-meta: META.json against dedup.control and LICENSE (test/lint/meta.sh).
+# lint-format: the C sources' layout, pgindent's when it is installed
+# (test/lint/format.sh).
+LINT = lint-layers lint-reference lint-meta lint-format
+.PHONY: lint $(LINT)
+lint: $(LINT)
+
+lint_run = if out=$$($(1) 2>&1); then echo "ok   $@"; \
+	else echo "FAIL $@"; echo "$$out" | tail -n 40; exit 1; fi
+
+lint-layers:
+	@$(call lint_run,scripts/check-layers src)
+lint-reference:
+	@$(call lint_run,bash test/lint/reference.sh)
+lint-meta:
+	@$(call lint_run,bash test/lint/meta.sh)
+lint-format:
+	@$(call lint_run,bash test/lint/format.sh)
 
 .PHONY: sim
 sim: sim/dedup-sim

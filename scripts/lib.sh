@@ -117,7 +117,7 @@ server_crash_command() {
 # scripts may run side by side (the TAP tests in test/t need none: the
 # harness picks free ports): fingerprint-cost 12, package 13, pgbouncer 14
 # (and its pooler +100), monitoring 15 (its exporter +200), lint/reference
-# 20, sim 60, upgrade 70, citus 80 (its workers 81 and 82).
+# 20, docs 30, sim 60, upgrade 70, citus 80 (its workers 81 and 82).
 test_server() {
 	local name=$1 offset=$2
 	shift 2

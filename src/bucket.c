@@ -24,7 +24,10 @@
  * Switching, without blocking a call.  A call reads the list of buckets
  * once per change (the list is cached, and a change sends a relcache
  * invalidation of dedup.buckets), and holds a lock on each bucket while it
- * runs.  The switch is done in steps, each a transaction of its own:
+ * runs, except while it waits for another transaction that writes its key
+ * (store.c): then it holds none, and opens them again after, so that no
+ * step waits for it.  The switch is done in steps, each a transaction of
+ * its own:
  *	1. open: create bucket n+1 as "next": every call reads it from now on,
  *	   none writes it;
  *	2. switch: wait until every call that began before step 1 committed
@@ -32,13 +35,37 @@
  *	   current bucket, which blocks nobody; then make n+1 current and n
  *	   closed.  A call that still takes n for current also reads n+1, and
  *	   writes a key into n+1 when its latest version is there;
- *	3. seal: wait likewise for the calls that may still write into n, then
- *	   read n once (with a dirty snapshot, so rows of transactions still in
- *	   progress count) for the latest expiry of its rows;
+ *	3. seal: wait likewise for the calls that may still write into n; then,
+ *	   unless a transaction still in progress wrote into n (below), read n
+ *	   once for the latest expiry of its rows;
  *	4. retire: once that time has passed, no row in n is live: calls stop
- *	   reading it;
- *	5. drop: wait for the calls that still read it, then DROP TABLE (for
- *	   bucket 0, TRUNCATE ONLY), taking the lock only if it is free.
+ *	   reading it; in the same transaction, its claims of scopes with a
+ *	   history are folded first, by the function the cleanup passes
+ *	   (history.c's: this file calls no history itself);
+ *	5. drop: DROP TABLE (for bucket 0, TRUNCATE ONLY), only if its lock is
+ *	   free, waiting for nothing: a call that read an old list, or a
+ *	   transaction that read dedup.claims and keeps its lock until it ends
+ *	   (a report, pg_dump), leaves the bucket to a later pass.
+ * Retired buckets that wait for their drop stay listed; the open step opens
+ * none while the list holds BUCKET_MAX_ROWS rows, whatever their states, so
+ * the list calls read stays short however far behind the drops are.
+ * Writers' transactions.  A call holds its locks on the buckets' tables
+ * for the call only, but the rows it wrote commit with its transaction,
+ * maybe long after.  So before a transaction first writes a row into a
+ * bucket (store.c), it takes the bucket's write lock (an advisory-class lock
+ * tag of ours, catalog.h), which it keeps until it ends; writers share it.
+ * The seal, once the calls that may still write into n have ended, looks
+ * for its holders (GetLockConflicts, which waits for nobody): while there
+ * is one, n stays closed until a later pass.  Sealed, n holds every row it
+ * will ever hold, committed: the fold (history.c), which reads with an MVCC
+ * snapshot, misses none, and the drop destroys no row that could still
+ * commit.  Only a write takes the lock, not a look-up: a duplicate, or a
+ * call waiting for another transaction, holds back no seal.  (A live row
+ * deleted from n as its key moves on needs none: n's latest expiry already
+ * counts it, and its new version is in a newer bucket.)
+ *
+ * A step that cannot get a lock in time (lock_timeout) is rolled back alone
+ * and left to the next pass; the pass goes on (cleanup.c).
  * A step whose previous step was done in the same transaction waits for
  * the next pass.  The steps run as the owner of dedup.buckets, since a
  * cleanup role is not allowed DDL.
@@ -75,10 +102,10 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "dedup.h"
 #include "bucket.h"
-#include "history.h"
-#include "store.h"
+#include "catalog.h"
+#include "filter.h"
+#include "settings.h"
 
 /* dedup.buckets.state */
 #define BUCKET_NEXT		'n'
@@ -97,7 +124,11 @@
 #define Anum_buckets_claims			7
 #define Anum_buckets_records		8
 
-/* Rows of dedup.buckets a step reads: retired ones included. */
+/*
+ * Most rows dedup.buckets lists, retired ones included: the open step
+ * opens no bucket while it lists as many (bucket_open_next).  Nothing else
+ * depends on it: the list is read whole however long it is.
+ */
 #define BUCKET_MAX_ROWS		(2 * DEDUP_MAX_BUCKETS)
 
 /* A row of dedup.buckets. */
@@ -145,13 +176,18 @@ bucket_row_compare(const void *a, const void *b)
 }
 
 /*
- * Read dedup.buckets, newest bucket first, with a snapshot taken after the
- * table was locked (and so after every invalidation sent before).  An empty
- * table stands for bucket 0, current: the state of a new database.
+ * Read dedup.buckets, newest bucket first, into *rowsp (palloc'd), with a
+ * snapshot taken after the table was locked (and so after every
+ * invalidation sent before).  An empty table stands for bucket 0, current:
+ * the state of a new database.  However many rows it lists, retired ones
+ * waiting for their drop included, they are all read: a call never fails
+ * because the cleanup fell behind.
  */
 static int
-bucket_read(BucketRow *rows)
+bucket_read(BucketRow **rowsp)
 {
+	int			size = BUCKET_MAX_ROWS;
+	BucketRow  *rows = palloc(sizeof(BucketRow) * size);
 	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(IsInParallelMode() ?
 											GetTransactionSnapshot() : GetLatestSnapshot());
@@ -162,15 +198,16 @@ bucket_read(BucketRow *rows)
 
 	while ((tuple = systable_getnext(scan)) != NULL)
 	{
-		BucketRow  *row = &rows[n];
+		BucketRow  *row;
 		bool		isnull;
 		Datum		d;
 
-		if (n >= BUCKET_MAX_ROWS)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("dedup.buckets lists more than %d buckets", BUCKET_MAX_ROWS),
-					 errhint("Let the cleanup drop the retired buckets.")));
+		if (n >= size)
+		{
+			size *= 2;
+			rows = repalloc(rows, sizeof(BucketRow) * size);
+		}
+		row = &rows[n];
 		row->number = DatumGetInt32(heap_getattr(tuple, Anum_buckets_bucket, desc, &isnull));
 		row->relid = DatumGetObjectId(heap_getattr(tuple, Anum_buckets_relid, desc, &isnull));
 		row->state = DatumGetChar(heap_getattr(tuple, Anum_buckets_state, desc, &isnull));
@@ -199,9 +236,11 @@ bucket_read(BucketRow *rows)
 		rows[0].relid = dedup_relation_oid(DEDUP_REL_CLAIMS);
 		rows[0].state = BUCKET_CURRENT;
 		rows[0].opened_at = DT_NOBEGIN;
-		return 1;
+		n = 1;
 	}
-	qsort(rows, n, sizeof(BucketRow), bucket_row_compare);
+	else
+		qsort(rows, n, sizeof(BucketRow), bucket_row_compare);
+	*rowsp = rows;
 	return n;
 }
 
@@ -233,7 +272,7 @@ bucket_index(const BucketRow *row)
 static void
 bucket_list_load(DedupBucketList *list)
 {
-	BucketRow	rows[BUCKET_MAX_ROWS];
+	BucketRow  *rows;
 	int			n;
 
 	list->nbuckets = 0;
@@ -258,7 +297,7 @@ bucket_list_load(DedupBucketList *list)
 		list->buckets[0].closed_at = 0;
 		return;
 	}
-	n = bucket_read(rows);
+	n = bucket_read(&rows);
 	for (int i = 0; i < n; i++)
 	{
 		DedupBucket *b;
@@ -277,6 +316,7 @@ bucket_list_load(DedupBucketList *list)
 		b->sealed = (rows[i].state == BUCKET_SEALED);
 		b->closed_at = rows[i].closed_at;
 	}
+	pfree(rows);
 }
 
 /*
@@ -326,6 +366,42 @@ dedup_bucket_lock(Oid relid, LOCKMODE lockmode)
 	return false;
 }
 
+/* The tag of a bucket's write lock (catalog.h's lock tag classes). */
+static void
+bucket_written_locktag(LOCKTAG *tag, Oid relid)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, relid, 0, DEDUP_LOCKTAG_BUCKET);
+}
+
+/*
+ * Before a transaction first writes a row into a bucket: take the bucket's
+ * write lock, held until the transaction ends.  Writers share it; the seal
+ * looks for its holders (bucket_seal).
+ */
+void
+dedup_bucket_lock_written(Oid relid)
+{
+	LOCKTAG		tag;
+
+	bucket_written_locktag(&tag, relid);
+	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
+}
+
+/* Whether a transaction in progress, not this one, wrote into a bucket. */
+static bool
+bucket_has_writers(Oid relid)
+{
+	LOCKTAG		tag;
+	VirtualTransactionId *holders;
+	bool		any;
+
+	bucket_written_locktag(&tag, relid);
+	holders = GetLockConflicts(&tag, ShareLock, NULL);
+	any = VirtualTransactionIdIsValid(holders[0]);
+	pfree(holders);
+	return any;
+}
+
 /*
  * Open the bucket new claims go into (dedup.claims in a database at 1.0),
  * locked, once no change of the list arrived while it was being locked.
@@ -357,7 +433,7 @@ dedup_bucket_open_current(LOCKMODE lockmode)
 
 /*
  * Whether this database keeps claims in buckets: not at 1.0, and not on a
- * Citus cluster, where dedup.claims is one distributed table (cluster.c)
+ * Citus cluster, where dedup.claims is one distributed table (shards.c)
  * and a worker has no list of buckets of its own.
  */
 bool
@@ -473,6 +549,7 @@ bucket_open_next(BucketRow *rows, int n)
 	}
 	for (int i = 0; i < n; i++)
 	{
+		/* every pass: pg_dump does not restore a bucket's dependency */
 		if (rows[i].number != 0)
 			bucket_depend_on_extension(rows[i].relid);
 		if (rows[i].state == BUCKET_NEXT)
@@ -485,6 +562,24 @@ bucket_open_next(BucketRow *rows, int n)
 	if (current == NULL ||
 		now < current->opened_at + (int64) dedup_bucket_interval * USECS_PER_SEC)
 		return;
+
+	/*
+	 * The list at its limit, whatever the buckets' states: retired buckets
+	 * whose drop finds their table locked (a long read of dedup.claims,
+	 * pg_dump) stay listed, and opening more would only lengthen the list
+	 * every call reads.  The current bucket goes on taking the claims.
+	 */
+	if (n >= BUCKET_MAX_ROWS)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dedup.claims keeps its current bucket: dedup.buckets lists %d buckets",
+						n),
+				 errdetail("%d of them are retired and wait for their drop: a transaction holds a lock on their tables.",
+						   n - live),
+				 errhint("End the long transactions that read dedup.claims (pg_stat_activity).")));
+		return;
+	}
 	if (live >= DEDUP_MAX_BUCKETS)
 	{
 		ereport(WARNING,
@@ -604,6 +699,9 @@ bucket_seal(BucketRow *rows, int n)
 			continue;
 		/* the calls that may still write into it, not knowing it closed */
 		bucket_wait_for_lockers(rows[i].relid, ShareLock);
+		/* the transactions that wrote into it, until they end: a later pass */
+		if (bucket_has_writers(rows[i].relid))
+			continue;
 		if (!bucket_scan(rows[i].relid, &max, &claims, &records))
 			nulls[1] = 'n';
 		values[0] = Int32GetDatum(rows[i].number);
@@ -639,11 +737,11 @@ bucket_seal(BucketRow *rows, int n)
 /*
  * Step 4: retire the sealed buckets whose every row has expired, once their
  * claims of scopes with a history are folded into it, in the same
- * transaction (history.c); then delete the generations of histories whose
- * time has passed.
+ * transaction (fold: history.c's, which the cleanup passes); then delete the
+ * generations of histories whose time has passed (expire).
  */
 static void
-bucket_retire(BucketRow *rows, int n)
+bucket_retire(BucketRow *rows, int n, DedupBucketFold fold, DedupBucketExpire expire)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	bool		retired = false;
@@ -652,14 +750,14 @@ bucket_retire(BucketRow *rows, int n)
 	{
 		if (rows[i].state != BUCKET_SEALED || (rows[i].has_max && rows[i].max_expires_at > now))
 			continue;
-		(void) dedup_history_fold(rows[i].relid);
+		(void) fold(rows[i].relid);
 		bucket_set_state(rows[i].number, BUCKET_RETIRED);
 		dedup_filter_free(rows[i].relid);
 		retired = true;
 	}
 	if (retired)
 		bucket_list_invalidate();
-	(void) dedup_history_expire();
+	(void) expire();
 }
 
 /*
@@ -681,9 +779,16 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 
 		if (rows[i].state != BUCKET_RETIRED || rows[i].mine)
 			continue;
-		bucket_wait_for_lockers(rows[i].relid, AccessExclusiveLock);
+
+		/*
+		 * Only if its table is free: a call that read an old list, or a
+		 * transaction that read dedup.claims and holds its lock until it
+		 * ends (a report, pg_dump), leaves it to a later pass.  Waiting here
+		 * would wait for that transaction (and in the worker, time out and
+		 * leave every other retired bucket listed too).
+		 */
 		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
-			continue;			/* a call that read an old list: next pass */
+			continue;
 		/* what it holds now: records moved out of it since it was sealed */
 		(void) bucket_scan(rows[i].relid, &max, &claims, &records);
 		if (rows[i].number == 0)
@@ -704,12 +809,14 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 /*
  * One step of the cleanup's work on buckets (0 to DEDUP_BUCKET_NSTEPS - 1),
  * in the current transaction, as the owner of dedup.buckets.  Returns the
- * rows removed with dropped buckets, counted by kind in removed[].  Only one
+ * rows removed with dropped buckets, counted by kind in removed[]; fold and
+ * expire are the history tier's, for the retire step.  Only one
  * transaction works on buckets at a time: another finds the table locked
  * and leaves the step to it.
  */
 int64
-dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
+dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS], DedupBucketFold fold,
+				  DedupBucketExpire expire)
 {
 	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
 	Oid			relid = RelationGetRelid(rel);
@@ -717,7 +824,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 	Oid			save_userid;
 	int			save_sec_context;
 	int			save_nestlevel;
-	BucketRow	rows[BUCKET_MAX_ROWS];
+	BucketRow  *rows;
 	int			n;
 	int64		total = 0;
 
@@ -738,7 +845,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	n = bucket_read(rows);
+	n = bucket_read(&rows);
 	switch (step)
 	{
 		case 0:
@@ -751,7 +858,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 			bucket_seal(rows, n);
 			break;
 		case 3:
-			bucket_retire(rows, n);
+			bucket_retire(rows, n, fold, expire);
 			break;
 		case 4:
 			total = bucket_drop(rows, n, removed);

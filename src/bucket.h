@@ -11,10 +11,11 @@
 #ifndef DEDUP_BUCKET_H
 #define DEDUP_BUCKET_H
 
-#include "cleanup.h"
-#include "dedup.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
+#include "utils/timestamp.h"
+
+#include "cleanup_stats.h"
 
 /* Most buckets a database keeps at once; the cleanup opens no more. */
 #define DEDUP_MAX_BUCKETS	64
@@ -40,24 +41,20 @@ typedef struct DedupBucketList
 extern const DedupBucketList *dedup_bucket_list(uint64 *generation);
 extern bool dedup_bucket_list_changed(uint64 generation);
 extern bool dedup_bucket_lock(Oid relid, LOCKMODE lockmode);
+extern void dedup_bucket_lock_written(Oid relid);
 
-/* The cleanup's work on buckets: steps of its first stage (cleanup.c). */
+/*
+ * The cleanup's work on buckets: steps of its first stage (cleanup.c).  The
+ * retire step calls fold(bucket) on each bucket before it retires it, in
+ * the same transaction, and expire() after: the cleanup passes the history
+ * tier's (history.c), which is above this file.
+ */
 #define DEDUP_BUCKET_NSTEPS	5
+typedef int64 (*DedupBucketFold) (Oid bucket_relid);
+typedef int64 (*DedupBucketExpire) (void);
 extern bool dedup_bucket_storage(void);
 extern Relation dedup_bucket_open_current(LOCKMODE lockmode);
-extern int64 dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS]);
-
-/* filter.c: filters of the sealed buckets, in shared memory */
-extern int	dedup_bucket_filter_memory;	/* MB */
-extern void dedup_filter_shmem_request(void);
-extern void dedup_filter_shmem_startup(void);
-extern void dedup_filter_register_hooks(void);
-extern void dedup_filter_prefetch(Oid relid, TimestampTz closed_at, const DedupFingerprint *fp);
-extern bool dedup_filter_may_contain(Oid relid, TimestampTz closed_at,
-									 const DedupFingerprint *fp);
-extern bool dedup_filter_enabled(void);
-extern bool dedup_filter_exists(Oid relid, TimestampTz closed_at);
-extern bool dedup_filter_build(Oid relid, TimestampTz closed_at, int64 nkeys);
-extern void dedup_filter_free(Oid relid);
+extern int64 dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS],
+							   DedupBucketFold fold, DedupBucketExpire expire);
 
 #endif							/* DEDUP_BUCKET_H */

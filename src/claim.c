@@ -18,8 +18,13 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "catalog.h"
+#include "checks.h"
+#include "fingerprint.h"
+#include "routing.h"
+#include "scope.h"
+#include "scope_counters.h"
 #include "store.h"
-#include "cluster.h"
 
 /* ---------------------------------------------------------------------
  * Arguments

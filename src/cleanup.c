@@ -25,9 +25,14 @@
  * deleted as the other tables' rows are, so that they do not wait for
  * their bucket to close; with buckets shorter than the ttls there are few.
  * Claims of a scope with a history are the exception: they stay until
- * their bucket retires, which folds them into the history first.
+ * their bucket retires, which folds them into the history first: the
+ * cleanup drives a bucket's retire, fold and drop, giving the bucket steps
+ * the history tier's fold and expiry (history.c), which bucket.c, below
+ * it, does not call.
  * A database still at 1.0 has no buckets: its dedup.claims is the current
- * one.
+ * one.  A step of the buckets' work that cannot get a lock in time is
+ * rolled back alone and left to the next pass (cleanup_bucket_step); the
+ * pass goes on.
  *
  * The key tables have no index on expires_at: every write would pay for
  * one.  Instead a cleanup pass reads the heap in block order with a TID
@@ -58,14 +63,20 @@
 #include "utils/builtins.h"
 #include "storage/bufmgr.h"
 #include "utils/acl.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "dedup.h"
-#include "cleanup.h"
-#include "store.h"
 #include "bucket.h"
-#include "cluster.h"
+#include "catalog.h"
+#include "checks.h"
+#include "cleanup.h"
+#include "cleanup_stats.h"
+#include "history.h"
+#include "settings.h"
+#include "shards.h"
+#include "store.h"
 
 /* A batch reads at most this many blocks (32 MB), however few it deletes. */
 #define CLEANUP_MAX_BLOCKS_PER_BATCH 4096
@@ -294,6 +305,77 @@ cleanup_outbox_log(int batch_size, bool *done)
 	return deleted;
 }
 
+/* The buckets' steps, by number, for messages (bucket.c). */
+static const char *const cleanup_bucket_steps[DEDUP_BUCKET_NSTEPS] = {
+	"open", "switch", "seal", "retire", "drop"
+};
+
+/*
+ * One step of the work on buckets, in a subtransaction: a step that cannot
+ * get a lock in time (lock_timeout: the worker's is 100 ms) is rolled back
+ * alone, logged, and left to the next pass, and the pass goes on with the
+ * next step and the next stages (the outbox's log, which would otherwise
+ * never be trimmed while one call holds the step back).  Any other error
+ * is raised.
+ */
+static int64
+cleanup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	int64		step_removed[DEDUP_NUM_KINDS] = {0};
+	int64		total = 0;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		total = dedup_bucket_step(step, step_removed, dedup_history_fold,
+								  dedup_history_expire);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		ereport(LOG,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("dedup cleanup leaves the %s step of the buckets of dedup.claims to its next pass",
+						cleanup_bucket_steps[step]),
+				 errdetail_internal("%s", edata->message)));
+		FreeErrorData(edata);
+		return 0;
+	}
+	PG_END_TRY();
+	for (int k = 0; k < DEDUP_NUM_KINDS; k++)
+		removed[k] += step_removed[k];
+	return total;
+}
+
+/*
+ * Where a pass goes on after a batch at position failed: the start of the
+ * next stage, or DEDUP_CLEANUP_DONE after the last.  The stages are
+ * independent: one that cannot go on (a lock not granted in time) does not
+ * hold back the others.
+ */
+int64
+dedup_cleanup_next_stage(int64 position)
+{
+	uint32		stage = (uint32) ((position >> 32) & CLEANUP_STAGE_MASK);
+
+	return stage + 1 < CLEANUP_NSTAGES ? (int64) (stage + 1) << 32 : DEDUP_CLEANUP_DONE;
+}
+
 /* Whether a position is one a pass can be at. */
 bool
 dedup_cleanup_position_valid(int64 position)
@@ -307,7 +389,7 @@ dedup_cleanup_position_valid(int64 position)
  * One batch of a cleanup pass, in the current transaction, which must be
  * able to write (not read-only, not on a standby): deletes up to
  * batch_size expired rows from *position on, counts them in the figures
- * (stats.c) and sets *position to where the next batch starts, or to
+ * (cleanup_stats.c) and sets *position to where the next batch starts, or to
  * DEDUP_CLEANUP_DONE.  A batch stays within one stage.
  */
 int64
@@ -327,7 +409,7 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 	{
 		/* the buckets of dedup.claims: a step of their work a batch */
 		deleted = block < DEDUP_BUCKET_NSTEPS && dedup_bucket_storage() ?
-			dedup_bucket_step((int) block, deleted_by_kind) : 0;
+			cleanup_bucket_step((int) block, deleted_by_kind) : 0;
 		block = block + 1 < DEDUP_BUCKET_NSTEPS ? block + 1 : InvalidBlockNumber;
 	}
 	else if (cleanup_stages[stage] == DEDUP_REL_OUTBOX)

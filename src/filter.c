@@ -49,7 +49,9 @@
  * filter.  The filters of a dropped extension are freed as the transaction
  * that drops it commits (filter_object_access); a standby, which replays
  * the drop, frees them when it needs room, as it frees those of a dropped
- * database (filter_free_orphans: no such table, or no such generation).  Both kinds set and test bits with
+ * database (filter_free_orphans: no such table, or no such generation; whether a
+ * generation is still in its table, the history tier above answers through
+ * dedup_filter_history_hook, which module.c installs).  Both kinds set and test bits with
  * the routines below, so a key's bits are the same in memory and on disk.
  *
  * Concurrency.  The slot table and page map are changed under the lock; a
@@ -84,10 +86,9 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "dedup.h"
-#include "bucket.h"
-#include "history.h"
-#include "store.h"
+#include "catalog.h"
+#include "filter.h"
+#include "settings.h"
 
 #define FILTER_PAGE_BYTES	(64 * 1024)
 #define FILTER_BITS_PER_KEY	24
@@ -131,9 +132,10 @@ typedef struct FilterShared
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } FilterShared;
 
-int			dedup_bucket_filter_memory = 64;	/* MB */
-
 static FilterShared *filter_shared = NULL;
+
+/* the history tier's answer, installed by module.c */
+DedupFilterHistoryHook dedup_filter_history_hook = NULL;
 
 static int32
 filter_npages(void)
@@ -521,7 +523,7 @@ filter_free_orphans(void)
 		else if (kind == FILTER_BUCKET)
 			gone = !SearchSysCacheExists1(RELOID, ObjectIdGetDatum((Oid) ident));
 		else
-			gone = !dedup_history_generation_is(ident, stamp, version);
+			gone = !dedup_filter_history_hook(ident, stamp, version);
 		if (!gone)
 			continue;
 		LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);

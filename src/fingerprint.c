@@ -30,7 +30,8 @@
 #include "utils/numeric.h"
 #include "utils/uuid.h"
 
-#include "dedup.h"
+#include "checks.h"
+#include "fingerprint.h"
 
 /* Domain tags keep the encodings of different inputs apart. */
 #define FP_TAG_CLAIM	"dedup/v1/claim"

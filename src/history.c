@@ -16,7 +16,10 @@
  * expired claims ever enter a history, and a key is answered from it only
  * when no live claim has it.  An expired claim not yet folded still counts
  * (store.c): a claim is a duplicate while its key has a live claim, an
- * expired one within the window, or a generation that may hold it.
+ * expired one within the window, or a generation that may hold it.  The
+ * store and the filters, below this file, ask it through the hooks
+ * module.c installs (key_store_history_hook, dedup_filter_history_hook),
+ * and the cleanup passes the fold to the bucket steps (cleanup.c).
  *
  * Generations.  A generation takes the folds of one slice of time, as long
  * as the window, and is deleted whole (its row and its chunks, never a
@@ -82,10 +85,13 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "dedup.h"
+#include "catalog.h"
+#include "checks.h"
+#include "filter.h"
 #include "history.h"
+#include "routing.h"
+#include "scope.h"
 #include "store.h"
-#include "cluster.h"
 
 /* a block of 1024 bits; a chunk of 63 (8064 bytes): one row of dedup.history_blocks */
 #define HISTORY_WIDTH			DEDUP_FILTER_HISTORY_WIDTH

@@ -87,8 +87,13 @@
 #include "utils/memutils.h"
 #include "utils/uuid.h"
 
-#include "dedup.h"
-#include "cluster.h"
+#include "catalog.h"
+#include "checks.h"
+#include "fingerprint.h"
+#include "routing.h"
+#include "scope.h"
+#include "scope_counters.h"
+#include "shards.h"
 #include "store.h"
 
 /* The channel relays LISTEN on. */
@@ -123,17 +128,6 @@ outbox_event_key(DedupFingerprint *fp)
 					 "a fingerprint is as long as a uuid");
 	fp->bytes[6] = (fp->bytes[6] & 0x0f) | 0x80;	/* version 8 */
 	fp->bytes[8] = (fp->bytes[8] & 0x3f) | 0x80;	/* variant 10 */
-}
-
-/* The part of partition number n: the number's 4 bytes, big-endian, then zeros. */
-void
-dedup_outbox_part(uint32 n, DedupFingerprint *part)
-{
-	memset(part->bytes, 0, DEDUP_FINGERPRINT_LEN);
-	part->bytes[0] = (n >> 24) & 0xff;
-	part->bytes[1] = (n >> 16) & 0xff;
-	part->bytes[2] = (n >> 8) & 0xff;
-	part->bytes[3] = n & 0xff;
 }
 
 /* The number of a partition, from its part. */
@@ -1620,4 +1614,53 @@ dedup_outbox_relay(PG_FUNCTION_ARGS)
 	if (isnull)
 		PG_RETURN_NULL();
 	return result;
+}
+
+/*
+ * dedup.outbox_partition_of(topic text, aggregate_id text)
+ *	RETURNS dedup_fingerprint
+ *
+ * The part of the outbox partition of an aggregate's events, on a cluster
+ * whose dedup.claims is distributed (dedup_distribute() moves the events
+ * there by it).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_partition_of);
+Datum
+dedup_outbox_partition_of(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint afp;
+	DedupFingerprint *part = palloc(sizeof(DedupFingerprint));
+
+	dedup_key_datum(PG_GETARG_DATUM(1), -1, PG_GETARG_TEXT_PP(0), &afp);
+	dedup_cluster_partition(&afp, part);
+	PG_RETURN_DEDUP_FINGERPRINT_P(part);
+}
+
+/*
+ * dedup.outbox_partitions() RETURNS SETOF dedup_fingerprint
+ *
+ * The parts of every partition of the outbox on a cluster: one a shard of
+ * dedup.claims.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_partitions);
+Datum
+dedup_outbox_partitions(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DedupFingerprint *parts;
+	bool	   *local;
+	int			n = dedup_cluster_partitions(&parts, &local);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (int i = 0; i < n; i++)
+	{
+		DedupFingerprint *part = palloc(sizeof(DedupFingerprint));
+		Datum		value;
+		bool		isnull = false;
+
+		memcpy(part, &parts[i], sizeof(DedupFingerprint));
+		value = PointerGetDatum(part);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
+	return (Datum) 0;
 }

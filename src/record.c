@@ -43,8 +43,13 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 
+#include "catalog.h"
+#include "checks.h"
+#include "fingerprint.h"
+#include "routing.h"
+#include "scope.h"
+#include "scope_counters.h"
 #include "store.h"
-#include "cluster.h"
 
 /* Columns of dedup_begin_result */
 #define BEGIN_RESULT_NATTS 7

@@ -53,7 +53,11 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "dedup.h"
+#include "catalog.h"
+#include "checks.h"
+#include "scope.h"
+#include "scope_counters.h"
+#include "settings.h"
 
 /* Column numbers of dedup.scopes */
 #define Anum_scopes_scope		1
@@ -94,7 +98,7 @@ typedef struct ScopeCacheEntry
 	uint8		priv_known[2];	/* DEDUP_PRIV_* bits looked up for priv_role */
 	uint8		priv_allowed[2];	/* of those, the ones it has */
 	int			priv_next;		/* the slot a third role takes */
-	bool		counters_known; /* counters looked up (scopestats.c) */
+	bool		counters_known; /* counters looked up (scope_counters.c) */
 	DedupScopeCounters *counters;
 } ScopeCacheEntry;
 

@@ -11,10 +11,13 @@
  * speculative-insertion record.  dedup.claims is kept in time buckets
  * (bucket.c), each a heap and index of its own: a call looks a key up in
  * them newest first (skipping a sealed bucket whose filter rules the key
- * out, filter.c) and writes into the current one.
+ * out, filter.c) and writes into the current one.  A key with no live
+ * row may still be seen by its scope's history (history.c, above the
+ * store): the store asks it through key_store_history_hook, which module.c
+ * installs, and knows nothing else of histories.
  *
  * Concurrency.  Every writer of a key first takes a short heavyweight lock
- * on the key (an advisory-class lock tag of our own, store.h), waiting for
+ * on the key (an advisory-class lock tag of our own, catalog.h), waiting for
  * it whatever its policy, then looks the key up with a dirty snapshot:
  *	- a row inserted or deleted by a transaction still in progress: release
  *	  the key lock and, by the caller's policy, wait for that transaction and
@@ -22,6 +25,9 @@
  *	- a committed row: live or expired by its expires_at, decided at the
  *	  time of the call; an expired row counts as absent and is replaced;
  *	- no row.
+ * While it waits for a transaction, a call on the buckets of dedup.claims
+ * holds no lock on them either (store_wait_for_writer): the cleanup waits
+ * for the calls on a bucket, never for one that waits for another.
  * The key lock is released as soon as the caller's row is in the index:
  * from then on the index entry itself makes later writers wait for the
  * caller's transaction.  The lock only closes the window between look-up
@@ -60,9 +66,10 @@
 #include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
-#include "history.h"
+#include "catalog.h"
+#include "filter.h"
+#include "shards.h"
 #include "store.h"
-#include "cluster.h"
 
 /* Field numbers of dedup.record_state */
 #define Anum_record_status			1
@@ -159,6 +166,7 @@ store_open_buckets(KeyStore *ks)
 			part->sealed = list->buckets[i].sealed;
 			part->closed_at = list->buckets[i].closed_at;
 			part->opened = false;
+			part->written = false;
 			if (list->buckets[i].current)
 				ks->current = i;
 			if (!part->sealed && opened)
@@ -169,6 +177,39 @@ store_open_buckets(KeyStore *ks)
 		for (int i = 0; i < ks->nparts; i++)
 			store_part_close(ks, &ks->parts[i]);
 	}
+}
+
+/*
+ * Wait for a transaction in progress that wrote the key (its xid, and its
+ * speculative insertion token if any), the key lock released.  On the
+ * buckets of dedup.claims, the call holds none of their locks meanwhile: the
+ * cleanup waits for the calls in progress on a bucket (bucket.c), and this
+ * wait may be long (a redelivery that arrives while the first delivery is
+ * still being processed), so the buckets are closed first and opened again
+ * after, from the list as it is then; the caller looks the key up again in
+ * them.  (The write locks of the buckets this transaction wrote into stay
+ * held: they are held until it ends.)
+ */
+static void
+store_wait_for_writer(KeyStore *ks, TransactionId xwait, uint32 spec_token, int part,
+					  ItemPointer tid)
+{
+	if (!ks->bucketed)
+	{
+		if (spec_token)
+			SpeculativeInsertionWait(xwait, spec_token);
+		else
+			XactLockTableWait(xwait, ks->parts[part].heap, tid, XLTW_InsertIndexUnique);
+		return;
+	}
+	for (int i = 0; i < ks->nparts; i++)
+		store_part_close(ks, &ks->parts[i]);
+	if (spec_token)
+		SpeculativeInsertionWait(xwait, spec_token);
+	else
+		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
+	store_open_buckets(ks);
+	ks->heap = ks->parts[ks->current].heap;
 }
 
 /*
@@ -219,10 +260,14 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	ks->lockmode = for_write ? RowExclusiveLock : AccessShareLock;
 	InitDirtySnapshot(ks->dirty);
 	ks->current = 0;
-	/* on a Citus cluster, the key's shard (without a key, dedup.c refuses: 0A000) */
+	ks->bucketed = false;
+	/* on a Citus cluster, the key's shard (without a key, catalog.c refuses: 0A000) */
 	sharded = key != NULL && dedup_relation_hashed(table);
 	if (table == DEDUP_REL_CLAIMS && !sharded && !dedup_relation_hashed(table))
+	{
+		ks->bucketed = true;
 		store_open_buckets(ks);
+	}
 	else
 	{
 		KeyStorePart *part = &ks->parts[0];
@@ -240,6 +285,7 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 		part->indexinfo = NULL;
 		part->opened = true;
 		part->sealed = false;
+		part->written = false;
 		ks->nparts = 1;
 	}
 	ks->heap = ks->parts[ks->current].heap;
@@ -273,9 +319,15 @@ key_store_use_history(KeyStore *ks, const DedupScopeSettings *settings)
 }
 
 /*
+ * The history tier's answer to whether a history may hold a key (history.c,
+ * above the store): module.c installs it as the library loads.
+ */
+KeyStoreHistoryHook key_store_history_hook = NULL;
+
+/*
  * Whether a key that has no live claim is seen by the scope's history: an
  * expired claim (not a record) within the window, not yet folded, or a
- * generation that may hold it.
+ * generation that may hold it (key_store_history_hook).
  */
 bool
 key_store_history_seen(KeyStore *ks, const DedupFingerprint *fp, const KeyRow *row)
@@ -284,7 +336,7 @@ key_store_history_seen(KeyStore *ks, const DedupFingerprint *fp, const KeyRow *r
 		return false;
 	if (row->state == KEY_EXPIRED && !row->has_record && row->expires_at > ks->history_from)
 		return true;
-	return dedup_history_may_contain(ks->history_id, fp);
+	return key_store_history_hook(ks->history_id, fp);
 }
 
 void
@@ -596,10 +648,14 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 				row->state = KEY_BUSY;
 				return KEY_BUSY;
 			}
-			if (spec_token)
-				SpeculativeInsertionWait(xwait, spec_token);
-			else
-				XactLockTableWait(xwait, ks->parts[row->part].heap, &row->tid, XLTW_InsertIndexUnique);
+			store_wait_for_writer(ks, xwait, spec_token, row->part, &row->tid);
+			if (ks->bucketed)
+			{
+				/* the buckets as listed now */
+				store_parts_for_key(ks, fp, probe);
+				if (IsolationIsSerializable())
+					store_predicate_lock(ks, &skey, probe);
+			}
 			continue;
 		}
 		if (!visible)
@@ -633,6 +689,20 @@ store_index_insert(KeyStore *ks, KeyStorePart *part, ItemPointer tid,
 }
 
 /*
+ * Before a row goes into a bucket of dedup.claims: take its write lock, held
+ * until the transaction ends, so that the cleanup neither seals, folds nor
+ * drops the bucket while the row may still commit (bucket.c).
+ */
+static void
+store_part_will_write(KeyStore *ks, KeyStorePart *part)
+{
+	if (!ks->bucketed || part->written)
+		return;
+	dedup_bucket_lock_written(part->heap_oid);
+	part->written = true;
+}
+
+/*
  * After an update or delete found the row changed under us (the cleanup
  * deleted it, or is deleting it): release the key lock and wait for that
  * transaction if it is still running.  The caller looks the key up again.
@@ -648,8 +718,7 @@ store_changed_under_us(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 	{
 		if (busy == KEY_BUSY_ERROR)
 			key_store_report_busy(ks, fp);
-		XactLockTableWait(tmfd->xmax, ks->parts[row->part].heap, &row->tid,
-						  XLTW_InsertIndexUnique);
+		store_wait_for_writer(ks, tmfd->xmax, 0, row->part, &row->tid);
 	}
 }
 
@@ -702,6 +771,7 @@ key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple
 	 * seen the switch to it, bucket.c): never behind the latest version.
 	 */
 	target = &ks->parts[row->state == KEY_ABSENT ? ks->current : Min(ks->current, row->part)];
+	store_part_will_write(ks, target);
 	if (row->state != KEY_ABSENT && target == &ks->parts[row->part])
 	{
 		LockTupleMode lockmode;
@@ -840,6 +910,7 @@ store_batch_flush(KeyStore *ks, StoreBatch *batch, const DedupFingerprint *keys)
 
 	if (batch->n == 0)
 		return;
+	store_part_will_write(ks, target);
 	heap_multi_insert(target->heap, batch->slots, batch->n, GetCurrentCommandId(true), 0, NULL);
 	for (int i = 0; i < batch->n; i++)
 		store_index_insert(ks, target, &batch->slots[i]->tts_tid, &keys[batch->index[i]], false);

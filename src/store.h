@@ -21,55 +21,9 @@
 #include "utils/rel.h"
 #include "utils/snapshot.h"
 
-#include "dedup.h"
 #include "bucket.h"
-
-/*
- * The lock tag classes of dedup's own locks: advisory-class lock tags with
- * a locktag_field4 of ours.  The key lock is a short heavyweight lock on one
- * fingerprint (store.c).  The
- * advisory locks of SQL (pg_advisory_lock) use 1 and 2 there, so they never
- * meet ours.  test/modules/dedup_test holds one to pause a caller.
- */
-#define DEDUP_LOCKTAG_KEY		0x6464
-/* the outbox's producer locks, one per stripe of aggregates (outbox.c) */
-#define DEDUP_LOCKTAG_AGGREGATE	0x6465
-/* the outbox's topic locks, held by its producers until they commit (outbox.c) */
-#define DEDUP_LOCKTAG_TOPIC		0x6466
-/* the outbox's event locks: a put's, on its event id, while it looks and inserts (outbox.c) */
-#define DEDUP_LOCKTAG_EVENT		0x6467
-/* the outbox's relay locks: a take's, on its topic, until it ends (outbox.c) */
-#define DEDUP_LOCKTAG_RELAY		0x6468
-/* the outbox's slot locks: a take's, on the slot it numbers, until it ends (outbox.c) */
-#define DEDUP_LOCKTAG_SLOT		0x6469
-
-static inline void
-dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
-{
-	uint32		hi;
-	uint32		lo;
-
-	memcpy(&hi, fp->bytes, sizeof(hi));
-	memcpy(&lo, fp->bytes + sizeof(hi), sizeof(lo));
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_KEY);
-}
-
-/*
- * The key tables: a key fingerprint first (the primary key), then the time
- * the row expires (the cleanup deletes by it), then what the table keeps.
- * dedup.claims and dedup.outbox_keys: (key, expires_at, record);
- * dedup.streams: (key, expires_at, epoch, mark, scope, stream).
- */
-#define Anum_key_key			1
-#define Anum_key_expires_at		2
-#define Anum_claims_record		3
-#define Anum_claims_history		4	/* dedup.claims only, added in 1.1 */
-#define Natts_claims			4
-#define Anum_streams_epoch		3
-#define Anum_streams_mark		4
-#define Anum_streams_scope		5
-#define Anum_streams_stream		6
-#define Natts_streams			6
+#include "catalog.h"
+#include "scope.h"
 
 /* Status of an idempotency record */
 #define RECORD_PROCESSING	'p'
@@ -153,6 +107,7 @@ typedef struct KeyStorePart
 	bool		opened;			/* a sealed bucket is opened when first needed */
 	bool		sealed;			/* a sealed bucket: its filter may be asked */
 	TimestampTz closed_at;		/* of a sealed bucket: names its filter */
+	bool		written;		/* its write lock is held (a bucket of dedup.claims) */
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
@@ -165,6 +120,7 @@ typedef struct KeyStore
 	const text *scope;			/* for messages */
 	DedupRelation table;		/* which key table */
 	LOCKMODE	lockmode;		/* on every part */
+	bool		bucketed;		/* the buckets of dedup.claims (bucket.c) */
 	int			nparts;
 	KeyStorePart parts[DEDUP_MAX_BUCKETS];	/* newest first */
 	int			current;		/* the part new rows go into */
@@ -191,6 +147,13 @@ extern void key_store_close(KeyStore *ks);
 extern void key_store_use_history(KeyStore *ks, const DedupScopeSettings *settings);
 extern bool key_store_history_seen(KeyStore *ks, const DedupFingerprint *fp,
 								   const KeyRow *row);
+
+/*
+ * Whether a scope's history may hold a key: the history tier, above the
+ * store, answers (module.c installs dedup_history_may_contain).
+ */
+typedef bool (*KeyStoreHistoryHook) (int32 history_id, const DedupFingerprint *fp);
+extern KeyStoreHistoryHook key_store_history_hook;
 extern KeyState key_store_find(KeyStore *ks, const DedupFingerprint *fp,
 							   KeyBusyPolicy busy, KeyRow *row);
 extern void key_store_unlock(KeyRow *row);

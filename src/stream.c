@@ -41,8 +41,13 @@
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 
+#include "catalog.h"
+#include "checks.h"
+#include "fingerprint.h"
+#include "routing.h"
+#include "scope.h"
+#include "shards.h"
 #include "store.h"
-#include "cluster.h"
 
 /* A stream's name and the arguments of one advance. */
 typedef struct StreamAdvance

@@ -58,8 +58,11 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "dedup.h"
+#include "catalog.h"
 #include "cleanup.h"
+#include "cleanup_stats.h"
+#include "settings.h"
+#include "worker.h"
 
 PGDLLEXPORT void dedup_launcher_main(Datum main_arg);
 PGDLLEXPORT void dedup_worker_main(Datum main_arg);
@@ -443,13 +446,17 @@ worker_check_database(Oid *roleoid)
 
 /*
  * One cleanup pass, a transaction per batch, pausing dedup.cleanup_pause
- * between batches.  A batch that fails is reported and ends the pass; the
- * next one starts at the next interval.
+ * between batches.  A batch that fails is reported, and the pass goes on
+ * with the next stage (cleanup.c): a table that cannot be cleaned now (a
+ * lock not granted within the worker's lock_timeout) holds back neither the
+ * buckets' work nor the trimming of the outbox's log.  The stage is tried
+ * again at the next interval.
  */
 static void
 worker_run_pass(void)
 {
 	int64		position = 0;
+	volatile int64 failed_at = 0;
 
 	while (position != DEDUP_CLEANUP_DONE)
 	{
@@ -470,6 +477,7 @@ worker_run_pass(void)
 		pgstat_report_activity(STATE_RUNNING, "dedup cleanup: deleting expired claims, records and outbox keys");
 		PG_TRY();
 		{
+			failed_at = position;
 			(void) dedup_cleanup_run_batch(&position, dedup_cleanup_batch_size);
 			PopActiveSnapshot();
 			CommitTransactionCommand();
@@ -488,7 +496,7 @@ worker_run_pass(void)
 		PG_END_TRY();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		if (failed)
-			break;
+			position = dedup_cleanup_next_stage(failed_at);
 
 		if (position != DEDUP_CLEANUP_DONE && dedup_cleanup_pause > 0)
 		{

@@ -1,7 +1,7 @@
 -------------------------------------------------------------------------
 -- Distributed PostgreSQL (Citus): a key's stored form for co-locating
 -- business tables, the distribution of dedup's tables, and the forwarded
--- call (cluster.c)
+-- call (shards.c, routing.c)
 -------------------------------------------------------------------------
 -- The fingerprint a key is stored under in a scope (dedup.claims.key): a
 -- business table distributed by a column of it, co-located with
@@ -27,7 +27,7 @@ AS 'MODULE_PATHNAME', 'dedup_stream_key_sql' LANGUAGE C IMMUTABLE STRICT PARALLE
 COMMENT ON FUNCTION @extschema@.dedup_stream_key(text, text) IS
     'the fingerprint a stream''s mark is stored under in a scope (dedup.streams.key)';
 
--- A call forwarded to the node of its key's shard (cluster.c).  Citus
+-- A call forwarded to the node of its key's shard (routing.c).  Citus
 -- delegates it there by its first argument once dedup_distribute() has
 -- distributed it.  Left executable by PUBLIC on purpose: it runs only
 -- dedup's own functions, as the role that called, whose EXECUTE privilege
@@ -71,7 +71,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.run_everywhere(text) FROM PUBLIC;
 
--- The outbox's partitions on a cluster (cluster.c): that of an aggregate's
+-- The outbox's partitions on a cluster (shards.c, outbox.c): that of an aggregate's
 -- events, and all of them, one a shard of dedup.claims.
 CREATE OR REPLACE FUNCTION dedup.outbox_partition_of(topic text, aggregate_id text)
 RETURNS @extschema@.dedup_fingerprint

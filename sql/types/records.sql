@@ -1,4 +1,4 @@
--- The result of dedup_begin() (sql/functions/records.sql): a type of its
+-- The result of dedup_begin() (sql/functions/record.sql): a type of its
 -- own, written before the function parts, which the update script from 1.0
 -- (which has it, the same) builds in as well.
 CREATE TYPE @extschema@.dedup_begin_result AS (

@@ -1,5 +1,69 @@
 
 -------------------------------------------------------------------------
--- After the functions and privileges (the update from 1.0 to 1.1 ends
--- here): nothing of 1.0 is left to move that needs them.
+-- dedup--1.0--1.1.sql, its data steps (sql/updates/1.0--1.1.post.sql):
+-- after the new tables, functions and privileges, what 1.0's rows become
 -------------------------------------------------------------------------
+-- Roles granted usage before are not given the stream functions here: a
+-- GRANT in an extension script becomes the object's initial privilege,
+-- which pg_dump leaves out, so a dump of the updated database would lose
+-- it.  Run dedup_grant_usage(role) again for roles that advance streams.
+
+-- Every role 1.0 granted (EXECUTE on dedup_claim or dedup_outbox_take, by
+-- dedup_grant_usage/_relay or by hand) keeps its every-scope meaning.
+INSERT INTO dedup.grants (role, privilege, scope)
+SELECT DISTINCT a.grantee::regrole, x.privilege, NULL::text
+FROM (VALUES ('usage', '@extschema@.dedup_claim(text, text, interval, boolean)'::regprocedure),
+             ('relay', '@extschema@.dedup_outbox_take(text, integer)'::regprocedure)) AS x(privilege, fn)
+JOIN pg_catalog.pg_proc AS p ON p.oid = x.fn
+CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
+WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner;
+
+-- 1.0's events with a state of their own move to dedup.outbox_retry: those
+-- handed out before (nacked, leased, or whose lease passed), each with its
+-- attempts, time and last error.  Those in flight keep their lease, as a
+-- batch of those one 1.0 take handed out (the events of a topic with one
+-- lease end: at most one of an aggregate), so that their relay's ack (by
+-- id, with its attempt) still counts.  Events never handed out stay in the
+-- log, in their place; every topic's relays start at its beginning.
+INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type, payload,
+                                headers, created_at, attempts, visible_at, last_error)
+SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+       o.headers, o.created_at, o.attempts, o.visible_at, o.last_error
+FROM dedup.outbox AS o
+WHERE o.attempts > 0;
+DO $$
+DECLARE
+    t record;
+    s integer := 0;
+BEGIN
+    FOR t IN SELECT o.topic, o.visible_at, max(o.attempts) AS attempt, count(*) AS events,
+                    array_agg(o.id) AS ids,
+                    array_agg(pg_catalog.hashtext(o.aggregateid)) AS aggregates
+             FROM dedup.outbox AS o WHERE o.attempts > 0 AND o.status = 't'
+             GROUP BY o.topic, o.visible_at ORDER BY min(o.seq)
+    LOOP
+        s := s + 1;
+        IF s > 65535 THEN
+            RAISE EXCEPTION 'more than 65535 takes of dedup 1.0 have events in flight'
+                USING ERRCODE = '54000',
+                      HINT = 'Let their relays ack them, or their leases pass, and update again.';
+        END IF;
+        INSERT INTO dedup.outbox_batches (part, slot, topic, generation, busy, attempt,
+                                          lease_until, retried, events, aggregates)
+        VALUES ('00000000000000000000000000000000', s, t.topic, 1, true, t.attempt, t.visible_at, t.events, t.events,
+                t.aggregates);
+        UPDATE dedup.outbox_retry SET batch = s::bigint * 2147483648 + 1 WHERE id = ANY (t.ids);
+    END LOOP;
+END
+$$;
+DELETE FROM dedup.outbox WHERE attempts > 0;
+ALTER TABLE dedup.outbox
+    DROP COLUMN status, DROP COLUMN attempts, DROP COLUMN visible_at, DROP COLUMN last_error,
+    RESET (fillfactor);
+DROP INDEX dedup.outbox_aggregate_seq;
+DROP INDEX dedup.outbox_topic_seq;
+CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (topic, seq);
+COMMENT ON TABLE dedup.outbox IS 'the outbox''s log of events, appended by dedup_outbox_put() (Debezium Outbox Event Router columns); published events leave it with the cleanup once their topic''s retention passed';
+-- 1.0's keys stay where they are until their retention passes: a 1.1 put
+-- keeps its key as the event's id in the log.
+COMMENT ON TABLE dedup.outbox_keys IS 'keys of outbox events put by dedup 1.0, kept until their topic''s retention passes';

@@ -37,8 +37,26 @@ perl -MJSON::PP -e '
 	if (@fail) { print "META.json: $_\n" for @fail; exit 1 }
 ' "$control"
 
+# the version is one everywhere: the package's changelog (upstream part of
+# its top entry), the README ("dedup X.Y.Z") and the reference's title
+semver=$(perl -MJSON::PP -0ne 'print JSON::PP->new->decode($_)->{version}' META.json)
+versions_found() {	# versions_found CHANGELOG README REFERENCE: what each says, one line each
+	sed -n '1s/^dedup (\([0-9.]*\)-[^)]*).*/changelog \1/p' "$1"
+	grep -oE 'dedup [0-9]+\.[0-9]+\.[0-9]+' "$2" | sort -u | sed 's/^dedup /README /'
+	sed -n '1s/^# dedup \([0-9.]*\) — reference$/reference \1/p' "$3"
+}
+want=$(printf 'changelog %s\nREADME %s\nreference %s\n' "$semver" "$semver" "${semver%.0}")
+got=$(versions_found debian/changelog README.md doc/reference.md)
+[ "$got" = "$want" ] || { printf 'versions differ:\n%s\nwanted:\n%s\n' "$got" "$want"; exit 1; }
+# ... and that check can fail
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+sed '1s/1\.1\.0-1/1.2.0-1/' debian/changelog >"$tmp/changelog"
+[ "$(versions_found "$tmp/changelog" README.md doc/reference.md)" != "$want" ] ||
+	{ echo "a changelog of another version was not found"; exit 1; }
+
 # the install script META.json names is the one the Makefile builds
 make -s -n "dedup--$control.sql" >/dev/null 2>&1 || make -s -q "dedup--$control.sql" 2>/dev/null ||
 	{ echo "the Makefile does not build dedup--$control.sql"; exit 1; }
 grep -q '^PostgreSQL License$' LICENSE || { echo "LICENSE is not the PostgreSQL License"; exit 1; }
+echo "meta: changelog, README and reference say $semver too"
 echo "meta: META.json names dedup $control (PGXN version $(perl -MJSON::PP -0ne 'print JSON::PP->new->decode($_)->{version}' META.json)), licence postgresql"

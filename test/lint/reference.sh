@@ -9,9 +9,10 @@
 #     view ("VIEW v"), cast, operator class and family, and operator (in
 #     its Operators section);
 #   - its settings table gives every dedup.* GUC the server knows with its
-#     default, range and context, and the README's settings table names each;
+#     default, range and context, and doc/operations.md's settings table
+#     names each;
 #   - every SQLSTATE the sources raise is in the reference's Errors table and
-#     the README's: ERRCODE_* of the C sources (through utils/errcodes.h),
+#     doc/errors.md's: ERRCODE_* of the C sources (through utils/errcodes.h),
 #     the codes of the PostgreSQL routines they call (PreventCommandIf*,
 #     check_stack_depth, pq_getmsgbytes, elog), and the ERRCODE / SQLSTATE
 #     of the RAISE statements of every SQL file under sql/ (the released
@@ -26,7 +27,8 @@ set -euo pipefail
 
 test_server reference 20
 q -c "CREATE EXTENSION dedup"
-readme=$DEDUP_ROOT/README.md
+errors_page=$DEDUP_ROOT/doc/errors.md
+operations_page=$DEDUP_ROOT/doc/operations.md
 
 # What the reference must hold, one line per item:
 #   "function NAME|RESULT|ARG|ARG…" (ARG as pg_get_function_arguments says it),
@@ -83,19 +85,20 @@ sqlstate_of() {	# sqlstate_of ERRCODE_NAME: its five characters, or a failure
 } | sort -u >"$dir/sqlstates"
 check "SQLSTATEs found in the sources" "$(($(wc -l <"$dir/sqlstates") >= 15))" 1
 
-# missing REFERENCE: what REFERENCE (and the README) lack of $dir/items and
+# missing REFERENCE: what REFERENCE (and doc/errors.md, doc/operations.md) lack of $dir/items and
 # $dir/sqlstates, one line each
 missing() {
 	perl -e '
 		use strict; use warnings;
-		my ($items, $sqlstates, $reference, $readme) = @ARGV;
+		my ($items, $sqlstates, $reference, $errors_page, $operations_page) = @ARGV;
 		local $/;
 		open my $fh, "<", $reference or die "$reference: $!"; my $doc = <$fh>;
-		open $fh, "<", $readme or die "$readme: $!"; my $readme_text = <$fh>;
+		open $fh, "<", $errors_page or die "$errors_page: $!"; my $errors_text = <$fh>;
+		open $fh, "<", $operations_page or die "$operations_page: $!"; my $operations_text = <$fh>;
 		my ($doc_errors) = $doc =~ /^## Errors\n(.*?)(?=^## |\z)/ms;
 		my ($doc_operators) = $doc =~ /^### Operators\n(.*?)(?=^##|\z)/ms;
-		my ($readme_errors) = $readme_text =~ /^## Errors\n(.*?)(?=^## |\z)/ms;
-		my ($readme_settings) = $readme_text =~ /^## Settings \(GUCs\)\n(.*?)(?=^## |\z)/ms;
+		my ($readme_errors) = $errors_text =~ /^## Errors\n(.*?)(?=^## |\z)/ms;
+		my ($readme_settings) = $operations_text =~ /^## Settings\n(.*?)(?=^## |\z)/ms;
 		defined $_ or die "a section is missing" for $doc_errors, $doc_operators, $readme_errors, $readme_settings;
 		sub words { join "\\s+", map { quotemeta } split / /, $_[0] }
 		open $fh, "<", $items or die;
@@ -136,7 +139,7 @@ missing() {
 					print "range $min .. $max of $name\n" if $min ne "" && $row !~ /\|\s*\Q$min .. $max\E\s*\|/;
 					print "context $context of $name\n" if $row !~ /\|\s*\Q$context\E\s*\|/;
 				}
-				print "setting $name in the README\n" unless $readme_settings =~ /`\Q$name\E`/;
+				print "setting $name in doc/operations.md\n" unless $readme_settings =~ /`\Q$name\E`/;
 			} else {
 				die "unknown item $line";
 			}
@@ -144,15 +147,15 @@ missing() {
 		open $fh, "<", $sqlstates or die;
 		for my $code (split /\n/, <$fh>) {
 			print "SQLSTATE $code in the reference\n" unless $doc_errors =~ /`\Q$code\E`/;
-			print "SQLSTATE $code in the README\n" unless $readme_errors =~ /`\Q$code\E`/;
+			print "SQLSTATE $code in doc/errors.md\n" unless $readme_errors =~ /`\Q$code\E`/;
 		}
-	' "$dir/items" "$dir/sqlstates" "$1" "$readme"
+	' "$dir/items" "$dir/sqlstates" "$1" "$errors_page" "$operations_page"
 }
 
 echo "$(grep -c '^function' "$dir/items") functions, $(grep -c '^object' "$dir/items") other objects," \
 	"$(grep -c '^setting' "$dir/items") settings, $(wc -l <"$dir/sqlstates") SQLSTATEs:" $(cat "$dir/sqlstates")
 gaps=$(missing "$DEDUP_ROOT/doc/reference.md")
-check "the reference and the README document everything" "$gaps" ""
+check "the reference, doc/errors.md and doc/operations.md document everything" "$gaps" ""
 
 # The check can fail.
 sed -e 's/^\(dedup_outbox_take(topic text, batch_size integer\) DEFAULT 100)/\1)/' \

@@ -131,6 +131,28 @@ SELECT to_regclass('dedup.claims_2') AS bucket_2;
 SELECT deleted, next_position FROM dedup_cleanup_batch((3::bigint << 32) + 9);
 SELECT * FROM buckets;
 
+-- the list at its limit, 128 rows with the retired buckets that wait for
+-- their drop (their tables held by a long transaction): the open step opens
+-- no bucket, with a warning, and calls go on; a longer list (a database the
+-- cleanup fell behind in before this limit) is read whole, and calls go on
+BEGIN;
+INSERT INTO dedup.buckets (bucket, relid, state, opened_at)
+  SELECT 1000 + g, (4000000000 + g)::oid::regclass, 'r', now()
+  FROM generate_series(1, 128 - (SELECT count(*) FROM dedup.buckets)) g;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+-- (every call reads the list again)
+ALTER TABLE dedup.buckets ALTER COLUMN claims SET STATISTICS 100;
+SELECT dedup_claim('b', 'at-limit') AS claimed, dedup_claim('b', 'at-limit') AS again;
+INSERT INTO dedup.buckets (bucket, relid, state, opened_at)
+  SELECT 2000 + g, (4000001000 + g)::oid::regclass, 'r', now() FROM generate_series(1, 100) g;
+ALTER TABLE dedup.buckets ALTER COLUMN claims SET STATISTICS 200;
+SELECT dedup_claim('b', 'past-limit') AS claimed, dedup_seen('b', 'at-limit') AS seen;
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+ROLLBACK;
+
 -- the list of buckets gone while buckets exist: calls refuse (42P01)
 -- rather than miss the buckets
 BEGIN;
@@ -143,6 +165,29 @@ ALTER INDEX dedup.claims_3_pkey RENAME TO claims_3_moved;
 SELECT regress_try($$SELECT dedup_claim('b', 'x')$$);
 ROLLBACK;
 SELECT count(*) AS claimed_x FROM dedup.claims WHERE key = pg_temp.key_fp('b', 'x');
+-- a step that cannot get a lock in time (lock_timeout; the worker's is
+-- 100 ms) is left to the next pass, and the pass goes on with the next
+-- steps and stages: here a prepared transaction holds the current bucket's
+-- table, and the switch would wait for it to end
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+BEGIN;
+SELECT pg_catalog.format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', relid)
+FROM dedup.buckets WHERE state = 'c' \gexec
+PREPARE TRANSACTION 'dedup_holds_current';
+SET lock_timeout = '50ms';
+SELECT deleted, next_position FROM dedup_cleanup_batch((3::bigint << 32) + 1);
+SELECT * FROM buckets;
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT dedup_claim('b', 'while-held') AS claimed;
+RESET lock_timeout;
+ROLLBACK PREPARED 'dedup_holds_current';
+-- the next pass switches
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT dedup_claim('b', 'while-held') AS again;
+
 -- dedup.bucket_interval: at least a second, set by superusers
 SELECT regress_try($$SET dedup.bucket_interval = 0$$);
 SHOW dedup.bucket_interval;

@@ -8,6 +8,7 @@
 #     connections, one whose transactions are read-only, a missing role and
 #     one that may not delete are each logged once, then skipped;
 #   - dedup.cleanup_interval and dedup.cleanup_enabled take effect on reload;
+#   - a stage that cannot get its lock in time does not end the pass;
 #   - SIGTERM stops a worker in the middle of a pass within a second, and
 #     the launcher within a second; the postmaster restarts the launcher,
 #     and after a crash (kill -9) too.
@@ -144,6 +145,19 @@ is($node->log_count('its transactions are read-only'), 1, 'read-only database lo
 is(sql('SELECT count(*) FROM dedup.claims'), '3120', 'nothing deleted in a read-only database');
 $node->safe_psql('postgres', 'ALTER DATABASE app RESET default_transaction_read_only');
 ok(wait_for('SELECT count(*) FROM dedup.claims', '3020', 10), 'writable again, the expired rows went');
+
+# a stage that cannot get its lock (a prepared transaction holds dedup.streams)
+# fails each pass, logged and counted, and the pass goes on: the buckets'
+# work, a later stage, still switches to a new bucket
+sql(q{BEGIN; LOCK TABLE dedup.streams IN ACCESS EXCLUSIVE MODE; PREPARE TRANSACTION 'holds_streams';});
+my $errors = sql('SELECT sum(errors) FROM dedup_cleanup_stats()');
+sql(q{UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c'});
+ok( wait_for(
+		q{SELECT string_agg(bucket || state, ' ' ORDER BY bucket) FROM dedup.buckets WHERE state IN ('c', 'n')}, '1c',
+		10),
+	'a stage held back by a lock does not end the pass: the buckets switch');
+is(sql("SELECT sum(errors) > $errors FROM dedup_cleanup_stats()"), 't', 'the stage held back failed');
+sql(q{ROLLBACK PREPARED 'holds_streams'});
 
 # 6. SIGTERM in the middle of a long pass: the worker is gone within a
 # second, its batch rolled back; the next pass finishes the work

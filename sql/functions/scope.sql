@@ -30,7 +30,7 @@ COMMENT ON FUNCTION @extschema@.dedup_scope(text) IS
     'the effective settings of a scope: its own where set, the GUC defaults otherwise';
 
 -- Per-scope call counters, kept in shared memory when dedup is preloaded
--- (scopestats.c), for monitoring: one row per scope counted, of the current
+-- (scope_counters.c), for monitoring: one row per scope counted, of the current
 -- database or of all.  dedup.scope_count is how the relay's PL/pgSQL
 -- functions count the events they hand out, ack and nack.
 CREATE OR REPLACE FUNCTION @extschema@.dedup_scope_stats(all_databases boolean DEFAULT false,

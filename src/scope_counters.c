@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * scopestats.c
+ * scope_counters.c
  *	  Per-scope call counters in shared memory, for monitoring: claims that
  *	  were new and duplicates, records started, replayed, completed and
  *	  released, outbox events put, taken, acked and nacked.
@@ -38,7 +38,8 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
-#include "dedup.h"
+#include "checks.h"
+#include "scope_counters.h"
 
 #define SCOPESTATS_MAX	4096
 

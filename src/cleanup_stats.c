@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * stats.c
+ * cleanup_stats.c
  *	  The cleanup's figures: per database, the rows each kind lost to the
  *	  cleanup, the last pass's start and duration, batches, errors and the
  *	  cleanup lag.  They live in shared memory, so they exist only when the
@@ -44,8 +44,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "dedup.h"
-#include "cleanup.h"
+#include "cleanup_stats.h"
 
 /* Databases with figures of their own; more are cleaned but not counted. */
 #define STATS_MAX_DATABASES 64

@@ -1,0 +1,82 @@
+-- The relay's state (sql/functions/outbox.sql has its design): each
+-- topic's position in the log, the batches handed out, and the events
+-- with a state of their own.  Every row names its partition, as the log's
+-- do (sql/tables/outbox.sql).  New in 1.1: the update from 1.0 builds
+-- this part in as it is.
+-- Where each topic's relays are in the log: every event of the topic with
+-- a seq below next_seq was handed out in a batch, or held back (in
+-- dedup.outbox_retry).  A topic has a row from the first take that reads
+-- its log (one with no event past 0 has none, as at 0).
+CREATE TABLE dedup.outbox_topics (
+    topic    text COLLATE "C" NOT NULL,
+    next_seq bigint NOT NULL DEFAULT 0,
+    part     @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_topics_pkey PRIMARY KEY (topic)
+) USING heap;
+COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s log: the events before it were handed out';
+
+-- The batches of a partition's topics, one row a slot, reused (updated in
+-- place, a HOT update while its topic stays: nothing else indexed
+-- changes): a busy slot holds a batch of its topic handed out and not yet
+-- settled; a free one goes to the next batch of any topic of the
+-- partition that needs one (its own topic's first), so that a partition
+-- has no more slots than batches handed out at once.  A slot's number is
+-- one of its partition's (below 2^16); a batch's id is the partition's
+-- number times 2^47, plus the slot's times 2^31, plus the slot's
+-- generation, which each new batch in it advances, whatever its topic
+-- (dedup.outbox_batch_id()): no id handed out before names a batch handed
+-- out after.  Its events are those of the topic's log from first_seq to
+-- last_seq but for the seqs in settled (held back, or acked or nacked one
+-- by one), and the events of dedup.outbox_retry that name the batch
+-- (retried of them); events counts them all, aggregates holds hashtext()
+-- of their aggregate ids.  attempt is that of its events from the log; a
+-- busy slot whose lease passed is handed out again whole.
+CREATE TABLE dedup.outbox_batches (
+    slot        integer NOT NULL,
+    topic       text COLLATE "C" NOT NULL,
+    generation  integer NOT NULL DEFAULT 0,
+    busy        boolean NOT NULL DEFAULT false,
+    attempt     integer NOT NULL DEFAULT 0,
+    lease_until timestamptz,
+    first_seq   bigint,
+    last_seq    bigint,
+    settled     bigint[] NOT NULL DEFAULT '{}',
+    retried     integer NOT NULL DEFAULT 0,
+    events      integer NOT NULL DEFAULT 0,
+    aggregates  integer[] NOT NULL DEFAULT '{}',
+    part        @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
+) USING heap WITH (fillfactor = 20);
+CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
+COMMENT ON TABLE dedup.outbox_batches IS 'the slots of the outbox''s batches, reused by any topic: a busy one holds a batch of its topic handed out and not yet acked, with its events, attempt and lease';
+
+-- Events with a state of their own (PgQ's retry queue): nacked ones,
+-- waiting for their retry_delay; ones held back behind an earlier event of
+-- their aggregate that was not yet published; redriven dead ones.  A copy
+-- of the event's row, with its attempts, the time it may go out again, its
+-- last error, and the batch it is in while handed out.
+CREATE TABLE dedup.outbox_retry (
+    seq           bigint NOT NULL,
+    id            uuid NOT NULL,
+    topic         text COLLATE "C" NOT NULL,
+    aggregatetype text NOT NULL,
+    aggregateid   text NOT NULL,
+    type          text NOT NULL,
+    payload       jsonb,
+    headers       jsonb NOT NULL,
+    created_at    timestamptz NOT NULL,
+    attempts      integer NOT NULL DEFAULT 0,
+    visible_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    last_error    text,
+    batch         bigint,
+    part          @extschema@.dedup_fingerprint NOT NULL,
+    CONSTRAINT outbox_retry_pkey PRIMARY KEY (id)
+) USING heap WITH (fillfactor = 50);
+CREATE INDEX outbox_retry_topic_seq ON dedup.outbox_retry (topic, seq);
+CREATE INDEX outbox_retry_aggregate_seq ON dedup.outbox_retry (topic, aggregateid, seq);
+CREATE INDEX outbox_retry_batch ON dedup.outbox_retry (batch) WHERE batch IS NOT NULL;
+COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked, held back behind an earlier event of their aggregate, or redriven: each with its own attempts and time';
+
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_topics', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_retry', '');
