@@ -2,8 +2,11 @@
 #
 #   make && make install     build and install into the PostgreSQL of $(PG_CONFIG)
 #   make sim                 the exactly-once simulator sim/dedup-sim (a libpq client)
-#   make lint                checks of the sources (the layers of src/: src/README.md)
 #   scripts/test             the whole test suite on a throwaway server (see README)
+#   make installcheck        the regress, isolation and TAP tests (test/t) against
+#                            the installed server (not as root: TAP runs initdb)
+#   make lint                checks of the sources: src/'s layers (src/README.md),
+#                            the reference, META.json, C format (test/lint)
 #
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
 # is built from the parts in sql/ listed in SQL_PARTS, in that order (types,
@@ -89,6 +92,20 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	extension-recreate scope-invalidation
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
+# TAP tests: test/t/NNN_name.pl, PostgreSQL's own harness
+# (PostgreSQL::Test::Cluster, through test/perl/DedupNode.pm), each on
+# servers of its own; PGXS's prove_installcheck runs them after the regress
+# and isolation tests, against the installed PostgreSQL, as a user that may
+# run initdb (not root: scripts/lib.sh's run_tap_tests runs them as
+# postgres).  A plain `make installcheck` runs all three; a caller that
+# names its REGRESS or ISOLATION tests on the command line (scripts/test,
+# one step at a time) runs no TAP test unless it says TAP_TESTS=1 too.
+# One file: make installcheck REGRESS= ISOLATION= TAP_TESTS=1 PROVE_TESTS=test/t/002_crash.pl
+ifeq ($(origin REGRESS)$(origin ISOLATION),filefile)
+TAP_TESTS = 1
+endif
+PROVE_TESTS = test/t/*.pl
+
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 # rebuild what includes a changed header (PGXS tracks dependencies with -MMD)
 override autodepend = yes
@@ -102,6 +119,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# after PGXS, whose Makefile.global empties it: where DedupNode.pm is
+PROVE_FLAGS = -I test/perl
+
 $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@
 
@@ -111,15 +131,32 @@ $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sq
 	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
 	  cat $(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
 
-# make lint: checks of the sources, each a prerequisite of its own.
+# make lint: checks of the sources, each a prerequisite of its own, each
+# saying "ok   lint-NAME" or "FAIL lint-NAME" and, on failure, why
+# (scripts/test runs make -k lint and counts them).
 # lint-layers: no C file includes a header of a layer above its own, and
 # the includes make no circle (scripts/check-layers; the layers are in
 # src/README.md).
-.PHONY: lint lint-layers
-lint: lint-layers
+# lint-reference: doc/reference.md against the installed extension (on a
+# server of its own; test/lint/reference.sh).
+# lint-meta: META.json against dedup.control and LICENSE (test/lint/meta.sh).
+# lint-format: the C sources' layout, pgindent's when it is installed
+# (test/lint/format.sh).
+LINT = lint-layers lint-reference lint-meta lint-format
+.PHONY: lint $(LINT)
+lint: $(LINT)
+
+lint_run = if out=$$($(1) 2>&1); then echo "ok   $@"; \
+	else echo "FAIL $@"; echo "$$out" | tail -n 40; exit 1; fi
 
 lint-layers:
-	scripts/check-layers src
+	@$(call lint_run,scripts/check-layers src)
+lint-reference:
+	@$(call lint_run,bash test/lint/reference.sh)
+lint-meta:
+	@$(call lint_run,bash test/lint/meta.sh)
+lint-format:
+	@$(call lint_run,bash test/lint/format.sh)
 
 .PHONY: sim
 sim: sim/dedup-sim

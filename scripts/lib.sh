@@ -113,7 +113,11 @@ server_crash_command() {
 # For scripted tests: a server of their own in a new temporary directory, on
 # the test port plus PORT_OFFSET, stopped and removed when the script exits
 # (kept when KEEP is set), with PGHOST/PGPORT/PGUSER/PGDATABASE pointing at
-# it.  Sets dir and port.
+# it.  Sets dir and port.  Each script has an offset of its own, so that
+# scripts may run side by side (the TAP tests in test/t need none: the
+# harness picks free ports): fingerprint-cost 12, package 13, pgbouncer 14
+# (and its pooler +100), monitoring 15 (its exporter +200), lint/reference
+# 20, docs 30, sim 60, upgrade 70, citus 80 (its workers 81 and 82).
 test_server() {
 	local name=$1 offset=$2
 	shift 2
@@ -142,23 +146,6 @@ wait_for() {
 	done
 }
 
-# pid_gone_within PID SECONDS: whether process PID exits within SECONDS
-# (a decimal), polling /proc every 20 ms; prints how long it took.
-pid_gone_within() {
-	local pid=$1 limit=$2 start now
-	start=$(date +%s.%N)
-	while [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; do
-		now=$(date +%s.%N)
-		if awk -v a="$start" -v b="$now" -v l="$limit" 'BEGIN { exit !(b - a > l) }'; then
-			echo "pid $pid still there after ${limit}s"
-			return 1
-		fi
-		sleep 0.02
-	done
-	now=$(date +%s.%N)
-	awk -v a="$start" -v b="$now" 'BEGIN { printf "gone after %.3fs\n", b - a }'
-}
-
 # For scripted tests: q runs psql quietly and unaligned, stopping at the
 # first error; check WHAT GOT WANT fails the test unless GOT is WANT.
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
@@ -168,4 +155,34 @@ check() {
 		exit 1
 	fi
 	echo "ok: $1"
+}
+
+# run_tap_tests LOG [FILE...]: the TAP tests (test/t/*.pl, or the FILEs
+# named, as test/t/NNN_name.pl) through PGXS's prove_installcheck, against
+# the PostgreSQL of pg_config, as the server user: the harness runs initdb,
+# which refuses root.  They run in a throwaway copy of the Makefile and
+# test/ owned by that user (prove_installcheck writes tmp_check there, and
+# the tree may be root's); prove's output goes to LOG, the harness's logs of
+# each file to LOG.d/.  The harness picks free ports; it reserves them in
+# one directory for every run on the machine (/tmp/dedup-tap-ports), so that
+# runs side by side do not pick the same.  Returns make's status.
+run_tap_tests() {
+	local log=$1 tap status ports=/tmp/dedup-tap-ports
+	shift
+	tap=$(mktemp -d /tmp/dedup-tap.XXXXXX)
+	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" "$tap/"
+	chown -R "$SERVER_USER" "$tap"
+	chmod 755 "$tap"
+	mkdir -p "$ports"
+	chmod 1777 "$ports" 2>/dev/null || true
+	(cd "$tap" && as_server env PG_TEST_PORT_DIR="$ports" make -s installcheck REGRESS= ISOLATION= \
+		TAP_TESTS=1 ${1:+PROVE_TESTS="$*"}) >"$log" 2>&1
+	status=$?
+	rm -rf "$log.d"
+	if [ -d "$tap/tmp_check/log" ]; then
+		mkdir -p "$log.d"
+		cp -R "$tap/tmp_check/log/." "$log.d/"
+	fi
+	[ -n "${KEEP:-}" ] || rm -rf "$tap"
+	return "$status"
 }

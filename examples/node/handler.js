@@ -1,6 +1,6 @@
 // An HTTP handler with an Idempotency-Key, on dedup's idempotency records.
 //
-// The README quotes createCharge() from this file; test/scripts/docs.sh runs
+// The README quotes createCharge() from this file; test/integration/docs.sh runs
 // it as a program against a throwaway server, as the application role, and
 // requires its output.  Connects with libpq's environment (PGHOST,
 // PGDATABASE, PGUSER, ...).  Needs the `pg` package (npm install).

@@ -2,7 +2,7 @@
 """A queue consumer on dedup_claim: each message applied once, however often
 it is delivered.
 
-doc/claims.md quotes consume() from this file; test/scripts/docs.sh runs it as
+doc/claims.md quotes consume() from this file; test/integration/docs.sh runs it as
 a program against a throwaway server, as the application role, and requires
 its output.  Connect with libpq's environment (PGHOST, PGDATABASE, PGUSER,
 ...).  Needs psycopg 3 (Debian: python3-psycopg).

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """An HTTP handler with an Idempotency-Key, on dedup's idempotency records.
 
-The README quotes create_charge() from this file; test/scripts/docs.sh runs
+The README quotes create_charge() from this file; test/integration/docs.sh runs
 it as a program against a throwaway server, as the application role, and
 requires its output.  Connect with libpq's environment (PGHOST, PGDATABASE,
 PGUSER, ...).  Needs psycopg 3 (Debian: python3-psycopg).

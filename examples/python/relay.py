@@ -2,7 +2,7 @@
 """An outbox relay: takes the events of a topic in batches, publishes them,
 acks them; when there is nothing to take, waits a second and polls again.
 
-The README quotes relay_once() from this file; test/scripts/docs.sh runs it
+The README quotes relay_once() from this file; test/integration/docs.sh runs it
 as a program against a throwaway server, as a role granted dedup_grant_relay,
 and requires its output.  Connect with libpq's environment (PGHOST,
 PGDATABASE, PGUSER, ...).  Needs psycopg 3 (Debian: python3-psycopg).

@@ -6,16 +6,7 @@
 -- their expiry and its max_expires_at in the past, as the clock would.
 SET dedup.cleanup_pause = 0;
 -- start from a database with no buckets (earlier tests ran the cleanup)
-CREATE PROCEDURE pg_temp.reset_buckets() LANGUAGE plpgsql AS $$
-DECLARE b record;
-BEGIN
-  FOR b IN SELECT relid FROM dedup.buckets WHERE bucket > 0 LOOP
-    EXECUTE pg_catalog.format('DROP TABLE %s', b.relid);
-  END LOOP;
-  DELETE FROM dedup.buckets;
-  TRUNCATE dedup.claims;
-END $$;
-CALL pg_temp.reset_buckets();
+CALL regress_reset_buckets();
 -- the stored fingerprint of a key within a scope (fingerprint.c's encoding)
 CREATE FUNCTION pg_temp.key_fp(scope text, key text) RETURNS dedup_fingerprint
 LANGUAGE sql IMMUTABLE AS $$
@@ -202,4 +193,4 @@ SELECT regress_try($$SET dedup.bucket_interval = 0$$);
 SHOW dedup.bucket_interval;
 RESET dedup.cleanup_pause;
 -- the tests after this one start from one empty bucket
-CALL pg_temp.reset_buckets();
+CALL regress_reset_buckets();

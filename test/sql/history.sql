@@ -5,26 +5,8 @@
 -- max_expires_at in the past, and a generation's slice ended by moving its
 -- slice_end.
 SET dedup.cleanup_pause = 0;
-CREATE PROCEDURE pg_temp.reset_buckets() LANGUAGE plpgsql AS $$
-DECLARE b record;
-BEGIN
-  FOR b IN SELECT relid FROM dedup.buckets WHERE bucket > 0 LOOP
-    EXECUTE pg_catalog.format('DROP TABLE %s', b.relid);
-  END LOOP;
-  DELETE FROM dedup.buckets;
-  TRUNCATE dedup.claims;
-END $$;
-CALL pg_temp.reset_buckets();
+CALL regress_reset_buckets();
 CALL dedup_cleanup();
--- expire every row of the sealed buckets, 10 minutes ago
-CREATE PROCEDURE pg_temp.expire_sealed() LANGUAGE plpgsql AS $$
-DECLARE b record;
-BEGIN
-  FOR b IN SELECT relid FROM dedup.buckets WHERE state = 's' LOOP
-    EXECUTE pg_catalog.format('UPDATE %s SET expires_at = clock_timestamp() - interval ''10 minutes''', b.relid);
-  END LOOP;
-  UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '10 minutes' WHERE state = 's';
-END $$;
 -- the stored fingerprint of a key within a scope (fingerprint.c's encoding)
 CREATE FUNCTION pg_temp.key_fp(scope text, key text) RETURNS dedup_fingerprint
 LANGUAGE sql IMMUTABLE AS $$
@@ -96,7 +78,7 @@ SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'k' || g FROM generate_
 -- (the current bucket aged: a pass opens the next, switches, seals this one)
 UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
 CALL dedup_cleanup();
-CALL pg_temp.expire_sealed();
+CALL regress_expire_sealed();
 SELECT state, claims FROM dedup.buckets ORDER BY bucket;
 CALL dedup_cleanup();
 SELECT state, claims FROM dedup.buckets ORDER BY bucket;
@@ -131,7 +113,7 @@ SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'm' || g FROM generate_
 -- (the current bucket aged: a pass opens the next, switches, seals this one)
 UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
 CALL dedup_cleanup();
-CALL pg_temp.expire_sealed();
+CALL regress_expire_sealed();
 CALL dedup_cleanup();
 SELECT count(*) AS generations, sum(keys) AS keys FROM dedup.history_generations;
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'm' || g) = 'history') AS folded_seen
@@ -143,7 +125,7 @@ SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'o' || g FROM generate_
 -- (the current bucket aged: a pass opens the next, switches, seals this one)
 UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
 CALL dedup_cleanup();
-CALL pg_temp.expire_sealed();
+CALL regress_expire_sealed();
 CALL dedup_cleanup();
 SELECT * FROM generations;
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'o' || g) = 'history') AS folded_seen
@@ -156,7 +138,7 @@ SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'n' || g FROM generate_
 -- (the current bucket aged: a pass opens the next, switches, seals this one)
 UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
 CALL dedup_cleanup();
-CALL pg_temp.expire_sealed();
+CALL regress_expire_sealed();
 CALL dedup_cleanup();
 SELECT * FROM generations;
 -- a slice's generations go whole once it ended a window ago: their rows and their chunks
@@ -177,7 +159,7 @@ SELECT count(*) FROM dedup_claim_batch('h', ARRAY(SELECT 'q' || g FROM generate_
 UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
 CALL dedup_cleanup();
 SELECT count(*) AS sealed FROM dedup.buckets WHERE state = 's';
-CALL pg_temp.expire_sealed();
+CALL regress_expire_sealed();
 CALL dedup_cleanup();
 SELECT count(*) AS sealed FROM dedup.buckets WHERE state = 's';
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'p' || g) = 'history') AS p_seen,

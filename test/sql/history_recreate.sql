@@ -4,19 +4,10 @@
 -- answered from the dropped one's bits (false negatives), nor a key of the
 -- dropped extension from them.
 SET dedup.cleanup_pause = 0;
--- expire every row of the sealed buckets, 10 minutes ago
-CREATE PROCEDURE pg_temp.expire_sealed() LANGUAGE plpgsql AS $$
-DECLARE b record;
-BEGIN
-  FOR b IN SELECT relid FROM dedup.buckets WHERE state = 's' LOOP
-    EXECUTE pg_catalog.format('UPDATE %s SET expires_at = clock_timestamp() - interval ''10 minutes''', b.relid);
-  END LOOP;
-  UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '10 minutes' WHERE state = 's';
-END $$;
 -- the same history in both extensions: 1,000 keys (:prefix1 to 1000)
 -- claimed, their bucket aged (a pass opens the next, switches, seals it),
 -- its rows expired, and folded into generation 1 by the next pass
-\set fold 'SELECT count(*) AS claimed FROM dedup_claim_batch(''h'', ARRAY(SELECT :''prefix'' || g FROM generate_series(1, 1000) g)); UPDATE dedup.buckets SET opened_at = opened_at - interval ''7 hours'' WHERE state = ''c''; CALL dedup_cleanup(); CALL pg_temp.expire_sealed(); CALL dedup_cleanup();'
+\set fold 'SELECT count(*) AS claimed FROM dedup_claim_batch(''h'', ARRAY(SELECT :''prefix'' || g FROM generate_series(1, 1000) g)); UPDATE dedup.buckets SET opened_at = opened_at - interval ''7 hours'' WHERE state = ''c''; CALL dedup_cleanup(); CALL regress_expire_sealed(); CALL dedup_cleanup();'
 
 -- an extension of this test's own (a first pass lists its bucket 0)
 DROP EXTENSION dedup;

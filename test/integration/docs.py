@@ -17,7 +17,7 @@ Conventions (doc/tests.md, "The documentation's examples"):
     block, not ```sql;
   - every ```python block must be a part, verbatim, of a file under
     examples/python/, every ```js block of one under examples/node/: those
-    files run as programs (test/scripts/docs.sh), so the quoted code runs;
+    files run as programs (test/integration/docs.sh), so the quoted code runs;
   - a ```sh block that is one command running an example program
     (python3 examples/..., node examples/...) followed by a ```text block:
     the program's output, compared with what it printed when docs.sh ran

@@ -9,7 +9,7 @@
 #     in order, and its shown output (a ```text block after it) is what psql
 #     prints; the example programs' shown outputs are what they printed; a
 #     ```python or ```js block is a part of a file under examples/
-#     (test/scripts/docs.py; its header gives the conventions);
+#     (test/integration/docs.py; its header gives the conventions);
 #   - drift: the functions doc/privileges.md lists for dedup_grant_usage and
 #     dedup_grant_relay are dedup.functions_of('usage') and ('relay') on
 #     the server; a pgTAP file's count of tests stated in the docs is its
@@ -77,7 +77,7 @@ check "the relay: every event acked" \
 
 # Every SQL block of the docs, and the programs' shown outputs
 docs=(README.md doc/*.md)
-DOCS_PROGRAM_OUTPUT=$dir/out "$py" test/scripts/docs.py "${docs[@]}" | tee "$dir/docs.log"
+DOCS_PROGRAM_OUTPUT=$dir/out "$py" test/integration/docs.py "${docs[@]}" | tee "$dir/docs.log"
 check "the docs' SQL examples run and print what they show" "${PIPESTATUS[0]}" 0
 
 # ... and the check can fail: a changed output, a failing block, a quote
@@ -87,7 +87,7 @@ sed -e '0,/^ t$/s//XX/' README.md >"$dir/mutant/changed_output.md"
 printf '```sql\nSELECT no_such_function();\n```\n' >"$dir/mutant/failing.md"
 printf '```python\nprint("not in examples/")\n```\n' >"$dir/mutant/quote.md"
 for m in changed_output failing quote; do
-	if DOCS_PROGRAM_OUTPUT=$dir/out "$py" test/scripts/docs.py "$dir/mutant/$m.md" >"$dir/mutant/$m.log" 2>&1; then
+	if DOCS_PROGRAM_OUTPUT=$dir/out "$py" test/integration/docs.py "$dir/mutant/$m.md" >"$dir/mutant/$m.log" 2>&1; then
 		cat "$dir/mutant/$m.log"
 		check "a mutant ($m) fails the check" passed failed
 	fi

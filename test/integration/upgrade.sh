@@ -62,7 +62,7 @@ for f in $scripts; do	# a script's version is the last one in its name
 done
 check "every script of a version before $default is listed in sql/released.sha256" "${unlisted:- none}" " none"
 
-test_server upgrade 80
+test_server upgrade 70
 check "the server's default version is the control file's" \
 	"$(q -c "SELECT default_version FROM pg_available_extensions WHERE name = 'dedup'")" "$default"
 q -c "CREATE ROLE upgrade_app" -c "CREATE ROLE upgrade_relay"
