@@ -957,7 +957,11 @@ dedup_outbox_stable_seq(PG_FUNCTION_ARGS)
 	int64		in_log;
 
 	outbox_check_isolation();
-	outbox_plans_check();
+	/*
+	 * No outbox_plans_check() here: this runs inside the relay's kept plan,
+	 * which the entry point checked, and freeing it now would free a plan
+	 * in use
+	 */
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
 	/* on a cluster, this node's (the sequence is every node's own) */
 	seqinfo->args[0].value = ObjectIdGetDatum(dedup_relation_hashed(DEDUP_REL_OUTBOX) ?

@@ -29,8 +29,8 @@
  *
  * dedup_complete() and dedup_release() take the attempt dedup_begin()
  * returned, and refuse one that is not the record's (55006).  A caller may
- * leave it out unless the key was ever taken over while its row stayed
- * (taken_over, kept across releases and expiries until the row goes): only
+ * leave it out unless the key was taken over (taken_over, kept through a
+ * release until the record would have expired, never past an expiry): only
  * then may an earlier holder still be at work, unable to tell itself from
  * the current one.
  *
@@ -188,8 +188,26 @@ dedup_begin(PG_FUNCTION_ARGS)
 		 */
 		take = state == KEY_LIVE;
 		attempts = state != KEY_ABSENT && row.has_record ? row.record.attempts : 0;
+		/*
+		 * A takeover is remembered while the holder it took the key from
+		 * may still be at work: through a release's tombstone until the
+		 * record would have expired (a ttl after the last lease), not past
+		 * an expiry, whether or not the cleanup has deleted the row yet
+		 */
 		taken_over = take ||
-			(state != KEY_ABSENT && row.has_record && row.record.taken_over);
+			(state == KEY_EXPIRED && row.has_record &&
+			 row.record.status == RECORD_RELEASED && row.expires_at > ks.now &&
+			 row.record.taken_over);
+		if (attempts == PG_INT32_MAX)
+		{
+			key_store_unlock(&row);
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("key of scope \"%s\" was begun %d times", text_to_cstring(scope),
+							PG_INT32_MAX),
+					 errdetail("An attempt number is an integer; none is left to give."),
+					 errhint("Release it and let the record expire, or use another key; nothing was changed.")));
+		}
 		if (!take)
 		{
 			memset(&row.record, 0, sizeof(DedupRecord));

@@ -49,9 +49,9 @@ typedef struct DedupRecord
 	bool		has_completed_at;
 	TimestampTz completed_at;
 	/*
-	 * The key was taken over from a holder whose lease had passed, at an
-	 * attempt the row still counts: a caller that gives no attempt may be
-	 * that holder.  Read whole records only; a record written before 1.1
+	 * The key was taken over from a holder whose lease had passed (kept
+	 * through a release until the record would have expired, never past an
+	 * expiry): a caller that gives no attempt may be that holder.  Read whole records only; a record written before 1.1
 	 * (none stored) counts as taken over once past attempt 1.
 	 */
 	bool		taken_over;

@@ -109,6 +109,22 @@ SELECT regress_try($$SELECT dedup_complete('pay', 'idem-9', 500, '{"by": "A (sta
 SELECT status, attempts, response_code FROM dedup_lookup('pay', 'idem-9');
 SELECT dedup_complete('pay', 'idem-9', 201, '{"by": "C"}', attempt => 3);
 SELECT status, attempts, response_code, response FROM dedup_lookup('pay', 'idem-9');
+-- never past an expiry: that holder has been gone a whole ttl, and the
+-- next holder completes without an attempt, whether or not the cleanup has
+-- deleted the expired row yet
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 second'
+WHERE (record).response->>'by' = 'C';
+SELECT outcome, attempts FROM dedup_begin('pay', 'idem-9');
+SELECT dedup_complete('pay', 'idem-9', 201, '{"by": "D"}');
+SELECT status, attempts, response FROM dedup_lookup('pay', 'idem-9');
+-- no attempt number wraps: a key begun 2^31 - 1 times is refused (54000),
+-- nothing written
+UPDATE dedup.claims SET record.attempts = 2147483647, record.status = 'r'
+WHERE (record).response->>'by' = 'D';
+CREATE TEMP TABLE idem9 AS SELECT * FROM dedup.claims WHERE (record).response->>'by' = 'D';
+SELECT regress_try($$SELECT * FROM dedup_begin('pay', 'idem-9')$$) AS no_attempt_left;
+SELECT count(*) AS unchanged FROM dedup.claims AS c JOIN idem9 AS b ON b.key = c.key
+WHERE c.record::text = b.record::text AND c.expires_at = b.expires_at;
 
 -- without an attempt, complete needs a live lease (55006 once it passed)
 SELECT outcome FROM dedup_begin('charges', 'idem-4');
