@@ -106,7 +106,7 @@ check "the batches' slots kept, in partition 0, with their generations (no old b
 	"$slots_before|t"
 check "claims and marks distributed by key, co-located; scopes and grants reference tables" \
 	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \
-	"dedup.claims:h,dedup.grants:n,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
+	"dedup.claims:h,dedup.grants:n,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_held:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
 check "the claims' shards are on both workers, none on the coordinator" \
 	"$(q -c "SELECT string_agg(DISTINCT p.groupid::text, ',') FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass")" "1,2"
 check "the buckets are merged away" "$(q -c "SELECT count(*) FROM dedup.buckets")" 0
