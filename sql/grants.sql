@@ -2,85 +2,7 @@
 -- Privileges: the functions that read or write claims and settings are
 -- for roles granted them, not for PUBLIC; figures are for monitoring
 -- roles, as pg_stat_statements' are.
---
--- Written once for the install script and for the update from 1.0, which
--- the Makefile builds from the same parts: a privilege statement run by
--- CREATE or ALTER EXTENSION records the object's privileges as its initial
--- ones (pg_init_privs), which pg_dump leaves out.  Run by the update on an
--- object 1.0 made, it would record the grants its users made since as
--- initial, and a dump of the database would lose them.  So these are run
--- only on the objects the script has just made, which have no privileges
--- set yet; 1.0's keep theirs.
 -------------------------------------------------------------------------
-DO $$
-DECLARE
-    f regprocedure;
-    v regclass;
-BEGIN
-    FOREACH f IN ARRAY ARRAY[
-        '@extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision)',
-        '@extschema@.dedup_reset_scope(text)',
-        '@extschema@.dedup_scope(text)',
-        '@extschema@.dedup_claim(text, text, interval, boolean)',
-        '@extschema@.dedup_claim(text, bytea, interval, boolean)',
-        '@extschema@.dedup_claim(text, uuid, interval, boolean)',
-        '@extschema@.dedup_claim(text, @extschema@.dedup_fingerprint, interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, text[], interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, bytea[], interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, uuid[], interval, boolean)',
-        '@extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)',
-        '@extschema@.dedup_cleanup_batch(bigint, integer)',
-        '@extschema@.dedup_begin(text, text, jsonb, interval)',
-        '@extschema@.dedup_complete(text, text, integer, jsonb, integer)',
-        '@extschema@.dedup_release(text, text, integer)',
-        '@extschema@.dedup_lookup(text, text)',
-        '@extschema@.dedup_seen(text, text)',
-        '@extschema@.dedup_seen(text, bytea)',
-        '@extschema@.dedup_seen(text, uuid)',
-        '@extschema@.dedup_seen(text, @extschema@.dedup_fingerprint)',
-        '@extschema@.dedup_history(text)',
-        '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
-        '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',
-        '@extschema@.dedup_new_epoch(text, text)',
-        '@extschema@.dedup_position(text, text)',
-        '@extschema@.dedup_streams(text)',
-        '@extschema@.dedup_cleanup(integer, bigint)',
-        '@extschema@.dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)',
-        '@extschema@.dedup_outbox_take(text, integer)',
-        '@extschema@.dedup_outbox_take_batch(text, integer)',
-        '@extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text)',
-        '@extschema@.dedup_outbox_nack_batch(bigint, interval, text)',
-        '@extschema@.dedup_outbox_ack(uuid[], integer[])',
-        '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
-        '@extschema@.dedup_outbox_redrive(text, uuid[])',
-        '@extschema@.dedup_outbox_stats(text)'
-    ]::regprocedure[] LOOP
-        IF (SELECT p.proacl IS NULL FROM pg_catalog.pg_proc AS p WHERE p.oid = f) THEN
-            EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', f);
-        END IF;
-    END LOOP;
-    -- the figures, a function and a view of each kind
-    FOREACH f IN ARRAY ARRAY[
-        '@extschema@.dedup_cleanup_stats(boolean)',
-        '@extschema@.dedup_scope_stats(boolean)'
-    ]::regprocedure[] LOOP
-        IF (SELECT p.proacl IS NULL FROM pg_catalog.pg_proc AS p WHERE p.oid = f) THEN
-            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO pg_monitor', f);
-        END IF;
-    END LOOP;
-    FOREACH v IN ARRAY ARRAY[
-        '@extschema@.dedup_cleanup_stats',
-        '@extschema@.dedup_scope_stats'
-    ]::regclass[] LOOP
-        IF (SELECT c.relacl IS NULL FROM pg_catalog.pg_class AS c WHERE c.oid = v) THEN
-            EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', v);
-            EXECUTE pg_catalog.format('GRANT SELECT ON %s TO pg_monitor', v);
-        END IF;
-    END LOOP;
-END
-$$;
-
 -- The functions a role of each privilege is granted EXECUTE on: the one
 -- list the grant and revoke helpers read.
 CREATE OR REPLACE FUNCTION dedup.functions_of(privilege text)
@@ -127,6 +49,53 @@ AS $$
     END
 $$;
 REVOKE ALL ON FUNCTION dedup.functions_of(text) FROM PUBLIC;
+
+-- Written once for the install script and for the update from 1.0, which
+-- the Makefile builds from the same parts: a privilege statement run by
+-- CREATE or ALTER EXTENSION records the object's privileges as its initial
+-- ones (pg_init_privs), which pg_dump leaves out.  Run by the update on an
+-- object 1.0 made, it would record the grants its users made since as
+-- initial, and a dump of the database would lose them.  So these are run
+-- only on the objects the script has just made, which have no privileges
+-- set yet; 1.0's keep theirs.
+DO $$
+DECLARE
+    f regprocedure;
+    v regclass;
+BEGIN
+    -- what roles are granted (the one list), and the owner's
+    FOREACH f IN ARRAY dedup.functions_of('usage') || dedup.functions_of('relay') || ARRAY[
+        '@extschema@.dedup_set_scope(text, interval, interval, interval, integer, text, interval, double precision)',
+        '@extschema@.dedup_reset_scope(text)',
+        '@extschema@.dedup_cleanup_batch(bigint, integer)',
+        '@extschema@.dedup_cleanup(integer, bigint)',
+        '@extschema@.dedup_outbox_redrive(text, uuid[])'
+    ]::regprocedure[] LOOP
+        IF (SELECT p.proacl IS NULL FROM pg_catalog.pg_proc AS p WHERE p.oid = f) THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', f);
+        END IF;
+    END LOOP;
+    -- the figures, a function and a view of each kind
+    FOREACH f IN ARRAY ARRAY[
+        '@extschema@.dedup_cleanup_stats(boolean)',
+        '@extschema@.dedup_scope_stats(boolean)'
+    ]::regprocedure[] LOOP
+        IF (SELECT p.proacl IS NULL FROM pg_catalog.pg_proc AS p WHERE p.oid = f) THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO pg_monitor', f);
+        END IF;
+    END LOOP;
+    FOREACH v IN ARRAY ARRAY[
+        '@extschema@.dedup_cleanup_stats',
+        '@extschema@.dedup_scope_stats'
+    ]::regclass[] LOOP
+        IF (SELECT c.relacl IS NULL FROM pg_catalog.pg_class AS c WHERE c.oid = v) THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', v);
+            EXECUTE pg_catalog.format('GRANT SELECT ON %s TO pg_monitor', v);
+        END IF;
+    END LOOP;
+END
+$$;
 
 -- What the four helpers share: check the scopes, then add (GRANT EXECUTE on
 -- the privilege's functions and a row of dedup.grants per scope, one NULL

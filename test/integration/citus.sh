@@ -252,13 +252,14 @@ check "puts from every node; the same keys again from another node: no new event
 check "the 1.0 relay calls on a cluster: 0A000" \
 	"$(sqlstate -c "SELECT count(*) FROM dedup_outbox_take('ev', 10)")|$(sqlstate -c "SELECT dedup_outbox_ack(ARRAY[gen_random_uuid()])")|$(sqlstate -c "SELECT dedup_outbox_nack(ARRAY[gen_random_uuid()])")" \
 	"ERROR:  0A000|ERROR:  0A000|ERROR:  0A000"
-relay() {	# relay TOPIC HOST PORT FILE [BATCH]: take and ack batches (of 7) until none is left
+relay() {	# relay TOPIC HOST PORT FILE [BATCH]: take and ack batches (of 7) until none is left,
+		# each batch written in seq order, as a relay publishes it (an aggregate's events in order)
 	local empty=0 rows
 	while [ "$empty" -lt 2 ]; do
 		rows=$(psql -X -q -At -h "$2" -p "$3" -U postgres \
 			-c "BEGIN" \
 			-c "CREATE TEMP TABLE taken ON COMMIT DROP AS SELECT * FROM dedup_outbox_take_batch('$1', ${5:-7})" \
-			-c "SELECT id || '|' || aggregateid || '|' || (payload->>'i') FROM taken ORDER BY id" \
+			-c "SELECT id || '|' || aggregateid || '|' || (payload->>'i') FROM taken ORDER BY seq" \
 			-c "SELECT dedup_outbox_ack_batch(max(batch_id)) FROM taken HAVING count(*) > 0" \
 			-c "COMMIT" 2>>"$dir/relay.err") || true
 		if [ -z "$(printf '%s' "$rows" | grep '|' || true)" ]; then empty=$((empty + 1)); sleep 0.2; else empty=0; fi

@@ -60,14 +60,16 @@ SELECT configured FROM dedup_scope('tx-scope');
 SET dedup.require_declared_scopes = on;
 SELECT configured AS declared FROM dedup_set_scope('payments-consumer');
 CREATE TEMP TABLE counted AS
-  SELECT (SELECT count(*) FROM dedup_scope_stats()) AS n, (SELECT count(*) FROM dedup.claims) AS claims;
+  SELECT (SELECT count(*) FROM dedup_scope_stats()) AS n, (SELECT count(*) FROM dedup.claims) AS claims,
+         (SELECT count(*) FROM dedup.outbox) AS events, (SELECT count(*) FROM dedup.streams) AS streams;
 SELECT regress_try($$SELECT dedup_claim('m-1', 'payments-consumer')$$) AS swapped;
 SELECT regress_try($$SELECT * FROM dedup_claim_batch('m-1', ARRAY['a'])$$) AS batch;
 SELECT regress_try($$SELECT * FROM dedup_begin('m-1', 'k')$$) AS begin;
 SELECT regress_try($$SELECT dedup_outbox_put('m-1', 'k', '{}')$$) AS put;
 SELECT regress_try($$SELECT dedup_advance('m-1', 'p', 1)$$) AS advance;
-SELECT count(*) = (SELECT claims FROM counted) AS no_claims, (SELECT count(*) FROM dedup.outbox) AS events,
-       (SELECT count(*) FROM dedup.streams) AS streams,
+SELECT count(*) = (SELECT claims FROM counted) AS no_claims,
+       (SELECT count(*) FROM dedup.outbox) = (SELECT events FROM counted) AS no_events,
+       (SELECT count(*) FROM dedup.streams) = (SELECT streams FROM counted) AS no_streams,
        (SELECT count(*) FROM dedup_scope_stats()) = (SELECT n FROM counted) AS no_counters
 FROM dedup.claims;
 SELECT dedup_seen('m-1', 'payments-consumer') AS read_finds_nothing;
