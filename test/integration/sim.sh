@@ -46,8 +46,13 @@ echo "ok: $killed connections killed mid-transaction"
 lost=$(sed -n 's/^  connections lost *\([0-9][0-9]*\) .*/\1/p' "$dir/sim.log")
 [ "${lost:-0}" -gt 0 ] || { echo "FAIL: no statement or commit met a lost connection"; exit 1; }
 echo "ok: $lost statements or commits met a lost connection, and were redelivered"
+# the figures count from the last server start, which a postmaster kill late
+# in the run makes recent: rows it saw expire may still be in a bucket that
+# retires at the next passes (a ttl after its last claim, then sealed once
+# its writers ended)
+PGDATABASE=dedup_sim wait_for "SELECT coalesce(sum(rows_deleted), 0) > 0 FROM dedup_cleanup_stats()" t 30 ||
+	{ echo "FAIL: the cleanup worker deleted nothing"; exit 1; }
 deleted=$(q -d dedup_sim -c "SELECT sum(rows_deleted) FROM dedup_cleanup_stats()")
-[ "${deleted:-0}" -gt 0 ] || { echo "FAIL: the cleanup worker deleted nothing"; exit 1; }
 echo "ok: the cleanup worker deleted $deleted expired rows since the last restart"
 # a bucket goes once its rows have expired: a ttl and an interval after it opened
 PGDATABASE=dedup_sim wait_for "SELECT max(bucket) - count(*) FILTER (WHERE bucket > 0) > 0 FROM dedup.buckets" t 30 ||
@@ -93,9 +98,13 @@ check "exit status with a history behind a short window" "$status" 0
 caught=$(sed -n 's/^  history *\([0-9][0-9]*\) duplicates answered by the history.*/\1/p' "$dir/sim-history.log")
 [ "${caught:-0}" -gt 0 ] || { echo "FAIL: the history caught no late copy"; exit 1; }
 echo "ok: the history caught $caught late copies"
+# a bucket is folded when it retires: a ttl after its last claim, once
+# sealed, at the next pass; the run may end a pass or two before the first
+# (seen: a bucket sealed, every row expired a second before the run ended)
+PGDATABASE=dedup_sim wait_for "SELECT coalesce(sum(keys), 0) > 0 FROM dedup.history_generations" t 30 ||
+	{ echo "FAIL: no bucket of the run was folded into the history"; exit 1; }
 folded=$(q -d dedup_sim -c "SELECT coalesce(sum(keys), 0) FROM dedup.history_generations")
-[ "$folded" -gt 0 ] || { echo "FAIL: no bucket was folded into the history during the run"; exit 1; }
-echo "ok: $folded claims folded into the history during the run"
+echo "ok: $folded claims of the run folded into the history"
 
 status=0
 "$DEDUP_ROOT/sim/dedup-sim" --log --messages 40000 --partitions 8 --consumers 4 --kill-rate 20 \
