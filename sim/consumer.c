@@ -65,15 +65,16 @@ consumer_text(const Message *m, ConsumerText *t)
 static void
 consumer_failed(SimConn *sc, int64_t index, const char *what, PGresult *res)
 {
+	Sim		   *sim = sc->sim;
 	bool		lost = db_lost(sc, res);
 
 	db_unexpected(sc, what, res);
 	if (!db_broken(sc))
 		db_end(sc, false);
 	if (lost)
-		feed_requeue(index, CONSUMER_LOST_DELAY_MS);
+		feed_requeue(sim, index, CONSUMER_LOST_DELAY_MS);
 	else
-		feed_ack(index);
+		feed_ack(sim, index);
 }
 
 /*
@@ -85,9 +86,10 @@ static PGresult *
 consumer_pay(SimConn *sc, const Message *m, const ConsumerText *t,
 			 const char *path, char *event_id)
 {
+	Sim		   *sim = sc->sim;
 	char		payload[128];
 	const char *pay[] = {t->account, t->amount};
-	const char *put[] = {sim_topic, t->id, payload, t->account};
+	const char *put[] = {sim->topic, t->id, payload, t->account};
 	const char *ledger[] = {t->id, t->account, t->amount, event_id, path};
 	PGresult   *res;
 
@@ -125,11 +127,12 @@ typedef enum ConsumerEnd
 static ConsumerEnd
 consumer_commit(SimConn *sc, int64_t index, bool record, uint64_t *rng)
 {
+	Sim		   *sim = sc->sim;
 	PGresult   *res;
 
-	if (sim_random_unit(rng) < sim_options.rollback_share)
+	if (sim_random_unit(rng) < sim->options.rollback_share)
 	{
-		atomic_fetch_add(&sim_counters.rollbacks, 1);
+		atomic_fetch_add(&sim->counters.rollbacks, 1);
 		db_end(sc, false);
 		return CONSUMER_ROLLED_BACK;
 	}
@@ -140,11 +143,11 @@ consumer_commit(SimConn *sc, int64_t index, bool record, uint64_t *rng)
 		PQclear(res);
 		return CONSUMER_FAILED;
 	}
-	atomic_fetch_add(&sim_counters.applied, 1);
+	atomic_fetch_add(&sim->counters.applied, 1);
 	if (record)
-		atomic_fetch_add(&sim_counters.applied_record, 1);
-	feed_applied(index);
-	feed_ack(index);
+		atomic_fetch_add(&sim->counters.applied_record, 1);
+	feed_applied(sim, index);
+	feed_ack(sim, index);
 	return CONSUMER_COMMITTED;
 }
 
@@ -156,13 +159,14 @@ consumer_commit(SimConn *sc, int64_t index, bool record, uint64_t *rng)
 static void
 consumer_check_rolled_back(SimConn *sc, const ConsumerText *t)
 {
-	const char *lookup[] = {sim_scope_claims, t->id};
+	Sim		   *sim = sc->sim;
+	const char *lookup[] = {sim->scope_claims, t->id};
 	PGresult   *res = db_exec(sc, "lookup", 2, lookup);
 
 	if (db_ok(res))
 	{
 		if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
-			atomic_fetch_add(&sim_counters.poison_left, 1);
+			atomic_fetch_add(&sim->counters.poison_left, 1);
 	}
 	else
 		db_unexpected(sc, "dedup_lookup", res);
@@ -178,15 +182,16 @@ consumer_check_rolled_back(SimConn *sc, const ConsumerText *t)
 static bool
 consumer_why_duplicate(SimConn *sc, const char *const *claim)
 {
+	Sim		   *sim = sc->sim;
 	PGresult   *res = db_exec(sc, "seen", 2, claim);
 	bool		refused = false;
 
 	if (db_ok(res) && strcmp(PQgetvalue(res, 0, 0), "t") == 0)
 	{
-		atomic_fetch_add(&sim_counters.history_caught, 1);
+		atomic_fetch_add(&sim->counters.history_caught, 1);
 		refused = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 		if (refused)
-			atomic_fetch_add(&sim_counters.history_false, 1);
+			atomic_fetch_add(&sim->counters.history_false, 1);
 	}
 	PQclear(res);
 	return refused;
@@ -196,16 +201,17 @@ consumer_why_duplicate(SimConn *sc, const char *const *claim)
 static void
 consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 {
-	const Message *m = &sim_messages[index];
+	Sim		   *sim = sc->sim;
+	const Message *m = &sim->messages[index];
 	ConsumerText t;
-	const char *claim[] = {sim_scope_claims, t.id};
+	const char *claim[] = {sim->scope_claims, t.id};
 	char		event_id[40] = "";
 	PGresult   *res;
 
 	consumer_text(m, &t);
 	if (!db_begin(sc))
 	{
-		feed_requeue(index, CONSUMER_LOST_DELAY_MS);
+		feed_requeue(sim, index, CONSUMER_LOST_DELAY_MS);
 		return;
 	}
 	res = db_exec(sc, "claim", 2, claim);
@@ -214,9 +220,9 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 		if (strcmp(db_sqlstate(res), "55P03") == 0)
 		{
 			/* another consumer is applying a copy right now: later */
-			atomic_fetch_add(&sim_counters.busy_nowait, 1);
+			atomic_fetch_add(&sim->counters.busy_nowait, 1);
 			db_end(sc, false);
-			feed_requeue(index, CONSUMER_BUSY_DELAY_MS);
+			feed_requeue(sim, index, CONSUMER_BUSY_DELAY_MS);
 		}
 		else
 			consumer_failed(sc, index, "dedup_claim", res);
@@ -229,15 +235,15 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 		bool		refused = false;
 
 		PQclear(res);
-		if (sim_options.history_seconds > 0)
+		if (sim->options.history_seconds > 0)
 			refused = consumer_why_duplicate(sc, claim);
 		db_end(sc, true);
-		atomic_fetch_add(&sim_counters.dup_claims, 1);
+		atomic_fetch_add(&sim->counters.dup_claims, 1);
 		if (m->amount < 0 && !refused)
-			atomic_fetch_add(&sim_counters.poison_dup, 1);
+			atomic_fetch_add(&sim->counters.poison_dup, 1);
 		else
-			feed_applied(index);
-		feed_ack(index);
+			feed_applied(sim, index);
+		feed_ack(sim, index);
 		return;
 	}
 	PQclear(res);
@@ -247,10 +253,10 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 		if (m->amount < 0 && strcmp(db_sqlstate(res), "23514") == 0)
 		{
 			/* rejected by the ledger's CHECK: the claim rolls back too */
-			atomic_fetch_add(&sim_counters.poison_rejected, 1);
+			atomic_fetch_add(&sim->counters.poison_rejected, 1);
 			db_end(sc, false);
 			consumer_check_rolled_back(sc, &t);
-			feed_ack(index);
+			feed_ack(sim, index);
 		}
 		else
 			consumer_failed(sc, index, "payment", res);
@@ -258,7 +264,7 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
 		return;
 	}
 	if (consumer_commit(sc, index, false, rng) == CONSUMER_ROLLED_BACK)
-		feed_requeue(index, 0);
+		feed_requeue(sim, index, 0);
 }
 
 /*
@@ -269,11 +275,11 @@ consumer_claim(SimConn *sc, int64_t index, uint64_t *rng)
  * errors are a bug, and count as unexpected.
  */
 static bool
-consumer_lease_lost(PGresult *res, int64_t begun_ms)
+consumer_lease_lost(Sim *sim, PGresult *res, int64_t begun_ms)
 {
 	return (strcmp(db_sqlstate(res), "55006") == 0 ||
 			strcmp(db_sqlstate(res), "42704") == 0) &&
-		sim_now_ms() - begun_ms >= sim_options.lease_ms;
+		sim_now_ms() - begun_ms >= sim->options.lease_ms;
 }
 
 /*
@@ -284,13 +290,14 @@ consumer_lease_lost(PGresult *res, int64_t begun_ms)
 static void
 consumer_release(SimConn *sc, const ConsumerText *t, const char *attempt, int64_t begun_ms)
 {
-	const char *release[] = {sim_scope_records, t->id, attempt};
+	Sim		   *sim = sc->sim;
+	const char *release[] = {sim->scope_records, t->id, attempt};
 	PGresult   *res;
 
 	if (db_broken(sc))
 		return;
 	res = db_exec(sc, "release", 3, release);
-	if (!db_ok(res) && !consumer_lease_lost(res, begun_ms))
+	if (!db_ok(res) && !consumer_lease_lost(sim, res, begun_ms))
 		db_unexpected(sc, "dedup_release", res);
 	PQclear(res);
 }
@@ -299,15 +306,16 @@ consumer_release(SimConn *sc, const ConsumerText *t, const char *attempt, int64_
 static void
 consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 {
-	const Message *m = &sim_messages[index];
+	Sim		   *sim = sc->sim;
+	const Message *m = &sim->messages[index];
 	ConsumerText t;
 	char		request[96];
 	char		response[64];
 	char		outcome[CONSUMER_OUTCOME_SIZE];
 	char		attempt[16];
 	char		event_id[40] = "";
-	const char *begin[] = {sim_scope_records, t.id, request};
-	const char *complete[] = {sim_scope_records, t.id, response, attempt};
+	const char *begin[] = {sim->scope_records, t.id, request};
+	const char *complete[] = {sim->scope_records, t.id, response, attempt};
 	int64_t		begun_ms = sim_now_ms();
 	double		r;
 	PGresult   *res;
@@ -327,51 +335,51 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	PQclear(res);
 	if (strcmp(outcome, "replay") == 0)
 	{
-		atomic_fetch_add(&sim_counters.replays, 1);
-		feed_applied(index);
-		feed_ack(index);
+		atomic_fetch_add(&sim->counters.replays, 1);
+		feed_applied(sim, index);
+		feed_ack(sim, index);
 		return;
 	}
 	if (strcmp(outcome, "in_progress") == 0)
 	{
-		atomic_fetch_add(&sim_counters.busy_in_progress, 1);
-		feed_requeue(index, CONSUMER_IN_PROGRESS_DELAY_MS);
+		atomic_fetch_add(&sim->counters.busy_in_progress, 1);
+		feed_requeue(sim, index, CONSUMER_IN_PROGRESS_DELAY_MS);
 		return;
 	}
 	if (strcmp(outcome, "started") != 0)
 	{
 		/* mismatch: never expected, the request is the same every time */
-		atomic_fetch_add(&sim_counters.mismatches, 1);
-		feed_ack(index);
+		atomic_fetch_add(&sim->counters.mismatches, 1);
+		feed_ack(sim, index);
 		return;
 	}
 	if (strcmp(attempt, "1") != 0)
-		atomic_fetch_add(&sim_counters.restarts, 1);
+		atomic_fetch_add(&sim->counters.restarts, 1);
 
 	/* the external call, outside any transaction */
-	atomic_fetch_add(&sim_counters.external_calls, 1);
+	atomic_fetch_add(&sim->counters.external_calls, 1);
 	r = sim_random_unit(rng);
-	if (r < sim_options.fail_share)
+	if (r < sim->options.fail_share)
 	{
-		atomic_fetch_add(&sim_counters.failed_calls, 1);
+		atomic_fetch_add(&sim->counters.failed_calls, 1);
 		consumer_release(sc, &t, attempt, begun_ms);
-		feed_requeue(index, 0);
+		feed_requeue(sim, index, 0);
 		return;
 	}
-	if (r < sim_options.fail_share + sim_options.hang_share)
+	if (r < sim->options.fail_share + sim->options.hang_share)
 	{
 		/* the call hangs past the lease; the client gives up and retries */
-		atomic_fetch_add(&sim_counters.hung_calls, 1);
-		atomic_fetch_add(&sim_counters.client_retries, 1);
-		feed_add(index, sim_options.lease_ms / 4);
-		sim_sleep_ms(sim_options.lease_ms * 3 / 2);
+		atomic_fetch_add(&sim->counters.hung_calls, 1);
+		atomic_fetch_add(&sim->counters.client_retries, 1);
+		feed_add(sim, index, sim->options.lease_ms / 4);
+		sim_sleep_ms(sim->options.lease_ms * 3 / 2);
 	}
 	else
 		usleep(200 + sim_random(rng) % 800);
 
 	if (!db_begin(sc))
 	{
-		feed_requeue(index, CONSUMER_LOST_DELAY_MS);
+		feed_requeue(sim, index, CONSUMER_LOST_DELAY_MS);
 		return;
 	}
 	res = consumer_pay(sc, m, &t, "record", event_id);
@@ -387,12 +395,12 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	}
 	if (res)
 	{
-		if (consumer_lease_lost(res, begun_ms))
+		if (consumer_lease_lost(sim, res, begun_ms))
 		{
 			/* a retry took the key over: it applies, or its retries do */
-			atomic_fetch_add(&sim_counters.leases_lost, 1);
+			atomic_fetch_add(&sim->counters.leases_lost, 1);
 			db_end(sc, false);
-			feed_requeue(index, 0);
+			feed_requeue(sim, index, 0);
 		}
 		else
 			consumer_failed(sc, index, "record transaction", res);
@@ -402,7 +410,7 @@ consumer_record(SimConn *sc, int64_t index, uint64_t *rng)
 	if (consumer_commit(sc, index, true, rng) == CONSUMER_ROLLED_BACK)
 	{
 		consumer_release(sc, &t, attempt, begun_ms);
-		feed_requeue(index, 0);
+		feed_requeue(sim, index, 0);
 	}
 }
 
@@ -410,16 +418,17 @@ void *
 consumer_main(void *arg)
 {
 	SimConn    *sc = arg;
-	uint64_t	rng = sim_options.seed ^ ((uint64_t) sc->number * 0x9E3779B97F4A7C15ULL);
+	Sim		   *sim = sc->sim;
+	uint64_t	rng = sim->options.seed ^ ((uint64_t) sc->number * 0x9E3779B97F4A7C15ULL);
 	int64_t		index;
 
 	db_connect(sc);
-	while (feed_next(&index))
+	while (feed_next(sim, &index))
 	{
 		if (db_broken(sc))
 			db_connect(sc);
-		feed_seen(index);
-		if (sim_messages[index].kind == KIND_CLAIM)
+		feed_seen(sim, index);
+		if (sim->messages[index].kind == KIND_CLAIM)
 			consumer_claim(sc, index, &rng);
 		else
 			consumer_record(sc, index, &rng);

@@ -27,10 +27,10 @@ db_notice(void *arg, const char *message)
 }
 
 static PGconn *
-db_open(const char *name, bool quiet_retry)
+db_open(Sim *sim, const char *name, bool quiet_retry)
 {
 	const char *keywords[] = {"dbname", "application_name", NULL};
-	const char *values[] = {sim_options.conninfo, name, NULL};
+	const char *values[] = {sim->options.conninfo, name, NULL};
 	int64_t		deadline = sim_now_ms() + DB_RETRY_MS;
 
 	for (;;)
@@ -54,9 +54,9 @@ db_open(const char *name, bool quiet_retry)
 
 /* A connection for set-up, report or fault injection. */
 PGconn *
-db_plain(const char *name)
+db_plain(Sim *sim, const char *name)
 {
-	return db_open(name, true);
+	return db_open(sim, name, true);
 }
 
 /*
@@ -75,7 +75,7 @@ db_connect(SimConn *sc)
 			PQfinish(sc->conn);
 		atomic_store(&sc->pid, 0);
 		atomic_store(&sc->in_xact, false);
-		sc->conn = db_open(sc->name, true);
+		sc->conn = db_open(sc->sim, sc->name, true);
 		for (p = sc->prepare; p && p[0] && ok; p += 2)
 		{
 			PGresult   *res = PQprepare(sc->conn, p[0], p[1], 0, NULL);
@@ -176,10 +176,11 @@ bool
 db_lost(SimConn *sc, PGresult *res)
 {
 	const char *state = db_sqlstate(res);
+	Sim		   *sim = sc->sim;
 
 	if (db_broken(sc) || strncmp(state, "57", 2) == 0 || strncmp(state, "08", 2) == 0)
 		return true;
-	if (sim_options.citus)
+	if (sim->options.citus)
 	{
 		const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 
@@ -254,15 +255,16 @@ db_end(SimConn *sc, bool commit)
 void
 db_unexpected(SimConn *sc, const char *what, PGresult *res)
 {
+	Sim		   *sim = sc->sim;
 	long		n;
 
 	if (db_lost(sc, res))
 	{
-		atomic_fetch_add(&sim_counters.lost_connections, 1);
+		atomic_fetch_add(&sim->counters.lost_connections, 1);
 		atomic_store(&sc->in_xact, false);
 		return;
 	}
-	n = atomic_fetch_add(&sim_counters.unexpected, 1);
+	n = atomic_fetch_add(&sim->counters.unexpected, 1);
 	if (n < 10)
 		fprintf(stderr, "\ndedup-sim: %s: unexpected error %s: %s", what,
 				db_sqlstate(res), PQresultErrorMessage(res));

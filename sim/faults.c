@@ -14,29 +14,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define FAULTS_MAX_TARGETS 64
 #define FAULTS_TICK_MS	20
-
-static SimConn *faults_targets[FAULTS_MAX_TARGETS];
-static int	faults_ntargets;
 
 /* A connection the killer may terminate; call before the threads start. */
 void
-faults_register(SimConn *sc)
+faults_register(Sim *sim, SimConn *sc)
 {
-	if (faults_ntargets < FAULTS_MAX_TARGETS)
-		faults_targets[faults_ntargets++] = sc;
+	if (sim->nfault_targets < SIM_MAX_FAULT_TARGETS)
+		sim->fault_targets[sim->nfault_targets++] = sc;
 }
 
 /* Terminate the backend of a random connection that is in a transaction. */
 static void
-faults_kill_one(PGconn **admin, uint64_t *rng)
+faults_kill_one(Sim *sim, PGconn **admin, uint64_t *rng)
 {
 	int			tries;
 
-	for (tries = 0; tries < 4 * faults_ntargets; tries++)
+	for (tries = 0; tries < 4 * sim->nfault_targets; tries++)
 	{
-		SimConn    *sc = faults_targets[sim_random(rng) % faults_ntargets];
+		SimConn    *sc = sim->fault_targets[sim_random(rng) % sim->nfault_targets];
 		int			pid = atomic_load(&sc->pid);
 		char		pidtext[16];
 		const char *params[] = {pidtext};
@@ -49,7 +45,7 @@ faults_kill_one(PGconn **admin, uint64_t *rng)
 			PGresult   *quiet;
 
 			PQfinish(*admin);
-			*admin = db_plain("dedup-sim fault injector");
+			*admin = db_plain(sim, "dedup-sim fault injector");
 			/* a target gone meanwhile is no news: no "is not a PostgreSQL backend" warning */
 			quiet = PQexec(*admin, "SET client_min_messages = error");
 			PQclear(quiet);
@@ -58,7 +54,7 @@ faults_kill_one(PGconn **admin, uint64_t *rng)
 		res = PQexecParams(*admin, "SELECT pg_terminate_backend($1::int)", 1, NULL,
 						   params, NULL, NULL, 0);
 		if (db_ok(res) && PQgetvalue(res, 0, 0)[0] == 't')
-			atomic_fetch_add(&sim_counters.kills, 1);
+			atomic_fetch_add(&sim->counters.kills, 1);
 		PQclear(res);
 		return;
 	}
@@ -66,25 +62,25 @@ faults_kill_one(PGconn **admin, uint64_t *rng)
 
 /* Kill the postmaster and start it again, through --crash-command. */
 static void
-faults_crash(int n)
+faults_crash(Sim *sim, int n)
 {
 	int64_t		start = sim_now_ms();
-	long		delivered = atomic_load(&sim_counters.deliveries);
+	long		delivered = atomic_load(&sim->counters.deliveries);
 	int			rc;
 
 	printf("\n  crash %d: postmaster killed (SIGKILL) after %ld deliveries; restarting\n",
 		   n + 1, delivered);
 	fflush(stdout);
-	rc = system(sim_options.crash_command);
+	rc = system(sim->options.crash_command);
 	if (rc != 0)
 	{
 		fprintf(stderr, "dedup-sim: the crash command failed (status %d): %s\n",
-				rc, sim_options.crash_command);
+				rc, sim->options.crash_command);
 		exit(2);
 	}
 	if (n < 8)
-		atomic_store(&sim_counters.crash_outage_ms[n], (long) (sim_now_ms() - start));
-	atomic_fetch_add(&sim_counters.crashes, 1);
+		atomic_store(&sim->counters.crash_outage_ms[n], (long) (sim_now_ms() - start));
+	atomic_fetch_add(&sim->counters.crashes, 1);
 	printf("  crash %d: server up again after %.1f s; connections come back\n",
 		   n + 1, (sim_now_ms() - start) / 1000.0);
 	fflush(stdout);
@@ -93,31 +89,31 @@ faults_crash(int n)
 void *
 faults_killer_main(void *arg)
 {
-	uint64_t	rng = sim_options.seed ^ 0xdeadULL;
+	Sim		   *sim = arg;
+	uint64_t	rng = sim->options.seed ^ 0xdeadULL;
 	PGconn	   *admin = NULL;
 	int			crashes_done = 0;
 	int64_t		next_kill = 0;
 
-	(void) arg;
-	while (!atomic_load(&sim_stopping))
+	while (!atomic_load(&sim->stopping))
 	{
 		int64_t		now = sim_now_ms();
 
-		if (sim_options.kill_rate > 0)
+		if (sim->options.kill_rate > 0)
 		{
 			if (next_kill == 0)
-				next_kill = now - log(1.0 - sim_random_unit(&rng)) * 1000.0 / sim_options.kill_rate;
-			else if (now >= next_kill && !atomic_load(&sim_consumers_done))
+				next_kill = now - log(1.0 - sim_random_unit(&rng)) * 1000.0 / sim->options.kill_rate;
+			else if (now >= next_kill && !atomic_load(&sim->consumers_done))
 			{
-				faults_kill_one(&admin, &rng);
+				faults_kill_one(sim, &admin, &rng);
 				next_kill = 0;
 			}
 		}
-		if (crashes_done < sim_options.crashes &&
-			atomic_load(&sim_counters.deliveries) >=
-			sim_planned_deliveries() * (crashes_done + 1) / (sim_options.crashes + 1))
+		if (crashes_done < sim->options.crashes &&
+			atomic_load(&sim->counters.deliveries) >=
+			sim->planned_deliveries * (crashes_done + 1) / (sim->options.crashes + 1))
 		{
-			faults_crash(crashes_done++);
+			faults_crash(sim, crashes_done++);
 			PQfinish(admin);
 			admin = NULL;
 		}

@@ -5,7 +5,7 @@
  * a delay) when its transaction failed or the message was busy elsewhere.
  * The feed also remembers when each message's effect committed, to measure
  * how long after it a copy still arrived (which the dedup window must
- * cover).
+ * cover).  Its state is the run's Feed (Sim.feed), under the Feed's lock.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
@@ -33,16 +33,20 @@ typedef struct FeedRedelivery
 	int64_t		due_ms;
 } FeedRedelivery;
 
-static pthread_mutex_t feed_lock = PTHREAD_MUTEX_INITIALIZER;
-static int64_t *feed_order;		/* message index of every delivery */
-static long feed_count;
-static long feed_next_slot;
-static long feed_pending;		/* deliveries not yet acked */
-static FeedRedelivery *feed_again;
-static long feed_again_count;
-static long feed_again_size;
-static atomic_long *feed_applied_ms;	/* when a message's effect committed */
-static atomic_int *feed_redelivered;	/* times each message was put back */
+/* the feed of a run: Sim.feed, built by feed_build */
+struct Feed
+{
+	pthread_mutex_t lock;		/* guards the fields up to again_size */
+	int64_t    *order;			/* message index of every delivery */
+	long		count;
+	long		next_slot;
+	long		pending;		/* deliveries not yet acked */
+	FeedRedelivery *again;
+	long		again_count;
+	long		again_size;
+	atomic_long *applied_ms;	/* when a message's effect committed */
+	atomic_int *redelivered;	/* times each message was put back */
+};
 
 static int
 feed_slot_cmp(const void *a, const void *b)
@@ -58,60 +62,65 @@ feed_slot_cmp(const void *a, const void *b)
  * (or U(0, N) without a window), and the feed is in position order.
  */
 void
-feed_build(uint64_t *rng)
+feed_build(Sim *sim, uint64_t *rng)
 {
-	long		n = sim_options.messages;
+	long		n = sim->options.messages;
 	long		total = 0;
 	long		i;
 	FeedSlot   *slots;
+	Feed	   *feed = calloc(1, sizeof(Feed));
 
 	for (i = 0; i < n; i++)
-		total += sim_messages[i].copies;
+		total += sim->messages[i].copies;
 	slots = malloc(sizeof(FeedSlot) * total);
-	feed_order = malloc(sizeof(int64_t) * total);
-	feed_applied_ms = calloc(n, sizeof(atomic_long));
-	feed_redelivered = calloc(n, sizeof(atomic_int));
-	if (!slots || !feed_order || !feed_applied_ms || !feed_redelivered)
+	feed->order = malloc(sizeof(int64_t) * total);
+	feed->applied_ms = calloc(n, sizeof(atomic_long));
+	feed->redelivered = calloc(n, sizeof(atomic_int));
+	if (!feed || !slots || !feed->order || !feed->applied_ms || !feed->redelivered)
 		abort();
 	total = 0;
 	for (i = 0; i < n; i++)
 	{
 		int			c;
 
-		for (c = 0; c < sim_messages[i].copies; c++)
+		for (c = 0; c < sim->messages[i].copies; c++)
 		{
 			double		u = sim_random_unit(rng);
 
-			slots[total].position = sim_options.window > 0 ?
-				i + u * sim_options.window : u * n;
+			slots[total].position = sim->options.window > 0 ?
+				i + u * sim->options.window : u * n;
 			slots[total].index = i;
 			total++;
 		}
 	}
 	qsort(slots, total, sizeof(FeedSlot), feed_slot_cmp);
 	for (i = 0; i < total; i++)
-		feed_order[i] = slots[i].index;
+		feed->order[i] = slots[i].index;
 	free(slots);
-	feed_count = total;
-	feed_pending = total;
+	feed->count = total;
+	feed->pending = total;
+	pthread_mutex_init(&feed->lock, NULL);
+	sim->feed = feed;
+	sim->planned_deliveries = total;
 }
 
 long
-feed_total(void)
+feed_total(Sim *sim)
 {
-	return feed_count;
+	return sim->feed->count;
 }
 
 /* How many of the feed's deliveries have been handed out (not counting
  * redeliveries). */
 long
-feed_position(void)
+feed_position(Sim *sim)
 {
+	Feed	   *feed = sim->feed;
 	long		pos;
 
-	pthread_mutex_lock(&feed_lock);
-	pos = feed_next_slot;
-	pthread_mutex_unlock(&feed_lock);
+	pthread_mutex_lock(&feed->lock);
+	pos = feed->next_slot;
+	pthread_mutex_unlock(&feed->lock);
 	return pos;
 }
 
@@ -121,35 +130,37 @@ feed_position(void)
  * delivery has been acked.
  */
 bool
-feed_next(int64_t *index)
+feed_next(Sim *sim, int64_t *index)
 {
+	Feed	   *feed = sim->feed;
+
 	for (;;)
 	{
 		int64_t		now = sim_now_ms();
 		long		i;
 		bool		done;
 
-		pthread_mutex_lock(&feed_lock);
-		for (i = 0; i < feed_again_count; i++)
+		pthread_mutex_lock(&feed->lock);
+		for (i = 0; i < feed->again_count; i++)
 		{
-			if (feed_again[i].due_ms <= now)
+			if (feed->again[i].due_ms <= now)
 			{
-				*index = feed_again[i].index;
-				feed_again[i] = feed_again[--feed_again_count];
-				pthread_mutex_unlock(&feed_lock);
-				atomic_fetch_add(&sim_counters.deliveries, 1);
+				*index = feed->again[i].index;
+				feed->again[i] = feed->again[--feed->again_count];
+				pthread_mutex_unlock(&feed->lock);
+				atomic_fetch_add(&sim->counters.deliveries, 1);
 				return true;
 			}
 		}
-		if (feed_next_slot < feed_count)
+		if (feed->next_slot < feed->count)
 		{
-			*index = feed_order[feed_next_slot++];
-			pthread_mutex_unlock(&feed_lock);
-			atomic_fetch_add(&sim_counters.deliveries, 1);
+			*index = feed->order[feed->next_slot++];
+			pthread_mutex_unlock(&feed->lock);
+			atomic_fetch_add(&sim->counters.deliveries, 1);
 			return true;
 		}
-		done = feed_pending == 0;
-		pthread_mutex_unlock(&feed_lock);
+		done = feed->pending == 0;
+		pthread_mutex_unlock(&feed->lock);
 		if (done)
 			return false;
 		sim_sleep_ms(2);
@@ -157,63 +168,68 @@ feed_next(int64_t *index)
 }
 
 static void
-feed_push(int64_t index, int delay_ms, int more_pending)
+feed_push(Feed *feed, int64_t index, int delay_ms, int more_pending)
 {
-	pthread_mutex_lock(&feed_lock);
-	if (feed_again_count == feed_again_size)
+	pthread_mutex_lock(&feed->lock);
+	if (feed->again_count == feed->again_size)
 	{
-		feed_again_size = feed_again_size ? feed_again_size * 2 : 64;
-		feed_again = realloc(feed_again, sizeof(FeedRedelivery) * feed_again_size);
-		if (!feed_again)
+		feed->again_size = feed->again_size ? feed->again_size * 2 : 64;
+		feed->again = realloc(feed->again, sizeof(FeedRedelivery) * feed->again_size);
+		if (!feed->again)
 			abort();
 	}
-	feed_again[feed_again_count].index = index;
-	feed_again[feed_again_count].due_ms = sim_now_ms() + delay_ms;
-	feed_again_count++;
-	feed_pending += more_pending;
-	pthread_mutex_unlock(&feed_lock);
+	feed->again[feed->again_count].index = index;
+	feed->again[feed->again_count].due_ms = sim_now_ms() + delay_ms;
+	feed->again_count++;
+	feed->pending += more_pending;
+	pthread_mutex_unlock(&feed->lock);
 }
 
 /* The consumer is done with a delivery: applied, duplicate or rejected. */
 void
-feed_ack(int64_t index)
+feed_ack(Sim *sim, int64_t index)
 {
+	Feed	   *feed = sim->feed;
+
 	(void) index;
-	pthread_mutex_lock(&feed_lock);
-	feed_pending--;
-	pthread_mutex_unlock(&feed_lock);
+	pthread_mutex_lock(&feed->lock);
+	feed->pending--;
+	pthread_mutex_unlock(&feed->lock);
 }
 
 /* The delivery failed: the broker delivers it again after delay_ms. */
 void
-feed_requeue(int64_t index, int delay_ms)
+feed_requeue(Sim *sim, int64_t index, int delay_ms)
 {
-	if (atomic_fetch_add(&feed_redelivered[index], 1) >= FEED_MAX_REDELIVERIES)
+	Feed	   *feed = sim->feed;
+
+	if (atomic_fetch_add(&feed->redelivered[index], 1) >= FEED_MAX_REDELIVERIES)
 	{
-		if (atomic_fetch_add(&sim_counters.unexpected, 1) < 10)
+		if (atomic_fetch_add(&sim->counters.unexpected, 1) < 10)
 			fprintf(stderr, "\ndedup-sim: message %lld put back %d times: given up\n",
-					(long long) sim_messages[index].id, FEED_MAX_REDELIVERIES);
-		feed_ack(index);
+					(long long) sim->messages[index].id, FEED_MAX_REDELIVERIES);
+		feed_ack(sim, index);
 		return;
 	}
-	atomic_fetch_add(&sim_counters.redeliveries, 1);
-	feed_push(index, delay_ms, 0);
+	atomic_fetch_add(&sim->counters.redeliveries, 1);
+	feed_push(feed, index, delay_ms, 0);
 }
 
 /* One more delivery of a message (a client retrying a request). */
 void
-feed_add(int64_t index, int delay_ms)
+feed_add(Sim *sim, int64_t index, int delay_ms)
 {
-	feed_push(index, delay_ms, 1);
+	feed_push(sim->feed, index, delay_ms, 1);
 }
 
 /* The message's business transaction committed (as far as we know). */
 void
-feed_applied(int64_t index)
+feed_applied(Sim *sim, int64_t index)
 {
+	Feed	   *feed = sim->feed;
 	long		zero = 0;
 
-	atomic_compare_exchange_strong(&feed_applied_ms[index], &zero, (long) sim_now_ms());
+	atomic_compare_exchange_strong(&feed->applied_ms[index], &zero, (long) sim_now_ms());
 }
 
 /*
@@ -221,17 +237,18 @@ feed_applied(int64_t index)
  * ago is the gap the dedup window has to cover.
  */
 void
-feed_seen(int64_t index)
+feed_seen(Sim *sim, int64_t index)
 {
-	long		applied = atomic_load(&feed_applied_ms[index]);
+	Feed	   *feed = sim->feed;
+	long		applied = atomic_load(&feed->applied_ms[index]);
 	long		gap;
 	long		max;
 
 	if (applied == 0)
 		return;
 	gap = (long) sim_now_ms() - applied;
-	max = atomic_load(&sim_counters.max_gap_ms);
+	max = atomic_load(&sim->counters.max_gap_ms);
 	while (gap > max &&
-		   !atomic_compare_exchange_weak(&sim_counters.max_gap_ms, &max, gap))
+		   !atomic_compare_exchange_weak(&sim->counters.max_gap_ms, &max, gap))
 		;
 }

@@ -22,6 +22,9 @@
  * says false.  Connections are killed mid-transaction and the postmaster
  * may be killed too.
  *
+ * The mode's state (its scopes, partition size, threads left) is a LogRun
+ * of log_main's, which its producers and consumers point to.
+ *
  * Invariants at the end: every source message is in the log exactly once,
  * at contiguous offsets; every log entry has exactly one effect; the
  * consumers' positions are the ends of the partitions; fencing happened;
@@ -41,11 +44,16 @@
 #define Max(a, b) ((a) > (b) ? (a) : (b))
 #define LOG_CONSUME_BATCH 50
 
-static char log_scope_broker[64];
-static char log_scope_consumer[64];
-static long log_per_partition;
-static atomic_int log_producers_left;
-static atomic_int log_threads_done;	/* producers and consumers that ended */
+/* the state of the --log mode, log_main's, shared with its threads */
+typedef struct LogRun
+{
+	Sim		   *sim;
+	char		scope_broker[64];
+	char		scope_consumer[64];
+	long		per_partition;
+	atomic_int	producers_left;
+	atomic_int	threads_done;	/* producers and consumers that ended */
+} LogRun;
 
 static const char *const log_producer_statements[] = {
 	"advance", "SELECT dedup_advance($1, $2, $3::bigint, epoch => $4::bigint)",
@@ -67,10 +75,10 @@ static const char *const log_consumer_statements[] = {
 	NULL
 };
 
-long
-log_total(void)
+static long
+log_total(const LogRun *lr)
 {
-	return (long) sim_options.partitions * log_per_partition;
+	return (long) lr->sim->options.partitions * lr->per_partition;
 }
 
 /*
@@ -80,10 +88,12 @@ log_total(void)
  * again); -2: fenced.
  */
 static int
-log_send(SimConn *sc, int partition, long n, long epoch, long seq, uint64_t *rng)
+log_send(LogRun *lr, SimConn *sc, int partition, long n, long epoch, long seq,
+		 uint64_t *rng)
 {
+	Sim		   *sim = lr->sim;
 	char		p[16], ntext[24], etext[24], stext[24], stream[32];
-	const char *adv[] = {log_scope_broker, stream, stext, etext};
+	const char *adv[] = {lr->scope_broker, stream, stext, etext};
 	const char *app[] = {p, ntext, etext};
 	PGresult   *res;
 	int			outcome;
@@ -97,11 +107,11 @@ log_send(SimConn *sc, int partition, long n, long epoch, long seq, uint64_t *rng
 		db_connect(sc);
 	if (!db_begin(sc))
 		return -1;
-	if (sim_options.log_unguarded)
+	if (sim->options.log_unguarded)
 		res = PQmakeEmptyPGresult(sc->conn, PGRES_TUPLES_OK);
 	else
 		res = db_exec(sc, "advance", 4, adv);
-	if (sim_options.log_unguarded)
+	if (sim->options.log_unguarded)
 		outcome = 1;
 	else if (!db_ok(res))
 	{
@@ -127,9 +137,9 @@ log_send(SimConn *sc, int partition, long n, long epoch, long seq, uint64_t *rng
 		}
 		PQclear(res);
 	}
-	if (sim_random_unit(rng) < sim_options.rollback_share)
+	if (sim_random_unit(rng) < sim->options.rollback_share)
 	{
-		atomic_fetch_add(&sim_counters.rollbacks, 1);
+		atomic_fetch_add(&sim->counters.rollbacks, 1);
 		db_end(sc, false);
 		return -1;
 	}
@@ -145,46 +155,48 @@ log_send(SimConn *sc, int partition, long n, long epoch, long seq, uint64_t *rng
 
 /* A producer instance sends n = from..to with seq, seq + 1, ... until all took. */
 static void
-log_produce(SimConn *sc, int partition, long from, long to, long epoch, long seq,
-			uint64_t *rng, bool zombie)
+log_produce(LogRun *lr, SimConn *sc, int partition, long from, long to, long epoch,
+			long seq, uint64_t *rng, bool zombie)
 {
-	for (long n = from; n <= to && !atomic_load(&sim_stopping); n++, seq++)
+	Sim		   *sim = lr->sim;
+
+	for (long n = from; n <= to && !atomic_load(&sim->stopping); n++, seq++)
 	{
 		int			outcome;
 		bool		lost = false;
 
-		atomic_fetch_add(&sim_counters.log_sends, 1);
-		while ((outcome = log_send(sc, partition, n, epoch, seq, rng)) == -1)
+		atomic_fetch_add(&sim->counters.log_sends, 1);
+		while ((outcome = log_send(lr, sc, partition, n, epoch, seq, rng)) == -1)
 		{
-			atomic_fetch_add(&sim_counters.redeliveries, 1);
+			atomic_fetch_add(&sim->counters.redeliveries, 1);
 			lost = true;
 		}
 		if (outcome == -2)
-			atomic_fetch_add(&sim_counters.log_fenced, 1);
+			atomic_fetch_add(&sim->counters.log_fenced, 1);
 		else if (outcome == 0)
-			atomic_fetch_add(&sim_counters.log_duplicate_sends, 1);
+			atomic_fetch_add(&sim->counters.log_duplicate_sends, 1);
 		/*
 		 * Expected: a zombie is fenced, every time; a live instance is never
 		 * fenced, and its send is a duplicate only when an earlier try of it
 		 * was lost after it had committed.
 		 */
-		if (!sim_options.log_unguarded &&
+		if (!sim->options.log_unguarded &&
 			(zombie ? outcome != -2 : (outcome == -2 || (outcome == 0 && !lost))))
 		{
-			atomic_fetch_add(&sim_counters.unexpected, 1);
+			atomic_fetch_add(&sim->counters.unexpected, 1);
 			fprintf(stderr, "\ndedup-sim: partition %d, message %ld, epoch %ld: unexpected "
 					"send outcome %d%s\n", partition, n, epoch, outcome, zombie ? " (zombie)" : "");
 		}
 		/* a network duplicate: the same send again, which must be a duplicate */
 		if (outcome == 1 && sim_random_unit(rng) < 0.02)
 		{
-			atomic_fetch_add(&sim_counters.log_sends, 1);
-			while ((outcome = log_send(sc, partition, n, epoch, seq, rng)) == -1)
-				atomic_fetch_add(&sim_counters.redeliveries, 1);
+			atomic_fetch_add(&sim->counters.log_sends, 1);
+			while ((outcome = log_send(lr, sc, partition, n, epoch, seq, rng)) == -1)
+				atomic_fetch_add(&sim->counters.redeliveries, 1);
 			if (outcome == 0)
-				atomic_fetch_add(&sim_counters.log_duplicate_sends, 1);
-			else if (!sim_options.log_unguarded)
-				atomic_fetch_add(&sim_counters.unexpected, 1);
+				atomic_fetch_add(&sim->counters.log_duplicate_sends, 1);
+			else if (!sim->options.log_unguarded)
+				atomic_fetch_add(&sim->counters.unexpected, 1);
 		}
 	}
 }
@@ -215,6 +227,7 @@ log_number(SimConn *sc, const char *stmt, int nparams, const char *const *params
 
 typedef struct LogProducer
 {
+	LogRun	   *run;
 	int			partition;
 	SimConn		conn;
 	SimConn		zombie_conn;
@@ -229,11 +242,13 @@ static void *
 log_producer_main(void *arg)
 {
 	LogProducer *lp = arg;
-	uint64_t	rng = sim_options.seed ^ (0x1000ULL + lp->partition);
+	LogRun	   *lr = lp->run;
+	uint64_t	rng = lr->sim->options.seed ^ (0x1000ULL + lp->partition);
 	char		stream[32], p[16];
-	const char *epoch_params[] = {log_scope_broker, stream};
+	const char *epoch_params[] = {lr->scope_broker, stream};
 	const char *end_params[] = {p};
-	long		half = log_per_partition / 2;
+	long		per_partition = lr->per_partition;
+	long		half = per_partition / 2;
 	long		old_epoch;
 	long		epoch;
 	long		resume;
@@ -242,35 +257,37 @@ log_producer_main(void *arg)
 	snprintf(p, sizeof(p), "%d", lp->partition);
 	db_connect(&lp->conn);
 	old_epoch = log_number(&lp->conn, "new_epoch", 2, epoch_params);
-	log_produce(&lp->conn, lp->partition, 1, half, old_epoch, 0, &rng, false);
+	log_produce(lr, &lp->conn, lp->partition, 1, half, old_epoch, 0, &rng, false);
 
 	/*
 	 * The restart: the new instance fences the old one, then sees where the
 	 * log stands.  (A new_epoch whose outcome was lost and is asked again
 	 * only bumps the epoch once more: the old instance's stays older.)
 	 */
-	atomic_fetch_add(&sim_counters.log_restarts, 1);
+	atomic_fetch_add(&lr->sim->counters.log_restarts, 1);
 	epoch = log_number(&lp->conn, "new_epoch", 2, epoch_params);
 	resume = log_number(&lp->conn, "log_end", 1, end_params) + 1;
-	if (half + 1 <= log_per_partition)
+	if (half + 1 <= per_partition)
 	{
 		/* the old instance, still alive, sends on: its epoch, its next seq */
 		db_connect(&lp->zombie_conn);
-		log_produce(&lp->zombie_conn, lp->partition, half + 1,
-					Min(half + LOG_ZOMBIE_SENDS, log_per_partition), old_epoch, half, &rng, true);
+		log_produce(lr, &lp->zombie_conn, lp->partition, half + 1,
+					Min(half + LOG_ZOMBIE_SENDS, per_partition), old_epoch, half, &rng, true);
 	}
-	log_produce(&lp->conn, lp->partition, resume, log_per_partition, epoch, 0, &rng, false);
-	atomic_fetch_sub(&log_producers_left, 1);
-	atomic_fetch_add(&log_threads_done, 1);
+	log_produce(lr, &lp->conn, lp->partition, resume, per_partition, epoch, 0, &rng, false);
+	atomic_fetch_sub(&lr->producers_left, 1);
+	atomic_fetch_add(&lr->threads_done, 1);
 	return NULL;
 }
 
 /* Apply one log entry, advancing the consumer's stream; see log_send. */
 static int
-log_apply(SimConn *sc, int partition, long offset, long source_n, uint64_t *rng)
+log_apply(LogRun *lr, SimConn *sc, int partition, long offset, long source_n,
+		  uint64_t *rng)
 {
+	Sim		   *sim = lr->sim;
 	char		p[16], otext[24], ntext[24], stream[32];
-	const char *adv[] = {log_scope_consumer, stream, otext};
+	const char *adv[] = {lr->scope_consumer, stream, otext};
 	const char *app[] = {p, otext, ntext};
 	PGresult   *res;
 	int			outcome;
@@ -281,7 +298,7 @@ log_apply(SimConn *sc, int partition, long offset, long source_n, uint64_t *rng)
 	snprintf(ntext, sizeof(ntext), "%ld", source_n);
 	if (!db_begin(sc))
 		return -1;
-	if (sim_options.log_unguarded)
+	if (sim->options.log_unguarded)
 		outcome = 1;
 	else
 	{
@@ -308,9 +325,9 @@ log_apply(SimConn *sc, int partition, long offset, long source_n, uint64_t *rng)
 		}
 		PQclear(res);
 	}
-	if (sim_random_unit(rng) < sim_options.rollback_share)
+	if (sim_random_unit(rng) < sim->options.rollback_share)
 	{
-		atomic_fetch_add(&sim_counters.rollbacks, 1);
+		atomic_fetch_add(&sim->counters.rollbacks, 1);
 		db_end(sc, false);
 		return -1;
 	}
@@ -326,6 +343,7 @@ log_apply(SimConn *sc, int partition, long offset, long source_n, uint64_t *rng)
 
 typedef struct LogConsumer
 {
+	LogRun	   *run;
 	int			number;			/* 0..C-1: partitions number, number + C, ... */
 	SimConn		conn;
 } LogConsumer;
@@ -340,21 +358,23 @@ static void *
 log_consumer_main(void *arg)
 {
 	LogConsumer *lc = arg;
-	uint64_t	rng = sim_options.seed ^ (0x2000ULL + lc->number);
-	int			nparts = sim_options.partitions;
+	LogRun	   *lr = lc->run;
+	Sim		   *sim = lr->sim;
+	uint64_t	rng = sim->options.seed ^ (0x2000ULL + lc->number);
+	int			nparts = sim->options.partitions;
 	long	   *position = calloc(nparts, sizeof(long));
 	bool	   *known = calloc(nparts, sizeof(bool));
 
 	db_connect(&lc->conn);
 	for (;;)
 	{
-		bool		producers_done = atomic_load(&log_producers_left) == 0;
+		bool		producers_done = atomic_load(&lr->producers_left) == 0;
 		bool		all_consumed = true;
 
-		for (int part = lc->number; part < nparts; part += sim_options.consumers)
+		for (int part = lc->number; part < nparts; part += sim->options.consumers)
 		{
 			char		p[16], stream[32], after[24];
-			const char *pos_params[] = {log_scope_consumer, stream};
+			const char *pos_params[] = {lr->scope_consumer, stream};
 			const char *read_params[] = {p, after};
 			PGresult   *res;
 			int			rows;
@@ -364,10 +384,10 @@ log_consumer_main(void *arg)
 			if (db_broken(&lc->conn))
 			{
 				db_connect(&lc->conn);
-				if (!sim_options.log_unguarded)
+				if (!sim->options.log_unguarded)
 					memset(known, 0, nparts * sizeof(bool));
 			}
-			if (!known[part] && !sim_options.log_unguarded)
+			if (!known[part] && !sim->options.log_unguarded)
 				position[part] = log_number(&lc->conn, "position", 2, pos_params);
 			known[part] = true;
 			if (!producers_done)
@@ -376,7 +396,7 @@ log_consumer_main(void *arg)
 			if (position[part] > 0 && sim_random_unit(&rng) < 0.05)
 			{
 				position[part] -= 1 + sim_random(&rng) % Min(position[part], 20);
-				atomic_fetch_add(&sim_counters.log_seeks, 1);
+				atomic_fetch_add(&sim->counters.log_seeks, 1);
 				all_consumed = false;
 			}
 			snprintf(after, sizeof(after), "%ld", position[part]);
@@ -397,25 +417,25 @@ log_consumer_main(void *arg)
 				long		source_n = atol(PQgetvalue(res, i, 1));
 				int			outcome;
 
-				atomic_fetch_add(&sim_counters.deliveries, 1);
-				outcome = log_apply(&lc->conn, part, offset, source_n, &rng);
+				atomic_fetch_add(&sim->counters.deliveries, 1);
+				outcome = log_apply(lr, &lc->conn, part, offset, source_n, &rng);
 				if (outcome < 0)
 				{
 					/* lost or rolled back: read again from the stored position */
-					atomic_fetch_add(&sim_counters.redeliveries, 1);
-					known[part] = sim_options.log_unguarded;
+					atomic_fetch_add(&sim->counters.redeliveries, 1);
+					known[part] = sim->options.log_unguarded;
 					break;
 				}
 				if (outcome == 1)
-					atomic_fetch_add(&sim_counters.applied, 1);
+					atomic_fetch_add(&sim->counters.applied, 1);
 				else
-					atomic_fetch_add(&sim_counters.dup_claims, 1);
+					atomic_fetch_add(&sim->counters.dup_claims, 1);
 				position[part] = offset;
 				/* (unguarded, nothing is stored to resume from: no crashes) */
-				if (!sim_options.log_unguarded && sim_random_unit(&rng) < 0.01)
+				if (!sim->options.log_unguarded && sim_random_unit(&rng) < 0.01)
 				{
 					/* a crash: everything in memory is gone */
-					atomic_fetch_add(&sim_counters.log_consumer_crashes, 1);
+					atomic_fetch_add(&sim->counters.log_consumer_crashes, 1);
 					memset(known, 0, nparts * sizeof(bool));
 					break;
 				}
@@ -424,13 +444,13 @@ log_consumer_main(void *arg)
 		}
 		if (all_consumed)
 			break;
-		if (atomic_load(&sim_stopping))
+		if (atomic_load(&sim->stopping))
 			break;
 		sim_sleep_ms(2);
 	}
 	free(position);
 	free(known);
-	atomic_fetch_add(&log_threads_done, 1);
+	atomic_fetch_add(&lr->threads_done, 1);
 	return NULL;
 }
 
@@ -474,26 +494,29 @@ log_scope_rows(PGconn *conn, const char *scope)
 
 /* The set-up, the threads, and the report of the partitioned-log mode. */
 int
-log_main(void)
+log_main(Sim *sim)
 {
-	PGconn	   *conn = db_plain("dedup-sim set-up");
+	LogRun		lrun = {.sim = sim};
+	LogRun	   *lr = &lrun;
+	PGconn	   *conn = db_plain(sim, "dedup-sim set-up");
 	char		sql[1024];
 	char		run[32];
-	int			P = sim_options.partitions;
+	int			P = sim->options.partitions;
 	LogProducer *producers = calloc(P, sizeof(LogProducer));
-	LogConsumer *consumers = calloc(sim_options.consumers, sizeof(LogConsumer));
-	pthread_t  *threads = calloc(P + sim_options.consumers, sizeof(pthread_t));
+	LogConsumer *consumers = calloc(sim->options.consumers, sizeof(LogConsumer));
+	pthread_t  *threads = calloc(P + sim->options.consumers, sizeof(pthread_t));
 	pthread_t	killer;
 	int64_t		start;
-	const SimCounters *c = &sim_counters;
+	const SimCounters *c = &sim->counters;
 	int			broken = 0;
 
-	log_per_partition = Max(sim_options.messages / P, 2);
-	snprintf(run, sizeof(run), "%llx", (unsigned long long) sim_options.seed);
-	snprintf(log_scope_broker, sizeof(log_scope_broker), "sim-%s-broker", run);
-	snprintf(log_scope_consumer, sizeof(log_scope_consumer), "sim-%s-consumer", run);
+	lr->per_partition = Max(sim->options.messages / P, 2);
+	sim->planned_deliveries = log_total(lr);
+	snprintf(run, sizeof(run), "%llx", (unsigned long long) sim->options.seed);
+	snprintf(lr->scope_broker, sizeof(lr->scope_broker), "sim-%s-broker", run);
+	snprintf(lr->scope_consumer, sizeof(lr->scope_consumer), "sim-%s-consumer", run);
 	printf("== dedup-sim --log: %d partitions of %ld messages, %d consumers, seed %llu\n",
-		   P, log_per_partition, sim_options.consumers, (unsigned long long) sim_options.seed);
+		   P, lr->per_partition, sim->options.consumers, (unsigned long long) sim->options.seed);
 	log_sql(conn, "SET client_min_messages = warning");
 	log_sql(conn, "CREATE EXTENSION IF NOT EXISTS dedup");
 	log_sql(conn, "DROP SCHEMA IF EXISTS sim CASCADE");
@@ -507,13 +530,13 @@ log_main(void)
 	snprintf(sql, sizeof(sql),
 			 "SELECT dedup_set_scope('%s', sequence_mode => 'strict', retention => '1 day');"
 			 "SELECT dedup_set_scope('%s', retention => '1 day')",
-			 log_scope_broker, log_scope_consumer);
+			 lr->scope_broker, lr->scope_consumer);
 	log_sql(conn, sql);
 	printf("   scopes %s (the broker's producer marks, strict), %s (the consumers' positions)\n",
-		   log_scope_broker, log_scope_consumer);
+		   lr->scope_broker, lr->scope_consumer);
 
 	start = sim_now_ms();
-	atomic_store(&log_producers_left, P);
+	atomic_store(&lr->producers_left, P);
 	for (int i = 0; i < P; i++)
 	{
 		char	   *name = malloc(48);
@@ -521,44 +544,49 @@ log_main(void)
 
 		snprintf(name, 48, "dedup-sim producer %d", i);
 		snprintf(zname, 48, "dedup-sim zombie producer %d", i);
+		producers[i].run = lr;
 		producers[i].partition = i;
+		producers[i].conn.sim = sim;
 		producers[i].conn.name = name;
 		producers[i].conn.prepare = log_producer_statements;
+		producers[i].zombie_conn.sim = sim;
 		producers[i].zombie_conn.name = zname;
 		producers[i].zombie_conn.prepare = log_producer_statements;
-		faults_register(&producers[i].conn);
+		faults_register(sim, &producers[i].conn);
 		pthread_create(&threads[i], NULL, log_producer_main, &producers[i]);
 	}
-	for (int i = 0; i < sim_options.consumers; i++)
+	for (int i = 0; i < sim->options.consumers; i++)
 	{
 		char	   *name = malloc(48);
 
 		snprintf(name, 48, "dedup-sim log consumer %d", i);
+		consumers[i].run = lr;
 		consumers[i].number = i;
+		consumers[i].conn.sim = sim;
 		consumers[i].conn.name = name;
 		consumers[i].conn.prepare = log_consumer_statements;
-		faults_register(&consumers[i].conn);
+		faults_register(sim, &consumers[i].conn);
 		pthread_create(&threads[P + i], NULL, log_consumer_main, &consumers[i]);
 	}
-	pthread_create(&killer, NULL, faults_killer_main, NULL);
-	while (atomic_load(&log_threads_done) < P + sim_options.consumers)
+	pthread_create(&killer, NULL, faults_killer_main, sim);
+	while (atomic_load(&lr->threads_done) < P + sim->options.consumers)
 	{
 		sim_sleep_ms(50);
-		if (sim_now_ms() - start > (int64_t) sim_options.timeout_seconds * 1000)
+		if (sim_now_ms() - start > (int64_t) sim->options.timeout_seconds * 1000)
 		{
 			printf("\nFAILED: not done after %d s (--timeout): a partition is stuck\n",
-				   sim_options.timeout_seconds);
+				   sim->options.timeout_seconds);
 			exit(1);
 		}
 	}
-	for (int i = 0; i < P + sim_options.consumers; i++)
+	for (int i = 0; i < P + sim->options.consumers; i++)
 		pthread_join(threads[i], NULL);
-	atomic_store(&sim_consumers_done, true);
-	atomic_store(&sim_stopping, true);
+	atomic_store(&sim->consumers_done, true);
+	atomic_store(&sim->stopping, true);
 	pthread_join(killer, NULL);
 
 	PQfinish(conn);
-	conn = db_plain("dedup-sim checks");
+	conn = db_plain(sim, "dedup-sim checks");
 	printf("\n== what happened (%.1f s)\n", (sim_now_ms() - start) / 1000.0);
 	printf("  producers             %ld sends: %ld appended, %ld duplicates of a send that had\n"
 		   "                        taken (resent after a lost outcome, or on purpose), %ld\n"
@@ -574,8 +602,8 @@ log_main(void)
 		   (long) c->kills, (long) c->rollbacks, (long) c->crashes,
 		   (long) c->lost_connections, (long) c->redeliveries);
 	printf("  storage               dedup.streams rows: %ld (broker) + %ld (consumers), for %ld messages\n",
-		   log_scope_rows(conn, log_scope_broker), log_scope_rows(conn, log_scope_consumer),
-		   log_total());
+		   log_scope_rows(conn, lr->scope_broker), log_scope_rows(conn, lr->scope_consumer),
+		   log_total(lr));
 
 	printf("\n== invariants\n");
 #define LOG_INVARIANT(what, sql, want) do { \
@@ -585,7 +613,7 @@ log_main(void)
 		if (got_ != (want)) { broken++; printf("       got %ld, want %ld\n", got_, (long) (want)); } \
 	} while (0)
 	LOG_INVARIANT("every source message is in the log",
-				  "SELECT count(DISTINCT (partition, source_n)) FROM sim.log", log_total());
+				  "SELECT count(DISTINCT (partition, source_n)) FROM sim.log", log_total(lr));
 	LOG_INVARIANT("none twice (no duplicate append, no zombie append)",
 				  "SELECT count(*) - count(DISTINCT (partition, source_n)) FROM sim.log", 0);
 	LOG_INVARIANT("offsets contiguous from 1 in every partition",
@@ -603,7 +631,7 @@ log_main(void)
 		snprintf(pos, sizeof(pos),
 				 "SELECT count(*) FROM (SELECT partition, max(\"offset\") m FROM sim.log GROUP BY 1) l"
 				 " LEFT JOIN LATERAL dedup_position('%s', 'p-' || l.partition) s ON true"
-				 " WHERE s.mark IS DISTINCT FROM l.m", log_scope_consumer);
+				 " WHERE s.mark IS DISTINCT FROM l.m", lr->scope_consumer);
 		LOG_INVARIANT("each consumer position is its partition's end", pos, 0);
 	}
 	printf("  %-4s the old producer instances were fenced\n", c->log_fenced > 0 ? "ok" : "FAIL");

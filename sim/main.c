@@ -1,7 +1,8 @@
 /*
- * main.c: dedup-sim's entry point — the options, the messages of the feed,
- * the set-up of the business tables and the scopes, the threads
- * (consumers, relay, fault injector), the progress line, and the report.
+ * main.c: dedup-sim's entry point — the run's state (a Sim, owned here and
+ * passed to every other part), the options, the messages of the feed, the
+ * set-up of the business tables and the scopes, the threads (consumers,
+ * relays, fault injector), the progress line, and the report.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  */
@@ -15,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-SimOptions	sim_options = {
+static const SimOptions main_defaults = {
 	.conninfo = "",
 	.messages = 100000,
 	.max_copies = 4,
@@ -41,24 +42,6 @@ SimOptions	sim_options = {
 	.log_mode = false,
 	.partitions = 8,
 };
-SimCounters sim_counters;
-Message    *sim_messages;
-atomic_bool sim_consumers_done;
-atomic_bool sim_stopping;
-char		sim_scope_claims[64];
-char		sim_scope_records[64];
-char		sim_scope_downstream[64];
-char		sim_topic[64];
-
-static atomic_int main_consumers_left;
-static atomic_int main_relays_left;
-
-
-long
-sim_planned_deliveries(void)
-{
-	return sim_options.log_mode ? log_total() : feed_total();
-}
 
 int64_t
 sim_now_ms(void)
@@ -192,7 +175,7 @@ main_count(const char *name, const char *value, long min, long max)
 }
 
 static void
-main_options(int argc, char **argv)
+main_options(Sim *sim, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"messages", required_argument, NULL, 'n'},
@@ -227,7 +210,7 @@ main_options(int argc, char **argv)
 		{NULL, 0, NULL, 0}
 	};
 	int			c;
-	SimOptions *o = &sim_options;
+	SimOptions *o = &sim->options;
 
 	o->seed = (uint64_t) time(NULL) ^ ((uint64_t) getpid() << 32);
 	while ((c = getopt_long(argc, argv, "n:k:w:c:h", longopts, NULL)) != -1)
@@ -345,24 +328,24 @@ main_options(int argc, char **argv)
 
 /* The messages of the feed: account, amount, path, poison, copies. */
 static void
-main_messages(uint64_t *rng)
+main_messages(Sim *sim, uint64_t *rng)
 {
 	long		i;
 
-	sim_messages = calloc(sim_options.messages, sizeof(Message));
-	if (!sim_messages)
+	sim->messages = calloc(sim->options.messages, sizeof(Message));
+	if (!sim->messages)
 		abort();
-	for (i = 0; i < sim_options.messages; i++)
+	for (i = 0; i < sim->options.messages; i++)
 	{
-		Message    *m = &sim_messages[i];
+		Message    *m = &sim->messages[i];
 
 		m->id = i + 1;
-		m->account = 1 + sim_random(rng) % sim_options.accounts;
+		m->account = 1 + sim_random(rng) % sim->options.accounts;
 		m->amount = 1 + sim_random(rng) % 10000;
-		m->kind = sim_random_unit(rng) < sim_options.record_share ? KIND_RECORD : KIND_CLAIM;
-		if (m->kind == KIND_CLAIM && sim_random_unit(rng) < sim_options.poison_share)
+		m->kind = sim_random_unit(rng) < sim->options.record_share ? KIND_RECORD : KIND_CLAIM;
+		if (m->kind == KIND_CLAIM && sim_random_unit(rng) < sim->options.poison_share)
 			m->amount = -m->amount;
-		m->copies = 1 + sim_random(rng) % sim_options.max_copies;
+		m->copies = 1 + sim_random(rng) % sim->options.max_copies;
 	}
 }
 
@@ -386,9 +369,9 @@ main_sql(PGconn *conn, const char *sql)
  * same database must not count as duplicates.
  */
 static void
-main_setup(void)
+main_setup(Sim *sim)
 {
-	PGconn	   *conn = db_plain("dedup-sim set-up");
+	PGconn	   *conn = db_plain(sim, "dedup-sim set-up");
 	char		run[32];
 	char		sql[1024];
 	char		line[96];
@@ -396,10 +379,10 @@ main_setup(void)
 	PGresult   *res;
 
 	snprintf(run, sizeof(run), "%llx", (unsigned long long) (time(NULL) * 1000 + getpid() % 1000));
-	snprintf(sim_scope_claims, sizeof(sim_scope_claims), "sim-%s-payments", run);
-	snprintf(sim_scope_records, sizeof(sim_scope_records), "sim-%s-charges", run);
-	snprintf(sim_scope_downstream, sizeof(sim_scope_downstream), "sim-%s-downstream", run);
-	snprintf(sim_topic, sizeof(sim_topic), "sim-%s-payment-applied", run);
+	snprintf(sim->scope_claims, sizeof(sim->scope_claims), "sim-%s-payments", run);
+	snprintf(sim->scope_records, sizeof(sim->scope_records), "sim-%s-charges", run);
+	snprintf(sim->scope_downstream, sizeof(sim->scope_downstream), "sim-%s-downstream", run);
+	snprintf(sim->topic, sizeof(sim->topic), "sim-%s-payment-applied", run);
 
 	main_sql(conn, "SET client_min_messages = warning");
 	main_sql(conn, "CREATE EXTENSION IF NOT EXISTS dedup");
@@ -433,7 +416,7 @@ main_setup(void)
 			 " WHERE NOT EXISTS (SELECT FROM sim.refused AS r WHERE r.message_id = m.id)");
 	snprintf(sql, sizeof(sql),
 			 "INSERT INTO sim.accounts (id) SELECT generate_series(1, %d)",
-			 sim_options.accounts);
+			 sim->options.accounts);
 	main_sql(conn, sql);
 
 	res = PQexec(conn, "COPY sim.messages FROM STDIN");
@@ -443,9 +426,9 @@ main_setup(void)
 		exit(2);
 	}
 	PQclear(res);
-	for (i = 0; i < sim_options.messages; i++)
+	for (i = 0; i < sim->options.messages; i++)
 	{
-		const Message *m = &sim_messages[i];
+		const Message *m = &sim->messages[i];
 		int			len = snprintf(line, sizeof(line), "%lld\t%d\t%lld\t%s\t%d\n",
 								   (long long) m->id, m->account, (long long) m->amount,
 								   m->kind == KIND_CLAIM ? "claim" : "record", m->copies);
@@ -470,16 +453,16 @@ main_setup(void)
 			 "SELECT dedup_set_scope('%s', ttl => '%d s');"
 			 "SELECT dedup_set_scope('%s', retention => '%d s', lease => '2 s',"
 			 " max_attempts => 1000)",
-			 sim_scope_claims, sim_options.ttl_seconds,
-			 sim_scope_records, sim_options.ttl_seconds, sim_options.lease_ms,
-			 sim_scope_downstream, sim_options.ttl_seconds,
-			 sim_topic, sim_options.ttl_seconds);
+			 sim->scope_claims, sim->options.ttl_seconds,
+			 sim->scope_records, sim->options.ttl_seconds, sim->options.lease_ms,
+			 sim->scope_downstream, sim->options.ttl_seconds,
+			 sim->topic, sim->options.ttl_seconds);
 	main_sql(conn, sql);
-	if (sim_options.history_seconds > 0)
+	if (sim->options.history_seconds > 0)
 	{
 		snprintf(sql, sizeof(sql),
 				 "SELECT dedup_set_scope('%s', history => '%d s', false_positive_rate => %g)",
-				 sim_scope_claims, sim_options.history_seconds, sim_options.history_rate);
+				 sim->scope_claims, sim->options.history_seconds, sim->options.history_rate);
 		main_sql(conn, sql);
 	}
 	PQfinish(conn);
@@ -488,23 +471,27 @@ main_setup(void)
 static void *
 main_consumer(void *arg)
 {
-	consumer_main(arg);
-	atomic_fetch_sub(&main_consumers_left, 1);
+	SimConn    *sc = arg;
+
+	consumer_main(sc);
+	atomic_fetch_sub(&sc->sim->consumers_left, 1);
 	return NULL;
 }
 
 static void *
 main_relay(void *arg)
 {
-	relay_main(arg);
-	atomic_fetch_sub(&main_relays_left, 1);
+	SimConn    *sc = arg;
+
+	relay_main(sc);
+	atomic_fetch_sub(&sc->sim->relays_left, 1);
 	return NULL;
 }
 
 static void
-main_progress(int64_t start, bool tty, bool final)
+main_progress(Sim *sim, int64_t start, bool tty, bool final)
 {
-	const SimCounters *c = &sim_counters;
+	const SimCounters *c = &sim->counters;
 	double		secs = (sim_now_ms() - start) / 1000.0;
 	long		delivered = atomic_load(&c->deliveries);
 	long		faults = c->kills + c->rollbacks + c->failed_calls + c->hung_calls +
@@ -512,7 +499,7 @@ main_progress(int64_t start, bool tty, bool final)
 
 	printf("%s%6.1f s  feed %3ld%%  delivered %ld  applied %ld  duplicates suppressed %ld"
 		   "  retries %ld  faults %ld  relayed %ld  %.0f deliveries/s%s",
-		   tty ? "\r" : "  ", secs, feed_position() * 100 / feed_total(), delivered,
+		   tty ? "\r" : "  ", secs, feed_position(sim) * 100 / feed_total(sim), delivered,
 		   (long) c->applied,
 		   (long) (c->dup_claims + c->replays),
 		   (long) (c->busy_nowait + c->busy_in_progress),
@@ -524,10 +511,10 @@ main_progress(int64_t start, bool tty, bool final)
 int
 main(int argc, char **argv)
 {
+	Sim		   *sim = calloc(1, sizeof(Sim));
 	uint64_t	rng;
 	pthread_t  *consumers;
 	pthread_t	relays[SIM_MAX_RELAYS];
-	int			relay_numbers[SIM_MAX_RELAYS];
 	pthread_t	killer;
 	SimConn    *conns;
 	int64_t		start;
@@ -536,85 +523,88 @@ main(int argc, char **argv)
 	int			interval_ms;
 	int			i;
 
-	main_options(argc, argv);
-	rng = sim_options.seed;
+	if (!sim)
+		abort();
+	sim->options = main_defaults;
+	main_options(sim, argc, argv);
+	rng = sim->options.seed;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (sim_options.log_mode)
-		return log_main();
-	main_messages(&rng);
-	feed_build(&rng);
+	if (sim->options.log_mode)
+		return log_main(sim);
+	main_messages(sim, &rng);
+	feed_build(sim, &rng);
 	printf("== dedup-sim: %ld messages, %ld deliveries (1..%d copies each%s), "
 		   "%d consumers, seed %llu\n",
-		   sim_options.messages, feed_total(), sim_options.max_copies,
-		   sim_options.window > 0 ? ", within a window of messages" : ", anywhere",
-		   sim_options.consumers, (unsigned long long) sim_options.seed);
-	main_setup();
+		   sim->options.messages, feed_total(sim), sim->options.max_copies,
+		   sim->options.window > 0 ? ", within a window of messages" : ", anywhere",
+		   sim->options.consumers, (unsigned long long) sim->options.seed);
+	main_setup(sim);
 	printf("   scopes %s (claims), %s (records), %s (downstream), topic %s; ttl %d s\n",
-		   sim_scope_claims, sim_scope_records, sim_scope_downstream, sim_topic,
-		   sim_options.ttl_seconds);
-	if (sim_options.history_seconds > 0)
+		   sim->scope_claims, sim->scope_records, sim->scope_downstream, sim->topic,
+		   sim->options.ttl_seconds);
+	if (sim->options.history_seconds > 0)
 		printf("   history of %s: %d s, false_positive_rate %g\n",
-			   sim_scope_claims, sim_options.history_seconds, sim_options.history_rate);
+			   sim->scope_claims, sim->options.history_seconds, sim->options.history_rate);
 
-	conns = calloc(sim_options.consumers, sizeof(SimConn));
-	consumers = calloc(sim_options.consumers, sizeof(pthread_t));
+	conns = calloc(sim->options.consumers, sizeof(SimConn));
+	consumers = calloc(sim->options.consumers, sizeof(pthread_t));
 	if (!conns || !consumers)
 		abort();
-	for (i = 0; i < sim_options.consumers; i++)
+	for (i = 0; i < sim->options.consumers; i++)
 	{
 		char	   *name = malloc(32);
 
 		snprintf(name, 32, "dedup-sim consumer %d", i + 1);
+		conns[i].sim = sim;
 		conns[i].name = name;
 		conns[i].prepare = consumer_statements;
 		conns[i].number = i + 1;
-		faults_register(&conns[i]);
+		faults_register(sim, &conns[i]);
 	}
-	for (i = 0; i < sim_options.relays; i++)
+	for (i = 0; i < sim->options.relays; i++)
 	{
-		relay_setup(i + 1);
-		relay_numbers[i] = i + 1;
-		faults_register(&relay_downstreams[i]);
+		relay_setup(sim, i + 1);
+		faults_register(sim, &sim->relay_downstreams[i]);
 	}
 
 	start = last_progress = sim_now_ms();
-	atomic_store(&main_consumers_left, sim_options.consumers);
-	for (i = 0; i < sim_options.consumers; i++)
+	atomic_store(&sim->consumers_left, sim->options.consumers);
+	for (i = 0; i < sim->options.consumers; i++)
 		pthread_create(&consumers[i], NULL, main_consumer, &conns[i]);
-	atomic_store(&main_relays_left, sim_options.relays);
-	for (i = 0; i < sim_options.relays; i++)
-		pthread_create(&relays[i], NULL, main_relay, &relay_numbers[i]);
-	pthread_create(&killer, NULL, faults_killer_main, NULL);
+	atomic_store(&sim->relays_left, sim->options.relays);
+	for (i = 0; i < sim->options.relays; i++)
+		pthread_create(&relays[i], NULL, main_relay, &sim->relay_conns[i]);
+	pthread_create(&killer, NULL, faults_killer_main, sim);
 
-	interval_ms = sim_options.progress_seconds > 0 ? sim_options.progress_seconds * 1000 :
+	interval_ms = sim->options.progress_seconds > 0 ? sim->options.progress_seconds * 1000 :
 		tty ? 500 : 5000;
 	/* the consumers until the feed is done, then the relay until drained */
-	while (atomic_load(&main_consumers_left) > 0 || atomic_load(&main_relays_left) > 0)
+	while (atomic_load(&sim->consumers_left) > 0 || atomic_load(&sim->relays_left) > 0)
 	{
-		if (atomic_load(&main_consumers_left) == 0 && !atomic_load(&sim_consumers_done))
+		if (atomic_load(&sim->consumers_left) == 0 && !atomic_load(&sim->consumers_done))
 		{
-			for (i = 0; i < sim_options.consumers; i++)
+			for (i = 0; i < sim->options.consumers; i++)
 				pthread_join(consumers[i], NULL);
-			atomic_store(&sim_consumers_done, true);
+			atomic_store(&sim->consumers_done, true);
 		}
 		sim_sleep_ms(50);
-		if (sim_now_ms() - start > (int64_t) sim_options.timeout_seconds * 1000)
+		if (sim_now_ms() - start > (int64_t) sim->options.timeout_seconds * 1000)
 		{
-			main_progress(start, tty, true);
+			main_progress(sim, start, tty, true);
 			printf("\nFAILED: not done after %d s (--timeout): a delivery or an event is "
-				   "stuck\n", sim_options.timeout_seconds);
+				   "stuck\n", sim->options.timeout_seconds);
 			exit(1);
 		}
 		if (sim_now_ms() - last_progress >= interval_ms)
 		{
-			main_progress(start, tty, false);
+			main_progress(sim, start, tty, false);
 			last_progress = sim_now_ms();
 		}
 	}
-	for (i = 0; i < sim_options.relays; i++)
+	for (i = 0; i < sim->options.relays; i++)
 		pthread_join(relays[i], NULL);
-	atomic_store(&sim_stopping, true);
+	atomic_store(&sim->stopping, true);
 	pthread_join(killer, NULL);
-	main_progress(start, tty, true);
-	return report_print(sim_now_ms() - start);
+	main_progress(sim, start, tty, true);
+	return report_print(sim, sim_now_ms() - start);
 }

@@ -49,12 +49,12 @@ static const char *const relay_downstream_statements[] = {
 	NULL
 };
 
-SimConn		relay_conns[SIM_MAX_RELAYS];
-SimConn		relay_downstreams[SIM_MAX_RELAYS];
-
-/* The connections of relay n (from 1), named, for the fault injector. */
+/*
+ * The connections of relay n (from 1), named: sim->relay_conns[n - 1] and
+ * sim->relay_downstreams[n - 1].
+ */
 void
-relay_setup(int n)
+relay_setup(Sim *sim, int n)
 {
 	char	   *name = malloc(32);
 	char	   *downstream = malloc(40);
@@ -63,9 +63,9 @@ relay_setup(int n)
 		abort();
 	snprintf(name, 32, "dedup-sim relay %d", n);
 	snprintf(downstream, 40, "dedup-sim downstream %d", n);
-	relay_conns[n - 1] = (SimConn) {.name = name, .prepare = relay_statements,
-	.on_connect = "LISTEN dedup_outbox", .number = n};
-	relay_downstreams[n - 1] = (SimConn) {.name = downstream,
+	sim->relay_conns[n - 1] = (SimConn) {.sim = sim, .name = name,
+		.prepare = relay_statements, .on_connect = "LISTEN dedup_outbox", .number = n};
+	sim->relay_downstreams[n - 1] = (SimConn) {.sim = sim, .name = downstream,
 	.prepare = relay_downstream_statements, .number = n};
 }
 
@@ -127,7 +127,8 @@ relay_batch_free(RelayBatch *b)
 static bool
 relay_publish(SimConn *sc, const RelayBatch *b)
 {
-	const char *params[] = {sim_scope_downstream, b->ids, b->message_ids, b->amounts, b->seqs};
+	Sim		   *sim = sc->sim;
+	const char *params[] = {sim->scope_downstream, b->ids, b->message_ids, b->amounts, b->seqs};
 	PGresult   *res;
 	long		inserted;
 
@@ -153,9 +154,9 @@ relay_publish(SimConn *sc, const RelayBatch *b)
 		PQclear(res);
 		return false;
 	}
-	atomic_fetch_add(&sim_counters.published, b->n);
-	atomic_fetch_add(&sim_counters.downstream_new, inserted);
-	atomic_fetch_add(&sim_counters.downstream_dup, b->n - inserted);
+	atomic_fetch_add(&sim->counters.published, b->n);
+	atomic_fetch_add(&sim->counters.downstream_new, inserted);
+	atomic_fetch_add(&sim->counters.downstream_dup, b->n - inserted);
 	return true;
 }
 
@@ -163,7 +164,8 @@ relay_publish(SimConn *sc, const RelayBatch *b)
 static bool
 relay_drained(SimConn *sc)
 {
-	const char *params[] = {sim_topic};
+	Sim		   *sim = sc->sim;
+	const char *params[] = {sim->topic};
 	PGresult   *res = db_exec(sc, "stats", 1, params);
 	bool		drained;
 
@@ -200,17 +202,18 @@ relay_wait(SimConn *sc)
 void *
 relay_main(void *arg)
 {
-	int			n = *(int *) arg;
-	SimConn    *sc = &relay_conns[n - 1];
-	SimConn    *downstream = &relay_downstreams[n - 1];
-	bool		batch_api = n % 2 == 1 || sim_options.citus;
-	uint64_t	rng = sim_options.seed ^ (0x7e1a7 * (uint64_t) n);
+	SimConn    *sc = arg;
+	Sim		   *sim = sc->sim;
+	int			n = sc->number;
+	SimConn    *downstream = &sim->relay_downstreams[n - 1];
+	bool		batch_api = n % 2 == 1 || sim->options.citus;
+	uint64_t	rng = sim->options.seed ^ (0x7e1a7 * (uint64_t) n);
 
 	db_connect(sc);
 	db_connect(downstream);
 	for (;;)
 	{
-		const char *take[] = {sim_topic};
+		const char *take[] = {sim->topic};
 		RelayBatch	b;
 		PGresult   *res;
 		double		r;
@@ -229,7 +232,7 @@ relay_main(void *arg)
 		if (b.n == 0)
 		{
 			PQclear(res);
-			if (atomic_load(&sim_consumers_done) && relay_drained(sc))
+			if (atomic_load(&sim->consumers_done) && relay_drained(sc))
 				break;
 			relay_wait(sc);
 			continue;
@@ -249,16 +252,16 @@ relay_main(void *arg)
 			relay_batch_free(&b);
 			continue;
 		}
-		if (r < 2 * sim_options.relay_fault_share && r >= sim_options.relay_fault_share)
+		if (r < 2 * sim->options.relay_fault_share && r >= sim->options.relay_fault_share)
 		{
 			/* the broker delivers the batch a second time */
-			atomic_fetch_add(&sim_counters.broker_dups, 1);
+			atomic_fetch_add(&sim->counters.broker_dups, 1);
 			relay_publish(downstream, &b);
 		}
-		if (r < sim_options.relay_fault_share)
+		if (r < sim->options.relay_fault_share)
 		{
 			/* the relay dies after publishing, before its ack */
-			atomic_fetch_add(&sim_counters.relay_faults, 1);
+			atomic_fetch_add(&sim->counters.relay_faults, 1);
 			PQfinish(sc->conn);
 			sc->conn = NULL;
 			relay_batch_free(&b);
@@ -270,7 +273,7 @@ relay_main(void *arg)
 
 			res = batch_api ? db_exec(sc, "ack_batch", 1, ack_batch) : db_exec(sc, "ack", 2, ack);
 			if (db_ok(res))
-				atomic_fetch_add(&sim_counters.acked, atol(PQgetvalue(res, 0, 0)));
+				atomic_fetch_add(&sim->counters.acked, atol(PQgetvalue(res, 0, 0)));
 			else
 				db_unexpected(sc, "dedup_outbox_ack", res);
 			PQclear(res);

@@ -1,7 +1,10 @@
 /*
- * sim.h: what the parts of dedup-sim share — the options, the messages of
- * the feed, the counters the progress line and the report read, and the
- * functions each file offers.
+ * sim.h: what the parts of dedup-sim share — one Sim, the state of a run
+ * (the options, the messages of the feed, the counters the progress line
+ * and the report read, the scopes, the feed, the connections), and the
+ * functions each file offers.  There is no global variable: main.c owns
+ * the run's Sim and hands it to every part, as an argument or through the
+ * SimConn a thread works with (SimConn.sim).
  *
  * dedup-sim is an exactly-once simulation against a real server: an
  * at-least-once feed delivers every message 1..K times to concurrent
@@ -116,9 +119,13 @@ typedef struct SimCounters
 	atomic_long log_consumer_crashes;	/* consumers that resumed from the mark */
 } SimCounters;
 
+typedef struct Sim Sim;
+typedef struct Feed Feed;		/* feed.c's, opaque */
+
 /* a connection of one thread, with the pid the fault injector may kill */
 typedef struct SimConn
 {
+	Sim		   *sim;			/* the run it belongs to */
 	PGconn	   *conn;
 	const char *name;			/* application_name */
 	const char *const *prepare; /* name, sql pairs, NULL-terminated */
@@ -128,31 +135,55 @@ typedef struct SimConn
 	atomic_bool in_xact;		/* inside a transaction: a kill target */
 } SimConn;
 
+#define SIM_MAX_RELAYS 16
+#define SIM_MAX_FAULT_TARGETS 64
+
+/*
+ * The state of a run.  main.c creates it, fills in the options, the
+ * messages and the scopes before any thread starts, and passes it on; the
+ * threads then share the counters and the two flags (atomics), the feed
+ * (under its own lock), and read the rest.
+ */
+struct Sim
+{
+	SimOptions	options;
+	SimCounters counters;
+	Message    *messages;		/* options.messages of them (not with --log) */
+	Feed	   *feed;			/* feed.c's deliveries (not with --log) */
+	long		planned_deliveries; /* for the crash schedule: set by
+									 * feed_build or log_main */
+	atomic_bool consumers_done; /* the consumers have ended: relays drain */
+	atomic_bool stopping;		/* every worker thread has ended */
+	atomic_int	consumers_left; /* main.c: consumer threads still running */
+	atomic_int	relays_left;	/* main.c: relay threads still running */
+	char		scope_claims[64];
+	char		scope_records[64];
+	char		scope_downstream[64];
+	char		topic[64];
+	/* relay n's connections are [n - 1] (relay.c) */
+	SimConn		relay_conns[SIM_MAX_RELAYS];
+	SimConn		relay_downstreams[SIM_MAX_RELAYS];
+	/* the connections the fault injector may kill (faults.c) */
+	SimConn    *fault_targets[SIM_MAX_FAULT_TARGETS];
+	int			nfault_targets;
+};
+
 /* main.c */
-extern SimOptions sim_options;
-extern SimCounters sim_counters;
-extern Message *sim_messages;
-extern atomic_bool sim_consumers_done;
-extern atomic_bool sim_stopping;
-extern char sim_scope_claims[64];
-extern char sim_scope_records[64];
-extern char sim_scope_downstream[64];
-extern char sim_topic[64];
 extern int64_t sim_now_ms(void);
 extern uint64_t sim_random(uint64_t *state);
 extern double sim_random_unit(uint64_t *state);
 extern void sim_sleep_ms(int64_t ms);
 
 /* feed.c: the at-least-once feed */
-extern void feed_build(uint64_t *rng);
-extern long feed_total(void);
-extern long feed_position(void);
-extern bool feed_next(int64_t *index);
-extern void feed_ack(int64_t index);
-extern void feed_requeue(int64_t index, int delay_ms);
-extern void feed_add(int64_t index, int delay_ms);
-extern void feed_applied(int64_t index);
-extern void feed_seen(int64_t index);
+extern void feed_build(Sim *sim, uint64_t *rng);
+extern long feed_total(Sim *sim);
+extern long feed_position(Sim *sim);
+extern bool feed_next(Sim *sim, int64_t *index);
+extern void feed_ack(Sim *sim, int64_t index);
+extern void feed_requeue(Sim *sim, int64_t index, int delay_ms);
+extern void feed_add(Sim *sim, int64_t index, int delay_ms);
+extern void feed_applied(Sim *sim, int64_t index);
+extern void feed_seen(Sim *sim, int64_t index);
 
 /* db.c: connections that survive kills and crashes */
 extern void db_connect(SimConn *sc);
@@ -166,31 +197,24 @@ extern bool db_begin(SimConn *sc);
 extern PGresult *db_commit(SimConn *sc);
 extern void db_end(SimConn *sc, bool commit);
 extern void db_unexpected(SimConn *sc, const char *what, PGresult *res);
-extern PGconn *db_plain(const char *what);
+extern PGconn *db_plain(Sim *sim, const char *what);
 
 /* consumer.c */
 extern const char *const consumer_statements[];
-extern void *consumer_main(void *arg);
+extern void *consumer_main(void *arg);	/* arg: the consumer's SimConn */
 
 /* relay.c: the relays' connections and the downstream consumer's */
-#define SIM_MAX_RELAYS 16
-extern SimConn relay_conns[SIM_MAX_RELAYS];
-extern SimConn relay_downstreams[SIM_MAX_RELAYS];
-extern void relay_setup(int n);
-extern void *relay_main(void *arg);
+extern void relay_setup(Sim *sim, int n);
+extern void *relay_main(void *arg);	/* arg: the relay's SimConn */
 
 /* faults.c */
-extern void faults_register(SimConn *sc);
-extern void *faults_killer_main(void *arg);
+extern void faults_register(Sim *sim, SimConn *sc);
+extern void *faults_killer_main(void *arg);	/* arg: the Sim */
 
 /* log.c: the partitioned-log mode */
-extern int	log_main(void);
-extern long log_total(void);
-
-/* main.c: how many deliveries the run makes, for the crash schedule */
-extern long sim_planned_deliveries(void);
+extern int	log_main(Sim *sim);
 
 /* report.c */
-extern int report_print(int64_t elapsed_ms);
+extern int	report_print(Sim *sim, int64_t elapsed_ms);
 
 #endif							/* DEDUP_SIM_H */
