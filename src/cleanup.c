@@ -5,7 +5,7 @@
  *	  is a sequence of batches, each in its own transaction, and
  *	  dedup_cleanup_run_batch() runs one of them.  The background worker
  *	  (worker.c), the SQL function dedup_cleanup_batch() and the procedure
- *	  dedup_cleanup() (install script, for pg_cron) all run passes through it.
+ *	  dedup_cleanup() (here, for pg_cron and psql) all run passes through it.
  *
  * Kinds of rows: claims and idempotency records, both in dedup.claims (a
  * processing record expires when its lease has passed by the scope's ttl,
@@ -60,8 +60,11 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "pgstat.h"
 #include "utils/builtins.h"
 #include "storage/bufmgr.h"
+#include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -471,4 +474,81 @@ dedup_cleanup_batch(PG_FUNCTION_ARGS)
 	else
 		values[1] = Int64GetDatum(position);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}
+
+/*
+ * dedup_cleanup(batch_size integer DEFAULT NULL, INOUT deleted bigint DEFAULT NULL)
+ *
+ * The procedure: a whole pass, each batch committed, dedup.cleanup_pause
+ * (read before each pause) between batches; deleted on output is the rows
+ * the pass deleted.  Its commits need a non-atomic CALL (at top level
+ * outside a transaction block, or from a procedure or DO block so called):
+ * any other call is refused before anything is done, with the way to clean
+ * up inside a transaction instead, rather than failing at the first commit
+ * with PostgreSQL's bare "invalid transaction termination".  Batches
+ * committed before an error stay committed.
+ */
+PG_FUNCTION_INFO_V1(dedup_cleanup_procedure);
+Datum
+dedup_cleanup_procedure(PG_FUNCTION_ARGS)
+{
+	CallContext *call = fcinfo->context && IsA(fcinfo->context, CallContext) ?
+		(CallContext *) fcinfo->context : NULL;
+	int32		batch_size;
+	int64		position = 0;
+	int64		deleted = 0;
+	TupleDesc	tupdesc;
+	Datum		values[1];
+	bool		nulls[1] = {false};
+
+	batch_size = PG_ARGISNULL(0) ? dedup_cleanup_batch_size : PG_GETARG_INT32(0);
+	if (batch_size < 1 || batch_size > DEDUP_MAX_CLEANUP_BATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch_size must be between 1 and %d", DEDUP_MAX_CLEANUP_BATCH)));
+	if (call == NULL || call->atomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("dedup_cleanup() cannot run inside a transaction block or a function"),
+				 errdetail("It commits after each batch of the pass."),
+				 errhint("CALL dedup_cleanup() outside a transaction block, or clean up in the current "
+						 "transaction with dedup_cleanup_batch(): start at position 0 and pass back "
+						 "the next_position each batch returns until it is NULL.")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	/* SPI only for its commit, which keeps the CALL's portal */
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect_ext failed");
+	for (;;)
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		deleted += dedup_cleanup_run_batch(&position, batch_size);
+		PopActiveSnapshot();
+		SPI_commit();
+		if (position == DEDUP_CLEANUP_DONE)
+			break;
+		if (dedup_cleanup_pause > 0)
+		{
+			TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															dedup_cleanup_pause);
+
+			for (;;)
+			{
+				long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+				CHECK_FOR_INTERRUPTS();
+				if (ms <= 0)
+					break;
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 ms, PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+			}
+		}
+	}
+	SPI_finish();
+
+	values[0] = Int64GetDatum(deleted);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -9,32 +9,11 @@ COMMENT ON FUNCTION @extschema@.dedup_cleanup_batch(bigint, integer) IS
     'one batch of cleanup in the current transaction: deletes up to batch_size expired rows from position on (0 starts a pass); next_position is where the next batch starts, NULL at the end of the pass';
 
 -- A whole pass, one committed batch at a time, with dedup.cleanup_pause
--- between batches.  No SECURITY DEFINER and no SET clause, which would
--- forbid the COMMITs; every name and operator is qualified.
+-- between batches (cleanup.c).  No SECURITY DEFINER and no SET clause,
+-- which would make every call atomic and forbid the commits.
 CREATE OR REPLACE PROCEDURE @extschema@.dedup_cleanup(
     batch_size integer DEFAULT NULL, INOUT deleted bigint DEFAULT NULL)
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    pos bigint := 0;
-    n bigint;
-    pause float8;
-BEGIN
-    deleted := 0;
-    LOOP
-        SELECT b.deleted, b.next_position INTO n, pos
-        FROM @extschema@.dedup_cleanup_batch(pos, batch_size) AS b;
-        deleted := deleted OPERATOR(pg_catalog.+) n;
-        COMMIT;
-        EXIT WHEN pos IS NULL;
-        pause := pg_catalog.date_part('epoch',
-            pg_catalog.current_setting('dedup.cleanup_pause')::pg_catalog.interval);
-        IF pause OPERATOR(pg_catalog.>) 0 THEN
-            PERFORM pg_catalog.pg_sleep(pause);
-        END IF;
-    END LOOP;
-END
-$$;
+AS 'MODULE_PATHNAME', 'dedup_cleanup_procedure' LANGUAGE C;
 COMMENT ON PROCEDURE @extschema@.dedup_cleanup(integer, bigint) IS
     'delete everything that has expired, committing after each batch; returns the number of rows deleted';
 

@@ -15,6 +15,15 @@ CREATE TEMP TABLE live_before AS
 SELECT deleted, next_position IS NOT NULL AS more FROM dedup_cleanup_batch(0, 50);
 SELECT count(*) AS expired_left FROM dedup.claims WHERE expires_at <= clock_timestamp();
 
+-- the procedure commits after each batch: from a function (as inside a
+-- transaction block, below) it is refused (2D000) before it runs a batch,
+-- its hint naming the way to clean up inside a transaction; no row is
+-- deleted and no failed batch is counted
+SELECT sum(errors) AS errors_before FROM dedup_cleanup_stats() \gset
+SELECT regress_try('CALL dedup_cleanup()') AS from_a_function;
+SELECT count(*) AS expired_left FROM dedup.claims WHERE expires_at <= clock_timestamp();
+SELECT sum(errors) - :errors_before AS errors_counted FROM dedup_cleanup_stats();
+
 -- the procedure finishes the pass, a committed batch at a time
 CALL dedup_cleanup(batch_size => 40);
 SELECT count(*) AS expired_left FROM dedup.claims WHERE expires_at <= clock_timestamp();
