@@ -5,7 +5,8 @@
  *	  (src/README.md): _PG_init defines the settings (settings.c), installs
  *	  the hooks by which the history tier (history.c) answers the layers
  *	  below it, and, when preloaded, the shared-memory hooks and the
- *	  cleanup launcher.
+ *	  cleanup launcher.  It also names the fix of a known slip in a call
+ *	  that matches no dedup function (dedup_emit_log).
  *
  * The library works both loaded on demand by CREATE EXTENSION and loaded
  * through shared_preload_libraries; only the cleanup worker, its figures
@@ -17,8 +18,12 @@
  */
 #include "postgres.h"
 
+#include <string.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "utils/elog.h"
+#include "utils/memutils.h"
 
 #include "cleanup_stats.h"
 #include "filter.h"
@@ -34,9 +39,12 @@ void		_PG_init(void);
 
 static void dedup_shmem_request(void);
 static void dedup_shmem_startup(void);
+static void dedup_emit_log(ErrorData *edata);
+static const char *dedup_nowait_as_ttl(const char *message);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 
 void
 _PG_init(void)
@@ -46,6 +54,9 @@ _PG_init(void)
 	/* the history tier answers the store and the filters, which are below it */
 	key_store_history_hook = dedup_history_may_contain;
 	dedup_filter_history_hook = dedup_history_generation_is;
+
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = dedup_emit_log;
 
 	if (process_shared_preload_libraries_in_progress)
 	{
@@ -76,4 +87,83 @@ dedup_shmem_startup(void)
 	dedup_stats_shmem_startup();
 	dedup_scopestats_shmem_startup();
 	dedup_filter_shmem_startup();
+}
+
+/*
+ * A call that matches no function only says so, with PostgreSQL's hint to
+ * add casts.  For a known slip, the hint names the fix instead: nowait
+ * given in the ttl position of dedup_claim or dedup_claim_batch
+ * (dedup_claim('p', 'k', true)), which an overload cannot take without
+ * making dedup_claim('p', 'k', '1 hour') ambiguous.  The error is
+ * recognized by its untranslated message and the signature PostgreSQL
+ * prints in it.  Runs only for errors that go to the server log
+ * (log_min_messages), as emit_log_hook does.
+ */
+static void
+dedup_emit_log(ErrorData *edata)
+{
+	const char *call;
+
+	if (edata->elevel >= ERROR && edata->sqlerrcode == ERRCODE_UNDEFINED_FUNCTION &&
+		edata->message_id != NULL && edata->message != NULL &&
+		strcmp(edata->message_id, "function %s does not exist") == 0 &&
+		(call = dedup_nowait_as_ttl(edata->message)) != NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ErrorContext);
+
+		edata->hint = psprintf(_("The third argument is the ttl, an interval; nowait is the "
+								 "fourth: pass it by name, as in %s."), call);
+		MemoryContextSwitchTo(old);
+	}
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+/*
+ * When message names dedup_claim or dedup_claim_batch (schema-qualified or
+ * not) with a boolean third argument given by position: the call as it
+ * should be written; else NULL.
+ */
+static const char *
+dedup_nowait_as_ttl(const char *message)
+{
+	static const char *const names[] = {"dedup_claim(", "dedup_claim_batch("};
+	static const char *const calls[] = {"dedup_claim(scope, key, nowait => true)",
+	"dedup_claim_batch(scope, keys, nowait => true)"};
+
+	for (int i = 0; i < lengthof(names); i++)
+	{
+		const char *p = strstr(message, names[i]);
+		int			arg = 0;
+		int			depth = 0;
+		const char *start;
+
+		if (p == NULL || (p > message && p[-1] != ' ' && p[-1] != '.'))
+			continue;
+		p += strlen(names[i]);
+		start = p;
+		for (; *p != '\0'; p++)
+		{
+			if (*p == '(')
+				depth++;
+			else if (*p == ')' && depth > 0)
+				depth--;
+			else if ((*p == ',' || *p == ')') && depth == 0)
+			{
+				if (arg == 2)
+				{
+					if (p - start == 7 && strncmp(start, "boolean", 7) == 0)
+						return calls[i];
+					break;
+				}
+				if (*p == ')')
+					break;
+				arg++;
+				start = p + 1;
+				while (*start == ' ')
+					start++;
+			}
+		}
+	}
+	return NULL;
 }

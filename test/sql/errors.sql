@@ -269,3 +269,18 @@ SELECT (SELECT md5(string_agg(c::text, '|' ORDER BY c::text)) FROM dedup.claims 
        (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = outbox_md5 AS outbox_same
 FROM parallel_before;
 DROP FUNCTION regress_parallel(text);
+
+-- nowait given in the ttl position matches no function (an overload taking
+-- it would make dedup_claim('p', 'k', '1 hour') ambiguous): the hint names
+-- the fix, which works; nothing was claimed by the slips
+SELECT count(*) AS claims FROM dedup.claims \gset
+SELECT dedup_claim('slip', 'k', true);
+SELECT dedup_claim('slip', 'k', true, false);
+SELECT count(*) FROM dedup_claim_batch('slip', ARRAY['k'], true);
+SELECT public.dedup_claim('slip', 'k'::text, false);
+-- other calls that match nothing keep PostgreSQL's hint
+SELECT dedup_claim('slip', 'k', 1);
+SELECT count(*) - :claims AS claimed_by_slips FROM dedup.claims;
+SELECT dedup_claim('slip', 'k', nowait => true) AS the_fix;
+-- and the ttl by position, as a literal, still resolves
+SELECT dedup_claim('slip', 'k2', '1 hour') AS ttl_by_position;
