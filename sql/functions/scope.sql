@@ -24,7 +24,8 @@ COMMENT ON FUNCTION @extschema@.dedup_reset_scope(text) IS
 CREATE OR REPLACE FUNCTION @extschema@.dedup_scope(
     scope text,
     OUT scope text, OUT ttl interval, OUT lease interval, OUT retention interval,
-    OUT max_attempts integer, OUT configured boolean)
+    OUT max_attempts integer, OUT configured boolean, OUT sequence_mode text,
+    OUT history interval, OUT false_positive_rate double precision)
 AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_scope(text) IS
     'the effective settings of a scope: its own where set, the GUC defaults otherwise';

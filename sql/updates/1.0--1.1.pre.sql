@@ -87,9 +87,12 @@ ALTER TABLE dedup.outbox_dead ALTER COLUMN part DROP DEFAULT;
 -------------------------------------------------------------------------
 -- dedup_set_scope takes and returns the sequence_mode, history and
 -- false_positive_rate (it is the owner's: EXECUTE granted on it by hand
--- must be granted again).  dedup_scope keeps its 1.0 columns, so that
--- application roles keep their EXECUTE on it.
+-- must be granted again), and dedup_scope returns them too.  Roles that
+-- 1.0 granted dedup_scope get it back when dedup_grant_usage is run
+-- again, as for the functions 1.1 adds: a GRANT here would become an
+-- initial privilege, which pg_dump leaves out.
 DROP FUNCTION @extschema@.dedup_set_scope(text, interval, interval, interval, integer);
+DROP FUNCTION @extschema@.dedup_scope(text);
 
 -- The grant helpers take scopes, and have revoke twins (sql/grants.sql);
 -- one list of functions per privilege.

@@ -16,7 +16,9 @@
 # and a relay role their functions, ALTER EXTENSION dedup UPDATE, and compare
 #   - every dedup table, row for row, with what it held before the update;
 #   - the roles' privileges: every function privilege they had before
-#     (an update that recreates a function must grant it again), then,
+#     (an update that recreates a function must grant it again; but for
+#     dedup_scope, whose result 1.1 changed: a grant by the update would
+#     become an initial privilege), then,
 #     once the grant helpers are run again as the README says (an update
 #     cannot grant functions it adds without making the grant an initial
 #     privilege that pg_dump would leave out), equal to a fresh install's;
@@ -146,7 +148,9 @@ for v in $versions; do
 	fixture_fill "$db"
 	grant_roles "$db"
 	before=$(fixture_snapshot "$db")
-	privileges_before=$(privileges_of "$db" | grep -v '^scope grant: ')
+	# dedup_scope, whose result 1.1 changed, is made again by the update:
+	# its grant comes back with the grant helpers, as a new function's does
+	privileges_before=$(privileges_of "$db" | grep -v '^scope grant: ' | sed 's/ dedup_scope(text)//')
 	q -d "$db" -c "ALTER EXTENSION dedup UPDATE"
 	check "$db: updated to $default" \
 		"$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" "$default"

@@ -24,6 +24,8 @@ CREATE TEMP VIEW generations AS
 SELECT scope, history, false_positive_rate FROM dedup_set_scope('h', ttl => '1 hour', history => '1 day');
 SELECT scope, history, false_positive_rate FROM dedup_set_scope('h', false_positive_rate => 0.01);
 SELECT history_id IS NOT NULL AS has_id FROM dedup.scopes WHERE scope = 'h';
+-- dedup_scope, which roles granted usage read, shows them too
+SELECT scope, history, false_positive_rate FROM dedup_scope('h');
 SELECT scope, history, false_positive_rate FROM dedup_set_scope('plain', ttl => '1 hour');
 -- bad settings change nothing (22023)
 CREATE TEMP TABLE scopes_before AS SELECT * FROM dedup.scopes;

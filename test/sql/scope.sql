@@ -82,3 +82,23 @@ SELECT dedup_reset_scope('payments-consumer') AS reset;
 SELECT dedup_fingerprint('hello');
 
 TRUNCATE dedup.claims;
+
+-- dedup_scope shows every setting dedup_set_scope (the owner's) shows, to
+-- a role granted usage of the scope: sequence_mode, history and its
+-- false_positive_rate too (NULL without a history; a history's in
+-- history.sql); reading writes nothing
+SELECT sequence_mode, history, false_positive_rate
+FROM dedup_set_scope('shown', sequence_mode => 'strict');
+SELECT scope, sequence_mode, history, false_positive_rate FROM dedup_scope('plain');
+CREATE ROLE regress_scope_reader;
+SELECT dedup_grant_usage('regress_scope_reader', ARRAY['shown']);
+CREATE TEMP TABLE scopes_before AS SELECT * FROM dedup.scopes;
+SET ROLE regress_scope_reader;
+SELECT scope, ttl, configured, sequence_mode, history, false_positive_rate FROM dedup_scope('shown');
+RESET ROLE;
+SELECT (SELECT count(*) FROM dedup.scopes) = (SELECT count(*) FROM scopes_before) AS scopes_same,
+       NOT EXISTS (SELECT * FROM dedup.scopes EXCEPT SELECT * FROM scopes_before) AS rows_same;
+SELECT dedup_revoke_usage('regress_scope_reader', ARRAY['shown']);
+DROP OWNED BY regress_scope_reader;
+DROP ROLE regress_scope_reader;
+SELECT dedup_reset_scope('shown');
