@@ -8,7 +8,7 @@
  * A call (dedup_claim, dedup_begin, dedup_advance, ...) made on a node that
  * does not hold its key's shard (shards.c) is forwarded:
  * dedup_cluster_route() sends it, arguments as text, through
- * dedup_call_on_shard(key, function, args), a function Citus delegates to
+ * dedup.call_on_shard(key, function, args), a function Citus delegates to
  * the node of the key's shard (distributed by its first argument,
  * co-located with dedup.claims, force_delegation so that it is delegated
  * inside transactions too).  There the same function runs again, finds the
@@ -51,7 +51,7 @@
 #include "routing.h"
 #include "shards.h"
 
-/* set while dedup_call_on_shard runs a forwarded call: it is not forwarded again */
+/* set while dedup.call_on_shard runs a forwarded call: it is not forwarded again */
 static bool cluster_forwarded = false;
 static DedupFingerprint cluster_forwarded_key;	/* the key it was routed by */
 
@@ -60,7 +60,7 @@ static bool cluster_sent_in_xact = false;
 static bool cluster_callback_registered = false;
 
 /*
- * The key a call running here was forwarded by (dedup_call_on_shard), or
+ * The key a call running here was forwarded by (dedup.call_on_shard), or
  * NULL when it was not forwarded.
  */
 const DedupFingerprint *
@@ -186,7 +186,7 @@ cluster_xact_callback(XactEvent event, void *arg)
 
 /*
  * Call one of dedup's functions, with the arguments given, on the node of
- * the shard of key route, through dedup_call_on_shard, which Citus
+ * the shard of key route, through dedup.call_on_shard, which Citus
  * delegates there by its first argument: every argument a literal, so that
  * Citus's planner sees constants (it delegates nothing else inside a
  * function).  Returns the result's rows, each a text[] of its columns.
@@ -221,9 +221,8 @@ dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 	dims[0] = nargs;
 	argarray = construct_md_array(elems, (bool *) argnulls, 1, dims, lbs, TEXTOID, -1, false,
 								  TYPALIGN_INT);
-	/* dedup_call_on_shard is in the extension's schema, as the function called is */
-	sql = psprintf("SELECT r FROM %s.dedup_call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
-				   quote_identifier(get_namespace_name(get_func_namespace(fnoid))),
+	/* run by the role that called: dedup_distribute() gave PUBLIC USAGE on dedup */
+	sql = psprintf("SELECT r FROM dedup.call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
 				   quote_literal_cstr(dedup_fingerprint_hex(route)), format_type_be_qualified(dedup_fingerprint_type()),
 				   quote_literal_cstr(format_procedure_qualified(fnoid)),
 				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(argarray))));
@@ -446,7 +445,7 @@ dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table,
 }
 
 /*
- * dedup_call_on_shard(key dedup_fingerprint, function text, args text[])
+ * dedup.call_on_shard(key dedup_fingerprint, function text, args text[])
  *	RETURNS SETOF text[]
  *
  * A forwarded call, on the node Citus delegated it to: one of dedup's own

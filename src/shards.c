@@ -241,7 +241,7 @@ dedup_cluster_not_here(DedupRelation table, int64 shardid)
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("the shard of the key is not on this node"),
-			 errdetail("Shard " INT64_FORMAT " of \"%s.%s\" moved to another node while the call was routed, or dedup_call_on_shard is not distributed.",
+			 errdetail("Shard " INT64_FORMAT " of \"%s.%s\" moved to another node while the call was routed, or dedup.call_on_shard is not distributed.",
 					   shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_relation_lookup(table))),
 			 errhint("Run the transaction again; if this goes on, run SELECT dedup_distribute() on the coordinator.")));
 }

@@ -29,14 +29,17 @@ COMMENT ON FUNCTION @extschema@.dedup_stream_key(text, text) IS
 
 -- A call forwarded to the node of its key's shard (routing.c).  Citus
 -- delegates it there by its first argument once dedup_distribute() has
--- distributed it.  Left executable by PUBLIC on purpose: it runs only
--- dedup's own functions, as the role that called, whose EXECUTE privilege
--- and scope grants are checked there as for any call; it grants nothing.
--- In the extension's schema, as the calls it carries are.
-CREATE OR REPLACE FUNCTION @extschema@.dedup_call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
+-- distributed it.  Internal, so in schema dedup, but left executable by
+-- PUBLIC on purpose: the routing runs it as the role that called, and it
+-- runs only dedup's own functions, whose EXECUTE privilege and scope grants
+-- are checked there as for any call; it grants nothing.  A role reaches
+-- it through schema dedup, whose USAGE dedup_distribute() gives PUBLIC on
+-- every node (the tables and the other functions there stay the owner's);
+-- on one server nothing calls it.
+CREATE OR REPLACE FUNCTION dedup.call_on_shard(key @extschema@.dedup_fingerprint, function text, args text[])
 RETURNS SETOF text[]
 AS 'MODULE_PATHNAME', 'dedup_call_on_shard' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION @extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[]) IS
+COMMENT ON FUNCTION dedup.call_on_shard(@extschema@.dedup_fingerprint, text, text[]) IS
     'run a call of one of dedup''s functions on this node, the one of its key''s shard; for dedup''s routing only';
 
 -- Run a statement on this node and, on a Citus cluster whose dedup is
@@ -220,8 +223,12 @@ BEGIN
     PERFORM create_distributed_table('dedup.outbox_held', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_function(
-        '@extschema@.dedup_call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
+        'dedup.call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
         colocate_with => 'dedup.claims', force_delegation => true);
+    -- a routed call runs dedup.call_on_shard as the role that called, here
+    -- and on the node of its key: every role may look it up in schema dedup
+    -- (USAGE only: its tables and other functions stay the owner's)
+    PERFORM dedup.run_everywhere('GRANT USAGE ON SCHEMA dedup TO PUBLIC');
     -- the roles granted before: their EXECUTE on the workers too (the rows
     -- are there already, so change_grant only grants)
     FOR g IN SELECT role_name, privilege,

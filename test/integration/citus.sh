@@ -224,7 +224,7 @@ elsewhere=$(q -c "SELECT 'nh-' || g FROM generate_series(1, 200) g
                                BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int) = 2 LIMIT 1")
 check "a forwarded call on a node without the key's shard: 40001" \
 	"$(sqlstate -h "${wdirs[0]}" -p "$((port + 1))" -U postgres \
-		-c "SELECT r FROM (SELECT dedup_call_on_shard(dedup_key('citus', '$elsewhere'), 'dedup_claim(text,text,interval,boolean)', '{citus,$elsewhere,NULL,f}') AS r OFFSET 0) s")" \
+		-c "SELECT r FROM (SELECT dedup.call_on_shard(dedup_key('citus', '$elsewhere'), 'dedup_claim(text,text,interval,boolean)', '{citus,$elsewhere,NULL,f}') AS r OFFSET 0) s")" \
 	"ERROR:  40001"
 check "and the key is still new" "$(q -c "SELECT dedup_seen('citus', '$elsewhere')")" absent
 check "nothing written" \

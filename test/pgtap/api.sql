@@ -198,12 +198,12 @@ SELECT volatility_is('public', 'dedup_key', ARRAY['text', 'text'], 'immutable');
 SELECT function_returns('public', 'dedup_stream_key', ARRAY['text', 'text'], 'dedup_fingerprint');
 SELECT function_privs_are('public', 'dedup_distribute', ARRAY['integer'], 'public', ARRAY[]::text[],
                           'PUBLIC cannot distribute dedup');
-SELECT function_returns('public', 'dedup_call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'], 'setof text[]');
-SELECT function_privs_are('public', 'dedup_call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'],
+SELECT function_returns('dedup', 'call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'], 'setof text[]');
+SELECT function_privs_are('dedup', 'call_on_shard', ARRAY['dedup_fingerprint', 'text', 'text[]'],
                           'public', ARRAY['EXECUTE'], 'PUBLIC may forward a call: it runs only dedup''s functions, as the caller');
 SELECT function_privs_are('dedup', 'run_everywhere', ARRAY['text'], 'public', ARRAY[]::text[],
                           'PUBLIC cannot run statements on every node');
-SELECT throws_ok($$SELECT dedup_call_on_shard(dedup_key('s', 'k'), 'pg_catalog.pg_sleep(double precision)', '{0}')$$,
+SELECT throws_ok($$SELECT dedup.call_on_shard(dedup_key('s', 'k'), 'pg_catalog.pg_sleep(double precision)', '{0}')$$,
                  '42501', NULL, 'a forwarded call runs only dedup''s functions');
 
 SELECT * FROM finish();

@@ -154,9 +154,9 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SELECT dedup_stream_key(repeat('s', 201), 'st')$$),
   ($$SELECT dedup_stream_key('rs', '')$$),
   ($$SELECT dedup_distribute()$$),
-  ($$SELECT dedup_call_on_shard(dedup_key('rs', 'k'), 'pg_catalog.now()', '{}')$$),
-  ($$SELECT dedup_call_on_shard(dedup_key('rs', 'k'), 'dedup_claim(text,text,interval,boolean)', '{rs,k}')$$),
-  ($$SELECT dedup_call_on_shard(dedup_key('rs', 'k'), NULL, '{}')$$),
+  ($$SELECT dedup.call_on_shard(dedup_key('rs', 'k'), 'pg_catalog.now()', '{}')$$),
+  ($$SELECT dedup.call_on_shard(dedup_key('rs', 'k'), 'dedup_claim(text,text,interval,boolean)', '{rs,k}')$$),
+  ($$SELECT dedup.call_on_shard(dedup_key('rs', 'k'), NULL, '{}')$$),
   -- records: wrong-state transitions (42704, 55000, 55006)
   ($$SELECT dedup_complete('rs', 'never-begun', 200)$$),
   ($$SELECT dedup_release('rs', 'never-begun')$$),
