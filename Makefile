@@ -106,7 +106,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 # PGOPTIONS, so that every take and ack runs the PL/pgSQL functions that own
 # the relay's rules (src/outbox_fast.c), against the same expected files.
 # scripts/test runs it after the isolation specs (its rule is after PGXS's).
-SLOW_PATH_ISOLATION = $(filter outbox-%,$(ISOLATION))
+SLOW_PATH_ISOLATION = $(filter outbox-% extension-recreate,$(ISOLATION))
 
 # TAP tests: test/t/NNN_name.pl, PostgreSQL's own harness
 # (PostgreSQL::Test::Cluster, through test/perl/DedupNode.pm), each on
