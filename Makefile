@@ -37,6 +37,10 @@ OBJS = \
 	src/record.o \
 	src/cleanup.o \
 	src/outbox.o \
+	src/outbox_put.o \
+	src/outbox_fast.o \
+	src/outbox_cluster.o \
+	src/outbox_relay.o \
 	src/stream.o \
 	src/cleanup_stats.o \
 	src/scope_counters.o \
@@ -58,7 +62,11 @@ SQL_PARTS = \
 	sql/functions/scope.sql \
 	sql/functions/claim.sql \
 	sql/functions/record.sql \
-	sql/functions/outbox.sql \
+	sql/functions/outbox_put.sql \
+	sql/functions/outbox_take.sql \
+	sql/functions/outbox_settle.sql \
+	sql/functions/outbox_admin.sql \
+	sql/functions/outbox_relay.sql \
 	sql/functions/stream.sql \
 	sql/functions/history.sql \
 	sql/functions/cleanup.sql \
@@ -92,6 +100,14 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	extension-recreate scope-invalidation
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
+# The outbox's relay both ways: `make installcheck-slow-path` runs the
+# regress tests and the isolation specs of the outbox (every spec that
+# drives the relay) again with dedup.outbox_fast_path off, through libpq's
+# PGOPTIONS, so that every take and ack runs the PL/pgSQL functions that own
+# the relay's rules (src/outbox_fast.c), against the same expected files.
+# scripts/test runs it after the isolation specs (its rule is after PGXS's).
+SLOW_PATH_ISOLATION = $(filter outbox-% extension-recreate,$(ISOLATION))
+
 # TAP tests: test/t/NNN_name.pl, PostgreSQL's own harness
 # (PostgreSQL::Test::Cluster, through test/perl/DedupNode.pm), each on
 # servers of its own; PGXS's prove_installcheck runs them after the regress
@@ -121,6 +137,11 @@ include $(PGXS)
 
 # after PGXS, whose Makefile.global empties it: where DedupNode.pm is
 PROVE_FLAGS = -I test/perl
+
+.PHONY: installcheck-slow-path
+installcheck-slow-path:
+	PGOPTIONS="$(PGOPTIONS) -c dedup.outbox_fast_path=off" $(MAKE) installcheck \
+		REGRESS="$(REGRESS)" ISOLATION="$(SLOW_PATH_ISOLATION)" TAP_TESTS=
 
 $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@

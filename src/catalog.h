@@ -99,11 +99,11 @@ extern Oid	dedup_cluster_single_shard(Oid relid, const char *relname, bool *loca
  * meet ours.  test/modules/dedup_test holds one to pause a caller.
  */
 #define DEDUP_LOCKTAG_KEY		0x6464
-/* the outbox's producer locks, one per stripe of aggregates (outbox.c) */
+/* the outbox's producer locks, one per stripe of aggregates (outbox_put.c) */
 #define DEDUP_LOCKTAG_AGGREGATE	0x6465
 /* the outbox's topic locks, held by its producers until they commit (outbox.c) */
 #define DEDUP_LOCKTAG_TOPIC		0x6466
-/* the outbox's event locks: a put's, on its event id, while it looks and inserts (outbox.c) */
+/* the outbox's event locks: a put's, on its event id, while it looks and inserts (outbox_put.c) */
 #define DEDUP_LOCKTAG_EVENT		0x6467
 /* the outbox's relay locks: a take's, on its topic, until it ends (outbox.c) */
 #define DEDUP_LOCKTAG_RELAY		0x6468

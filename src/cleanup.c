@@ -249,7 +249,7 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
  * Published events out of the outbox's log: up to batch_size of them, of
  * its partitions here (one server has one; a Citus node those of the shards
  * it holds), by
- * dedup.outbox_trim() (sql/functions/outbox.sql), run as the owner of the
+ * dedup.outbox_trim() (sql/functions/outbox_admin.sql), run as the owner of the
  * outbox, as the relay's functions are (a cleanup role need not be allowed
  * to delete from it).  Sets *done when fewer went, or when the database's
  * extension is still at 1.0, whose acks deleted their events.

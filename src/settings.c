@@ -36,6 +36,7 @@ bool		dedup_cleanup_enabled = true;
 int			dedup_outbox_max_attempts = 10;
 int			dedup_bucket_interval = 6 * 3600;
 bool		dedup_require_declared_scopes = false;
+bool		dedup_outbox_fast_path = true;
 int			dedup_bucket_filter_memory = 64;	/* MB */
 
 /* Define every setting of dedup, and reserve the prefix; from _PG_init. */
@@ -122,6 +123,14 @@ dedup_settings_define(void)
 							 &dedup_require_declared_scopes,
 							 false,
 							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("dedup.outbox_fast_path",
+							 "Whether the outbox relay's take and ack use their fast path.",
+							 "Off: every take and ack runs the PL/pgSQL functions, which own the "
+							 "relay's rules; the tests run the relay both ways.",
+							 &dedup_outbox_fast_path,
+							 true,
+							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("dedup.cleanup_enabled",
 							 "Whether the cleanup worker runs.",

@@ -21,6 +21,7 @@ extern bool dedup_cleanup_enabled;
 extern int	dedup_outbox_max_attempts;
 extern int	dedup_bucket_interval;	/* seconds */
 extern bool dedup_require_declared_scopes;
+extern bool dedup_outbox_fast_path;	/* outbox_fast.c */
 extern int	dedup_bucket_filter_memory;	/* MB: the sealed buckets' filters (filter.c) */
 
 extern void dedup_settings_define(void);

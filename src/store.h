@@ -2,7 +2,7 @@
  *
  * store.h
  *	  The rows of the key tables, as claims (claim.c), idempotency records
- *	  (record.c), outbox keys (outbox.c) and stream marks (stream.c) read
+ *	  (record.c), outbox keys (outbox_put.c) and stream marks (stream.c) read
  *	  and write them: one expiry rule, one concurrency protocol (store.c).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.

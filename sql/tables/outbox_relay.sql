@@ -1,4 +1,4 @@
--- The relay's state (sql/functions/outbox.sql has its design): each
+-- The relay's state (sql/functions/outbox_take.sql has its design): each
 -- topic's position in the log, the batches handed out, and the events
 -- with a state of their own.  Every row names its partition, as the log's
 -- do (sql/tables/outbox.sql).  New in 1.1: the update from 1.0 builds
@@ -85,7 +85,7 @@ COMMENT ON TABLE dedup.outbox_retry IS 'outbox events nacked (with the later eve
 -- from_seq to upto_seq (all below the topic's position, none in a batch)
 -- wait; upto_seq is the seq of one of them.  A take hands them out, in seq
 -- order, once the aggregate is free, reading them from the log by seq
--- (sql/functions/outbox.sql says why no index of the log's aggregates).
+-- (sql/functions/outbox_take.sql says why no index of the log's aggregates).
 CREATE TABLE dedup.outbox_held (
     topic       text COLLATE "C" NOT NULL,
     aggregateid text NOT NULL,

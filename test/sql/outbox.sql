@@ -555,3 +555,48 @@ SELECT count(*) AS slots, count(*) FILTER (WHERE busy) AS busy,
 FROM dedup.outbox_batches;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
+
+-- dedup.outbox_fast_path: on (the default), a take and an ack of a relay
+-- keeping up run no PL/pgSQL; off, every one runs the PL/pgSQL functions
+-- (the tests run both ways: make installcheck-slow-path).  Either way a
+-- take of the exact rest of its topic moves the position past every
+-- settled number, as the PL/pgSQL take does (the fast path moved it only
+-- past its last event, disagreeing, before)
+SET track_functions = 'pl';
+SELECT dedup_outbox_put('fast-a', 'a-' || i, '{}') IS NOT NULL AS put FROM generate_series(1, 3) AS i;
+SELECT dedup_outbox_put('fast-b', 'b-' || i, '{}') IS NOT NULL AS put FROM generate_series(1, 3) AS i;
+SELECT dedup_outbox_put('fast-other', 'o-1', '{}') IS NOT NULL AS put;
+SELECT count(*) FROM dedup_outbox_take_batch('fast-a', 1);  -- positions fast-a
+SELECT count(*) FROM dedup_outbox_take_batch('fast-b', 1);  -- positions fast-b
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
+       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+BEGIN;
+SET LOCAL dedup.outbox_fast_path = on;
+SELECT coalesce(sum(calls), 0) AS calls0 FROM pg_stat_xact_user_functions
+WHERE schemaname = 'dedup' AND funcname = 'outbox_take_batch' \gset
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('fast-a', 2);
+SELECT coalesce(sum(calls), 0) - :calls0 AS plpgsql_takes FROM pg_stat_xact_user_functions
+WHERE schemaname = 'dedup' AND funcname = 'outbox_take_batch';
+COMMIT;
+BEGIN;
+SET LOCAL dedup.outbox_fast_path = off;
+SELECT coalesce(sum(calls), 0) AS calls0 FROM pg_stat_xact_user_functions
+WHERE schemaname = 'dedup' AND funcname = 'outbox_take_batch' \gset
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('fast-b', 2);
+SELECT coalesce(sum(calls), 0) - :calls0 AS plpgsql_takes FROM pg_stat_xact_user_functions
+WHERE schemaname = 'dedup' AND funcname = 'outbox_take_batch';
+COMMIT;
+SELECT t.topic, t.next_seq = (SELECT max(seq) + 1 FROM dedup.outbox) AS past_every_settled
+FROM dedup.outbox_topics AS t WHERE t.topic LIKE 'fast-%' ORDER BY t.topic;
+BEGIN;
+SET LOCAL dedup.outbox_fast_path = off;
+SELECT coalesce(sum(calls), 0) AS calls0 FROM pg_stat_xact_user_functions
+WHERE schemaname = 'dedup' AND funcname = 'outbox_ack_batch' \gset
+SELECT sum(dedup_outbox_ack_batch(batch_id)) AS acked FROM dedup.outbox_batches AS x,
+       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+SELECT coalesce(sum(calls), 0) - :calls0 AS plpgsql_acks FROM pg_stat_xact_user_functions
+WHERE schemaname = 'dedup' AND funcname = 'outbox_ack_batch';
+COMMIT;
+RESET track_functions;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead;

@@ -1,0 +1,162 @@
+-------------------------------------------------------------------------
+-- Transactional outbox: redrive, figures, trim
+-------------------------------------------------------------------------
+-- Dead events back: into outbox_retry, with no attempts, in their place
+-- (dedup_outbox_redrive notifies the topic's relays when any moved).
+CREATE OR REPLACE FUNCTION dedup.outbox_redrive(caller oid, in_part @extschema@.dedup_fingerprint, topic text, ids uuid[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    IF topic IS NULL THEN
+        RAISE EXCEPTION 'topic must not be null' USING ERRCODE = '22004';
+    END IF;
+    PERFORM dedup.has_privilege(caller, topic, 'relay', true);
+    WITH revived AS (
+        DELETE FROM dedup.outbox_dead AS d
+        WHERE d.part OPERATOR(@extschema@.=) in_part AND d.topic = outbox_redrive.topic
+          AND (ids IS NULL OR d.id = ANY (ids))
+        RETURNING d.*
+    )
+    INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
+                                    payload, headers, created_at, last_error)
+    SELECT r.part, r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
+           r.headers, r.created_at, r.last_error
+    FROM revived AS r
+    ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+-- Per topic: events not yet handed out or whose lease passed (pending),
+-- handed out under a lease (in flight), dead, and the age of the oldest
+-- not yet published; of partition in_part, or of every one (NULL).
+CREATE OR REPLACE FUNCTION dedup.outbox_stats(caller oid, in_part @extschema@.dedup_fingerprint, for_topic text)
+RETURNS TABLE (topic text, pending bigint, in_flight bigint, dead bigint,
+               oldest_pending_age interval)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF for_topic IS NOT NULL THEN
+        PERFORM dedup.has_privilege(caller, for_topic, 'relay', true);
+    END IF;
+    RETURN QUERY
+    SELECT e.topic,
+           count(*) FILTER (WHERE e.state = 'p'),
+           count(*) FILTER (WHERE e.state = 'f'),
+           count(*) FILTER (WHERE e.state = 'd'),
+           pg_catalog.now() - min(e.created_at) FILTER (WHERE e.state <> 'd')
+    FROM (
+        -- the log past each topic's position
+        SELECT o.topic, o.created_at, 'p'::"char" AS state
+        FROM dedup.outbox AS o
+        LEFT JOIN dedup.outbox_topics AS t ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
+        WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
+          AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
+        UNION ALL
+        -- events held back behind their aggregate
+        SELECT o.topic, o.created_at, 'p'::"char"
+        FROM dedup.outbox_held AS h
+        JOIN dedup.outbox AS o
+          ON o.part OPERATOR(@extschema@.=) h.part AND o.topic = h.topic
+         AND o.seq BETWEEN h.from_seq AND h.upto_seq AND o.aggregateid = h.aggregateid
+        WHERE (in_part IS NULL OR h.part OPERATOR(@extschema@.=) in_part)
+          AND (for_topic IS NULL OR h.topic = for_topic)
+        UNION ALL
+        -- events of batches, from the log and from outbox_retry (as
+        -- dedup.outbox_members() finds them, here joined)
+        SELECT b.topic, o.created_at,
+               CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
+        FROM dedup.outbox_batches AS b
+        JOIN dedup.outbox AS o
+          ON o.part OPERATOR(@extschema@.=) b.part AND o.topic = b.topic
+         AND (o.seq BETWEEN b.first_seq AND b.last_seq OR o.seq = ANY (b.extra))
+         AND o.seq <> ALL (b.settled)
+        WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
+          AND b.busy AND (for_topic IS NULL OR b.topic = for_topic)
+        UNION ALL
+        SELECT b.topic, r.created_at,
+               CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
+        FROM dedup.outbox_batches AS b
+        JOIN dedup.outbox_retry AS r
+          ON r.part OPERATOR(@extschema@.=) b.part
+         AND r.batch = dedup.outbox_batch_id(b.part, b.slot, b.generation)
+        WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
+          AND b.busy AND b.retried > 0 AND (for_topic IS NULL OR b.topic = for_topic)
+        UNION ALL
+        -- events of outbox_retry not handed out
+        SELECT r.topic, r.created_at, 'p'::"char"
+        FROM dedup.outbox_retry AS r
+        WHERE (in_part IS NULL OR r.part OPERATOR(@extschema@.=) in_part)
+          AND r.batch IS NULL AND (for_topic IS NULL OR r.topic = for_topic)
+        UNION ALL
+        SELECT d.topic, d.created_at, 'd'::"char"
+        FROM dedup.outbox_dead AS d
+        WHERE (in_part IS NULL OR d.part OPERATOR(@extschema@.=) in_part)
+          AND (for_topic IS NULL OR d.topic = for_topic)
+    ) AS e
+    WHERE for_topic IS NOT NULL OR dedup.has_privilege(caller, e.topic, 'relay', false)
+    GROUP BY e.topic
+    ORDER BY e.topic;
+END
+$$;
+
+-- Published events leave the log once their topic's retention passed (an
+-- event's row is its key: within retention a put of its key finds it):
+-- up to batch_size events of partition in_part, of each topic before its
+-- position, the first event of its batches and its first held event.  Run by the cleanup as
+-- the owner of the outbox; returns how many went.
+CREATE OR REPLACE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t record;
+    n bigint := 0;
+    m bigint;
+BEGIN
+    FOR t IN SELECT x.topic,
+                    least(x.next_seq,
+                          (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
+                           FROM dedup.outbox_batches AS b
+                           WHERE b.part OPERATOR(@extschema@.=) in_part AND b.topic = x.topic
+                             AND b.busy),
+                          (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
+                           WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic)) AS upto,
+                    pg_catalog.statement_timestamp()
+                    - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
+             FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+        EXIT WHEN n >= batch_size;
+        -- the oldest events first: created_at grows with seq, so a first
+        -- one kept means the rest are kept too
+        DELETE FROM dedup.outbox AS o
+        WHERE o.part OPERATOR(@extschema@.=) in_part AND o.ctid = ANY (ARRAY(
+            SELECT y.ctid
+            FROM (SELECT x.ctid, x.created_at FROM dedup.outbox AS x
+                  WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = t.topic AND x.seq < t.upto
+                  ORDER BY x.seq LIMIT batch_size - n) AS y
+            WHERE y.created_at < t.cutoff));
+        GET DIAGNOSTICS m = ROW_COUNT;
+        n := n + m;
+    END LOOP;
+    RETURN n;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_trim(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION
+    dedup.outbox_take_batch(oid, @extschema@.dedup_fingerprint, text, integer, boolean),
+    dedup.outbox_take(oid, @extschema@.dedup_fingerprint, text, integer),
+    dedup.outbox_ack_batch(oid, @extschema@.dedup_fingerprint, bigint, uuid[], interval, text),
+    dedup.outbox_nack_batch(oid, @extschema@.dedup_fingerprint, bigint, interval, text),
+    dedup.outbox_ack(oid, @extschema@.dedup_fingerprint, uuid[], integer[]),
+    dedup.outbox_nack(oid, @extschema@.dedup_fingerprint, uuid[], interval, text, integer[]),
+    dedup.outbox_redrive(oid, @extschema@.dedup_fingerprint, text, uuid[]),
+    dedup.outbox_stats(oid, @extschema@.dedup_fingerprint, text)
+FROM PUBLIC;

@@ -1,0 +1,399 @@
+-------------------------------------------------------------------------
+-- Transactional outbox: the relay's ack and nack
+-- By batch (settle, ack_batch, nack_batch) and by ids (the 1.0 calls).
+-------------------------------------------------------------------------
+-- Settle events of one batch: those of done (NULL: all but the failed)
+-- were published and never come back; those of failed were not, and come
+-- back after retry_delay, or go dead at max_attempts; so do the later
+-- events of a failed one's aggregate in the batch, whatever they were
+-- named (they go back together, in order, not counting this hand-out as
+-- an attempt of theirs); the batch keeps the others.  With given_ids, an
+-- event acts only if named there, at the attempt given_attempts names
+-- (NULL: any), as the 1.0 ack and nack do.  Returns what was acked, what
+-- went back (failed or behind a failed one), and the batch's topic (NULL
+-- when no batch of that id is handed out, or the caller may not relay its
+-- topic: nothing is done then, and nothing named).
+CREATE OR REPLACE FUNCTION dedup.outbox_settle(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint, done uuid[],
+    failed uuid[], given_ids uuid[], given_attempts integer[], retry_delay interval, error text,
+    OUT acked uuid[], OUT nacked uuid[], OUT topic text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b dedup.outbox_batches;
+    max_attempts integer;
+    visible timestamptz;
+    m_id uuid[];
+    m_seq bigint[];
+    m_attempt integer[];
+    m_retried boolean[];
+    m_verdict "char"[];
+BEGIN
+    acked := '{}';
+    nacked := '{}';
+    topic := dedup.outbox_batch_topic(caller, in_part, bid);
+    IF topic IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
+    IF NOT FOUND OR b.topic <> topic THEN
+        topic := NULL;
+        RETURN;
+    END IF;
+    SELECT s.max_attempts INTO max_attempts FROM @extschema@.dedup_scope(b.topic) AS s;
+    visible := pg_catalog.statement_timestamp() + retry_delay;
+    -- the batch's events, and the verdict on each: 'a' acked, 'f' failed,
+    -- 'b' back behind a failed one of its aggregate, 'k' kept in the batch
+    SELECT array_agg(v.id ORDER BY v.seq), array_agg(v.seq ORDER BY v.seq),
+           array_agg(v.attempts ORDER BY v.seq), array_agg(v.in_retry ORDER BY v.seq),
+           array_agg(CASE WHEN v.verdict <> 'f' AND v.behind THEN 'b' ELSE v.verdict END::"char"
+                     ORDER BY v.seq)
+    INTO m_id, m_seq, m_attempt, m_retried, m_verdict
+    FROM (SELECT w.*,
+                 bool_or(w.verdict = 'f') OVER (PARTITION BY w.aggregateid ORDER BY w.seq) AS behind
+          FROM (SELECT m.seq, m.id, m.aggregateid, m.attempts, m.in_retry,
+                       CASE
+                           WHEN given_ids IS NOT NULL
+                                AND NOT EXISTS (SELECT FROM unnest(given_ids, given_attempts) AS g(gi, ga)
+                                                WHERE g.gi = m.id AND (g.ga IS NULL OR g.ga = m.attempts)) THEN 'k'
+                           WHEN m.id = ANY (failed) THEN 'f'
+                           WHEN done IS NULL OR m.id = ANY (done) THEN 'a'
+                           ELSE 'k' END::"char" AS verdict
+                FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq, b.settled,
+                                          b.attempt, b.retried, bid, b.extra) AS m) AS w) AS v;
+    acked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v = 'a');
+    nacked := ARRAY(SELECT u.i FROM unnest(m_id, m_verdict) AS u(i, v) WHERE u.v IN ('f', 'b'));
+    IF cardinality(acked) = 0 AND cardinality(nacked) = 0 THEN
+        RETURN;
+    END IF;
+    -- published events of outbox_retry leave it
+    IF b.retried > 0 THEN
+        DELETE FROM dedup.outbox_retry AS r
+        USING unnest(m_id, m_retried, m_verdict) AS u(i, rt, v)
+        WHERE u.rt AND u.v = 'a' AND r.part OPERATOR(@extschema@.=) in_part AND r.id = u.i;
+    END IF;
+    IF cardinality(nacked) > 0 THEN
+        -- failed events: dead at max_attempts, or back after retry_delay;
+        -- those behind them back too, with the attempts they had before
+        PERFORM dedup.outbox_bury(in_part, b.topic,
+            ARRAY(SELECT u.s FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
+                  WHERE u.v = 'f' AND NOT u.rt AND u.t >= max_attempts),
+            b.attempt,
+            ARRAY(SELECT u.i FROM unnest(m_id, m_attempt, m_retried, m_verdict) AS u(i, t, rt, v)
+                  WHERE u.v = 'f' AND u.rt AND u.t >= max_attempts),
+            error);
+        UPDATE dedup.outbox_retry AS r
+        SET batch = NULL, visible_at = visible,
+            last_error = CASE WHEN u.v = 'f' THEN coalesce(error, r.last_error) ELSE r.last_error END,
+            attempts = CASE WHEN u.v = 'f' THEN r.attempts ELSE greatest(r.attempts - 1, 0) END
+        FROM unnest(m_id, m_attempt, m_retried, m_verdict) AS u(i, t, rt, v)
+        WHERE u.rt AND (u.v = 'b' OR (u.v = 'f' AND u.t < max_attempts))
+          AND r.part OPERATOR(@extschema@.=) in_part AND r.id = u.i;
+        INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
+                                        payload, headers, created_at, attempts, visible_at,
+                                        last_error)
+        SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+               o.headers, o.created_at,
+               CASE WHEN u.v = 'f' THEN u.t ELSE greatest(u.t - 1, 0) END, visible,
+               CASE WHEN u.v = 'f' THEN error END
+        FROM unnest(m_seq, m_attempt, m_retried, m_verdict) AS u(s, t, rt, v)
+        JOIN dedup.outbox AS o ON o.part OPERATOR(@extschema@.=) in_part AND o.topic = b.topic AND o.seq = u.s
+        WHERE NOT u.rt AND (u.v = 'b' OR (u.v = 'f' AND u.t < max_attempts))
+        ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
+    END IF;
+    -- events of the log that left the batch are settled in it
+    UPDATE dedup.outbox_batches AS x
+    SET settled = x.settled || ARRAY(SELECT u.s FROM unnest(m_seq, m_retried, m_verdict) AS u(s, rt, v)
+                                     WHERE u.v <> 'k' AND NOT u.rt)
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+    PERFORM dedup.outbox_batch_recount(in_part, b.slot);
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_settle(oid, @extschema@.dedup_fingerprint, bigint, uuid[], uuid[], uuid[], integer[],
+    interval, text) FROM PUBLIC;
+
+-- The batch was published: every event of it but those of failed, which
+-- come back after retry_delay (or go dead at max_attempts).  A batch acked
+-- whole frees its slot: one update.
+CREATE OR REPLACE FUNCTION dedup.outbox_ack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
+    failed uuid[], retry_delay interval, error text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    n integer;
+    s record;
+BEGIN
+    IF batch_id IS NULL THEN
+        RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF failed IS NOT NULL AND array_position(failed, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'failed must not hold a null' USING ERRCODE = '22004';
+    END IF;
+    PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    IF coalesce(cardinality(failed), 0) = 0 THEN
+        -- (the privilege checked first: Citus runs no STABLE function of a
+        -- column in an UPDATE); a batch of a topic the caller may not relay
+        -- is answered as one not handed out
+        SELECT x.topic INTO t FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
+          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
+          AND x.busy AND x.retried = 0;
+        IF FOUND AND NOT dedup.has_privilege(caller, t, 'relay', false) THEN
+            RETURN 0;
+        END IF;
+        UPDATE dedup.outbox_batches AS x SET busy = false
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
+          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
+          AND x.busy AND x.retried = 0 AND x.topic = t
+        RETURNING x.topic, x.events INTO t, n;
+        IF FOUND THEN
+            PERFORM dedup.scope_count(t, 'events_acked', n);
+            RETURN n;
+        END IF;
+    END IF;
+    s := dedup.outbox_settle(caller, in_part, batch_id, NULL, coalesce(failed, '{}'), NULL, NULL,
+                             retry_delay, error);
+    IF s.topic IS NOT NULL THEN
+        PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
+        PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+    END IF;
+    RETURN coalesce(cardinality(s.acked), 0);
+END
+$$;
+
+-- The batch could not be published: all of it back after retry_delay, or
+-- dead at max_attempts.
+CREATE OR REPLACE FUNCTION dedup.outbox_nack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
+    retry_delay interval, error text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s record;
+BEGIN
+    IF batch_id IS NULL THEN
+        RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
+    END IF;
+    PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    -- a batch of a topic the caller may not relay: as one not handed out
+    -- (before its row is locked, below)
+    IF dedup.outbox_batch_topic(caller, in_part, batch_id) IS NULL THEN
+        RETURN 0;
+    END IF;
+    s := dedup.outbox_settle(caller, in_part, batch_id, '{}',
+                             ARRAY(SELECT m.id FROM dedup.outbox_batch(in_part, batch_id) AS b,
+                                   dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
+                                                        b.settled, b.attempt, b.retried,
+                                                        batch_id, b.extra) AS m),
+                             NULL, NULL, retry_delay, error);
+    IF s.topic IS NOT NULL THEN
+        PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+    END IF;
+    RETURN coalesce(cardinality(s.nacked), 0);
+END
+$$;
+
+-- The (id, attempt) pairs an ack or nack names; attempts, when given,
+-- must match ids one for one.
+CREATE OR REPLACE FUNCTION dedup.outbox_given(ids uuid[], attempts integer[])
+RETURNS TABLE (id uuid, attempt integer)
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF ids IS NULL OR array_position(ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'ids must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF attempts IS NOT NULL AND (cardinality(attempts) <> cardinality(ids)
+                                 OR array_position(attempts, NULL) IS NOT NULL) THEN
+        RAISE EXCEPTION 'attempts must give one attempt number per id' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY SELECT g.i, g.a FROM unnest(ids, attempts) AS g(i, a);
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
+
+-- The ids of a relay's ack or nack that it did not act on must be events
+-- it could have been handed: one never handed out (in the log past its
+-- topic's position, held back in outbox_held, or waiting in outbox_retry
+-- with no attempt) is 55000,
+-- one unknown 42704.  Any other (acked before, dead, back in the queue, or
+-- taken again under another attempt) was acted on by someone else: fine.
+CREATE OR REPLACE FUNCTION dedup.outbox_check_ids(in_part @extschema@.dedup_fingerprint, ids uuid[], done uuid[])
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bad uuid;
+BEGIN
+    SELECT i INTO bad FROM unnest(ids) AS i
+    WHERE i <> ALL (done)
+      AND (EXISTS (SELECT FROM dedup.outbox_retry AS r
+                   WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i AND r.attempts = 0 AND r.batch IS NULL)
+           OR EXISTS (SELECT FROM dedup.outbox AS o
+                      LEFT JOIN dedup.outbox_topics AS t
+                             ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
+                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i AND o.seq >= coalesce(t.next_seq, 0))
+           OR EXISTS (SELECT FROM dedup.outbox AS o
+                      JOIN dedup.outbox_held AS h
+                        ON h.part OPERATOR(@extschema@.=) o.part AND h.topic = o.topic
+                       AND h.aggregateid = o.aggregateid AND o.seq BETWEEN h.from_seq AND h.upto_seq
+                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i))
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
+            HINT = 'Only an event handed out by dedup_outbox_take() can be acked or nacked.';
+    END IF;
+    SELECT i INTO bad FROM unnest(ids) AS i
+    WHERE i <> ALL (done)
+      AND NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = i)
+      AND NOT EXISTS (SELECT FROM dedup.outbox_keys AS k
+                      WHERE k.key OPERATOR(@extschema@.=)
+                            pg_catalog.replace(i::text, '-', '')::@extschema@.dedup_fingerprint)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'outbox event % does not exist', bad USING ERRCODE = '42704';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_check_ids(@extschema@.dedup_fingerprint, uuid[], uuid[]) FROM PUBLIC;
+
+-- The ids of the busy batches of a partition that hold any of ids, in slot
+-- order.
+CREATE OR REPLACE FUNCTION dedup.outbox_batches_of(in_part @extschema@.dedup_fingerprint, ids uuid[])
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b dedup.outbox_batches;
+    bid bigint;
+    named bigint[] := '{}';
+BEGIN
+    FOR b IN SELECT * FROM dedup.outbox_batches AS x
+             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.busy ORDER BY x.slot LOOP
+        bid := dedup.outbox_batch_id(b.part, b.slot, b.generation);
+        IF EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq,
+                                                    b.settled, b.attempt, b.retried, bid, b.extra) AS m
+                   WHERE m.id = ANY (ids)) THEN
+            named := named || bid;
+        END IF;
+    END LOOP;
+    RETURN named;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batches_of(@extschema@.dedup_fingerprint, uuid[]) FROM PUBLIC;
+
+-- Settle the events named by id, batch by batch: the 1.0 shape of ack and
+-- nack.  With nack false, the events were published (an event of the dead
+-- letters too: it leaves them); with nack true they come back after
+-- retry_delay or go dead.  With attempts (as take returned them), an event
+-- taken again since is left to the relay that holds it now.
+CREATE OR REPLACE FUNCTION dedup.outbox_settle_ids(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
+    attempts integer[], nack boolean, retry_delay interval, error text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    given_ids uuid[];
+    given_attempts integer[];
+    done uuid[] := '{}';
+    dead_ids uuid[];
+    dead_topics text[];
+    named bigint[];
+    bid bigint;
+    s record;
+    missed boolean;
+BEGIN
+    SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
+    INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
+    -- the batches the ids are in
+    named := dedup.outbox_batches_of(in_part, given_ids);
+    -- refused before anything is done: every topic the ids are events of
+    PERFORM dedup.has_privilege(caller, x.topic, 'relay', true)
+    FROM (SELECT b.topic FROM dedup.outbox_batches AS b
+          WHERE b.part OPERATOR(@extschema@.=) in_part
+            AND dedup.outbox_batch_id(b.part, b.slot, b.generation) = ANY (named)
+          UNION
+          SELECT r.topic FROM dedup.outbox_retry AS r
+          WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (given_ids)
+          UNION
+          SELECT d.topic FROM dedup.outbox_dead AS d
+          WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = ANY (given_ids)) AS x;
+    -- a batch handed out again (under a new id) while this call waited for
+    -- it is looked up again, by the ids not yet settled
+    FOR round IN 1..3 LOOP
+        missed := false;
+        FOREACH bid IN ARRAY named
+        LOOP
+            IF nack THEN
+                s := dedup.outbox_settle(caller, in_part, bid, '{}', given_ids, given_ids,
+                                         given_attempts, retry_delay, error);
+                done := done || s.nacked;
+                PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+            ELSE
+                s := dedup.outbox_settle(caller, in_part, bid, given_ids, '{}', given_ids,
+                                         given_attempts, retry_delay, error);
+                done := done || s.acked;
+                PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
+            END IF;
+            missed := missed OR s.topic IS NULL;
+        END LOOP;
+        EXIT WHEN NOT missed;
+        named := dedup.outbox_batches_of(in_part,
+                                         ARRAY(SELECT i FROM unnest(given_ids) AS i
+                                               WHERE i <> ALL (done)));
+    END LOOP;
+    IF NOT nack THEN
+        -- an event dead-lettered while its relay was still publishing
+        WITH gone AS (
+            DELETE FROM dedup.outbox_dead AS d
+            USING unnest(given_ids, given_attempts) AS g(i, a)
+            WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = g.i AND d.id <> ALL (done)
+              AND (g.a IS NULL OR d.attempts = g.a)
+            RETURNING d.id, d.topic
+        )
+        SELECT coalesce(array_agg(g.id), '{}'), coalesce(array_agg(g.topic), '{}')
+        INTO dead_ids, dead_topics FROM gone AS g;
+        done := done || dead_ids;
+        PERFORM dedup.scope_count(x.topic, 'events_acked', count(*))
+        FROM unnest(dead_topics) AS x(topic) GROUP BY x.topic;
+    END IF;
+    IF cardinality(done) < cardinality(given_ids) THEN
+        PERFORM dedup.outbox_check_ids(in_part, given_ids, done);
+    END IF;
+    RETURN cardinality(done);
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_settle_ids(oid, @extschema@.dedup_fingerprint, uuid[], integer[], boolean, interval,
+    text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION dedup.outbox_ack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[], attempts integer[])
+RETURNS integer
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT dedup.outbox_settle_ids(caller, in_part, ids, attempts, false, interval '0', NULL)
+$$;
+
+CREATE OR REPLACE FUNCTION dedup.outbox_nack(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
+    retry_delay interval, error text, attempts integer[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
+    RETURN dedup.outbox_settle_ids(caller, in_part, ids, attempts, true, retry_delay, error);
+END
+$$;

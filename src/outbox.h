@@ -1,0 +1,42 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox.h
+ *	  What the outbox's put and relay share (outbox.c): its partitions and
+ *	  their numbers, batch ids, the producers' topic lock, the relay lock,
+ *	  the settled sequence a take reads up to, and the check that kept
+ *	  plans still name the fingerprint type of this database.
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
+ *-------------------------------------------------------------------------
+ */
+#ifndef DEDUP_OUTBOX_H
+#define DEDUP_OUTBOX_H
+
+#include "storage/lock.h"
+
+#include "fingerprint.h"
+
+/* The channel relays LISTEN on. */
+#define OUTBOX_CHANNEL "dedup_outbox"
+
+/* A batch's id: partition number, slot and generation (outbox_batch_id) */
+#define OUTBOX_BATCH_PART_SHIFT 47
+#define OUTBOX_BATCH_SLOT_SHIFT 31
+#define OUTBOX_BATCH_MAX_SLOT 65535
+
+/* The most events one take hands out (dedup_outbox_take_batch's batch_size) */
+#define OUTBOX_MAX_BATCH_SIZE 10000
+
+extern uint32 outbox_part_number(const DedupFingerprint *part);
+extern bool outbox_distributed(void);
+extern void outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part);
+extern int64 outbox_batch_id(const DedupFingerprint *part, int32 slot, int32 generation);
+extern bool outbox_batch_part(int64 batch_id, DedupFingerprint *part);
+extern void outbox_topic_locktag(LOCKTAG *tag, const text *topic);
+extern bool outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wait);
+extern void outbox_check_isolation(void);
+extern int64 outbox_stable_seq(const DedupFingerprint *part, text *topic);
+extern bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);
+extern bool outbox_plans_stale(Oid *made_with);
+
+#endif							/* DEDUP_OUTBOX_H */

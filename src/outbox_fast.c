@@ -1,0 +1,463 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_fast.c
+ *	  The relay's fast path: the take of a relay keeping up, and the ack of
+ *	  a batch whole, in a few kept statements.
+ *
+ * The relay's rules (what may be handed out, what is held back behind its
+ * aggregate, what is handed out again, what goes dead) have one owner: the
+ * PL/pgSQL functions of sql/functions/outbox_take.sql and
+ * outbox_settle.sql.  This file implements none of them.  It recognizes
+ * the state in which every rule is idle, and there does what the PL/pgSQL
+ * take does in that state, no more:
+ *
+ *	- a take of a topic that has a position, no batch whose lease passed
+ *	  (re-handed: a rule), nothing in dedup.outbox_retry nor in
+ *	  dedup.outbox_held (held back, retried, redriven: rules), a free slot of
+ *	  its own that no other take holds, and next events of which none is of
+ *	  an aggregate a busy batch holds (held back: a rule) and, for the 1.0
+ *	  take, none of an aggregate twice (its one event of an aggregate a
+ *	  batch: a rule): the next events of the log up to the settled
+ *	  sequence, in the topic's lowest free slot, the position moved as the
+ *	  PL/pgSQL take moves it (fast_next_position()); or, with nothing in the
+ *	  log past the position, nothing at all;
+ *	- an ack of a batch whole (no failed event) with no event of
+ *	  outbox_retry: its slot freed, the same statement as the PL/pgSQL
+ *	  ack's first branch.
+ *
+ * In every other case it gives way, having written nothing, and the
+ * caller runs the PL/pgSQL function.  Why not the whole take in C: the
+ * rules are set-wise statements over the relay's tables (held ranges,
+ * retries, settled events, dead letters) that read best, and are checked
+ * best, in SQL, and they run only off the hot path; what the hot path
+ * needs is to avoid PL/pgSQL's per-statement cost where no rule applies.
+ * What could still disagree (the slot, the position, the lease, the batch
+ * row) is checked by running every outbox test on both paths: the setting
+ * dedup.outbox_fast_path (on by default) off sends every take and ack to
+ * the PL/pgSQL functions (Makefile: installcheck-slow-path).
+ *
+ * Runs as the owner of the outbox, inside SPI (outbox_relay.c).
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type_d.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "catalog.h"
+#include "checks.h"
+#include "fingerprint.h"
+#include "outbox.h"
+#include "outbox_fast.h"
+#include "scope.h"
+#include "scope_counters.h"
+
+enum
+{
+	FAST_STATE,
+	FAST_SCAN,
+	FAST_WRITE,
+	FAST_TOPIC_UPDATE,
+	FAST_ACK_TOPIC,
+	FAST_ACK,
+	FAST_NPLANS
+};
+
+/*
+ * Each statement's $1 is the partition; %1$s in its text stands for the
+ * fingerprint's equality operator, and InvalidOid in its argument types
+ * for the fingerprint's type.
+ *
+ * FAST_STATE runs once the take holds its topic's relay lock, so that its
+ * snapshot sees what the take that held it before committed: the topic's
+ * position, whether outbox_retry or outbox_held has events of the topic
+ * (one flag), whether the log
+ * has any past the position, and the topic's slots (one row with no slot
+ * when it has none; no row when the topic has no position yet).  Its
+ * look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
+ * which the planner would strip of them and, in the kept generic plan,
+ * read the whole log.
+ */
+static const struct
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[11];
+}			fast_queries[FAST_NPLANS] = {
+	[FAST_STATE] = {"SELECT t.next_seq,"
+		" (SELECT r.seq FROM dedup.outbox_retry AS r"
+		"  WHERE r.part %1$s $1 AND r.topic OPERATOR(pg_catalog.=) $2"
+		"  ORDER BY r.seq LIMIT 1) IS NOT NULL"
+		" OR (SELECT h.from_seq FROM dedup.outbox_held AS h"
+		"  WHERE h.part %1$s $1 AND h.topic OPERATOR(pg_catalog.=) $2"
+		"  ORDER BY h.aggregateid LIMIT 1) IS NOT NULL,"
+		" (SELECT o.seq FROM dedup.outbox AS o"
+		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
+		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
+		" x.slot, x.generation, x.busy,"
+		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp(), x.aggregates"
+		" FROM dedup.outbox_topics AS t LEFT JOIN dedup.outbox_batches AS x"
+		"  ON x.part %1$s t.part AND x.topic OPERATOR(pg_catalog.=) t.topic"
+		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2"
+		" ORDER BY x.slot", 2, {InvalidOid, TEXTOID}},
+	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
+		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
+		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
+		" AND o.seq OPERATOR(pg_catalog.>=) $3 AND o.seq OPERATOR(pg_catalog.<=) $4"
+		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID}},
+	[FAST_WRITE] = {"WITH free AS (SELECT x.slot FROM dedup.outbox_batches AS x"
+		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
+		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
+		"  FOR UPDATE SKIP LOCKED),"
+		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
+		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}', extra = '{}',"
+		"  retried = 0, events = $7, aggregates = $8"
+		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
+		"  RETURNING x.slot),"
+		" position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
+		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9"
+		"  AND EXISTS (SELECT FROM batch))"
+		" SELECT pg_catalog.count(*) FROM batch",
+		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
+		INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
+	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
+		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
+	{InvalidOid, TEXTOID, INT8OID}},
+	[FAST_ACK_TOPIC] = {"SELECT x.topic FROM dedup.outbox_batches AS x"
+		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
+		" AND x.generation OPERATOR(pg_catalog.=) $3"
+		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0",
+		3, {InvalidOid, INT4OID, INT4OID}},
+	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
+		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
+		" AND x.generation OPERATOR(pg_catalog.=) $3"
+		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
+		" AND x.topic OPERATOR(pg_catalog.=) $4 RETURNING x.events",
+		4, {InvalidOid, INT4OID, INT4OID, TEXTOID}},
+};
+
+static SPIPlanPtr fast_plans[FAST_NPLANS];
+static Oid	fast_plans_type = InvalidOid;
+
+/* Free the kept plans if they name a fingerprint type gone (outbox.c). */
+void
+outbox_fast_plans_check(void)
+{
+	if (!outbox_plans_stale(&fast_plans_type))
+		return;
+	for (int i = 0; i < FAST_NPLANS; i++)
+	{
+		if (fast_plans[i])
+			SPI_freeplan(fast_plans[i]);
+		fast_plans[i] = NULL;
+	}
+}
+
+
+/* Run a kept statement of the fast path; its result is in SPI_tuptable. */
+static int
+fast_run(int which, Datum *values, int limit)
+{
+	int			rc;
+
+	if (fast_plans[which] == NULL)
+	{
+		char	   *sql = psprintf(fast_queries[which].sql, dedup_fingerprint_eq_sql());
+		Oid			argtypes[lengthof(fast_queries[which].argtypes)];
+		SPIPlanPtr	plan;
+
+		for (int i = 0; i < fast_queries[which].nargs; i++)
+			argtypes[i] = OidIsValid(fast_queries[which].argtypes[i]) ?
+				fast_queries[which].argtypes[i] : dedup_fingerprint_type();
+		plan = SPI_prepare(sql, fast_queries[which].nargs, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		fast_plans[which] = plan;
+	}
+	rc = SPI_execute_plan(fast_plans[which], values, NULL, false, limit);
+	if (rc < 0)
+		elog(ERROR, "could not run \"%s\": %s", fast_queries[which].sql,
+			 SPI_result_code_string(rc));
+	return rc;
+}
+
+static int
+fast_int4_cmp(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The topic's position after a take that read scanned events of the log
+ * from pos up to the settled stable (at most batch_size + 1) and handed
+ * out n of them, the last of seq last; none held back (the fast path's
+ * case).  The PL/pgSQL take's rule (its step 3, with nothing held): past
+ * the settled sequence when it read the log's whole rest up to it and less
+ * than its scan limit (ten times the batch, at most 10,000), else past the
+ * last event handed out.
+ */
+static int64
+fast_next_position(int64 pos, int64 stable, int32 batch_size, uint64 scanned, uint64 n,
+				   int64 last)
+{
+	int32		scan_limit = Min(OUTBOX_MAX_BATCH_SIZE, Max(batch_size, batch_size * 10));
+
+	if (scanned <= (uint64) batch_size && n < (uint64) scan_limit)
+		return Max(pos, stable + 1);
+	return last + 1;
+}
+
+/*
+ * Take a batch of topic on the fast path, into the result set of a take
+ * (with the batch's id first when with_id), under a lease of lease from
+ * the hand-out; false, having written nothing, when the case is not one of
+ * the fast path's.
+ */
+bool
+outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *part, text *topic,
+				 int32 batch_size, const Interval *lease, DedupScopeSettings *settings)
+{
+	Datum		args[11];
+	bool		has_log;
+	int64		pos;
+	int32		slot = -1;
+	int32		generation = 0;
+	int32	   *blocked;
+	int			nblocked = 0;
+	int64		stable;
+	uint64		n;
+	int32	   *hashes;
+	int			naggs;
+	TimestampTz lease_end;
+	bool		isnull;
+	SPITupleTable *scan;
+	uint64		scanned;
+
+	/*
+	 * The topic's position; nothing in outbox_retry or outbox_held,
+	 * something in the log; the slots: none expired, one free; the
+	 * aggregates the busy ones hold
+	 */
+	(void) outbox_lock_relay(part, topic, false);
+	args[0] = PointerGetDatum(part);
+	args[1] = PointerGetDatum(topic);
+	fast_run(FAST_STATE, args, 0);
+	if (SPI_processed == 0 ||
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+		return false;
+	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	blocked = palloc(sizeof(int32) * 1);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		no_slot;
+		bool		busy;
+
+		(void) SPI_getbinval(tup, desc, 4, &no_slot);
+		if (no_slot)
+			break;
+		busy = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+		if (busy)
+		{
+			ArrayType  *aggs;
+			int32	   *elems;
+			int			nelems;
+
+			if (DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull)))
+				return false;	/* its lease passed: handed out again */
+			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 8, &isnull));
+			if (ARR_HASNULL(aggs))
+				return false;
+			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
+			elems = (int32 *) ARR_DATA_PTR(aggs);
+			blocked = repalloc(blocked, sizeof(int32) * (nblocked + nelems + 1));
+			memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
+			nblocked += nelems;
+		}
+		else if (slot < 0)
+		{
+			slot = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
+			generation = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
+		}
+	}
+	if (!has_log)
+		return true;			/* nothing to hand out */
+	if (slot < 0)
+		return false;
+
+	stable = outbox_stable_seq(part, topic);
+	args[2] = Int64GetDatum(pos);
+	args[3] = Int64GetDatum(stable);
+	/* one more than the batch holds: whether the log goes on past it */
+	args[4] = Int32GetDatum(batch_size + 1);
+	fast_run(FAST_SCAN, args, 0);
+	scan = SPI_tuptable;
+	scanned = SPI_processed;
+	n = Min(scanned, (uint64) batch_size);
+	if (n == 0)
+	{
+		args[2] = Int64GetDatum(fast_next_position(pos, stable, batch_size, 0, 0, 0));
+		fast_run(FAST_TOPIC_UPDATE, args, 0);
+		return true;
+	}
+
+	/*
+	 * No event to hold back: no aggregate a batch holds (and for the 1.0
+	 * take, none twice: a batch of take_batch holds several events of an
+	 * aggregate in seq order).  The batch's aggregates, each once.
+	 */
+	hashes = palloc(sizeof(int32) * n);
+	for (uint64 i = 0; i < n; i++)
+		hashes[i] = DatumGetInt32(SPI_getbinval(scan->vals[i], scan->tupdesc, 9, &isnull));
+	qsort(hashes, n, sizeof(int32), fast_int4_cmp);
+	qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
+	naggs = 0;
+	for (uint64 i = 0; i < n; i++)
+	{
+		if (i > 0 && hashes[i] == hashes[i - 1])
+		{
+			if (!with_id)
+				return false;
+			continue;
+		}
+		if (nblocked > 0 && bsearch(&hashes[i], blocked, nblocked, sizeof(int32),
+									fast_int4_cmp) != NULL)
+			return false;
+		hashes[naggs++] = hashes[i];
+	}
+
+	/*
+	 * The batch, in the free slot, if it is still free at the generation
+	 * read and no other take has locked it (a take of another topic that
+	 * needs a slot may take this topic's free one: the PL/pgSQL take passes
+	 * a slot locked, as this one does, and never waits for it); the topic's
+	 * position after it, with it
+	 */
+	args[10] = Int32GetDatum(generation);
+	generation = generation % PG_INT32_MAX + 1;
+	/* the lease runs from the hand-out, after the wait for the topic's puts */
+	lease_end = dedup_timestamp_plus(GetCurrentTimestamp(), lease);
+	args[0] = PointerGetDatum(part);
+	args[1] = Int32GetDatum(slot);
+	args[2] = Int32GetDatum(generation);
+	args[3] = TimestampTzGetDatum(lease_end);
+	args[4] = SPI_getbinval(scan->vals[0], scan->tupdesc, 1, &isnull);
+	args[5] = SPI_getbinval(scan->vals[n - 1], scan->tupdesc, 1, &isnull);
+	args[6] = Int32GetDatum((int32) n);
+	{
+		Datum	   *elems = palloc(sizeof(Datum) * naggs);
+
+		for (int i = 0; i < naggs; i++)
+			elems[i] = Int32GetDatum(hashes[i]);
+		args[7] = PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
+												  TYPALIGN_INT));
+	}
+	args[8] = PointerGetDatum(topic);
+	args[9] = Int64GetDatum(fast_next_position(pos, stable, batch_size, scanned, n,
+											   DatumGetInt64(args[5])));
+	fast_run(FAST_WRITE, args, 0);
+	if (SPI_processed != 1 ||
+		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 1)
+		return false;			/* the slot went to another take: nothing written */
+
+	/* the events, as take returns them (take_batch with each one's seq last) */
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum		values[11];
+		bool		nulls[11];
+		int			k = 0;
+
+		if (with_id)
+		{
+			values[k] = Int64GetDatum(outbox_batch_id(part, slot, generation));
+			nulls[k++] = false;
+		}
+		for (int col = 2; col <= 7; col++)
+		{
+			values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, col, &nulls[k]);
+			k++;
+		}
+		values[k] = Int32GetDatum(1);	/* attempts */
+		nulls[k++] = false;
+		values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, 8, &nulls[k]);
+		k++;
+		values[k] = TimestampTzGetDatum(lease_end);
+		nulls[k++] = false;
+		if (with_id)
+		{
+			values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, 1, &nulls[k]);
+			k++;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	dedup_scope_count(settings->counters, DEDUP_COUNT_EVENTS_TAKEN, (int64) n);
+	return true;
+}
+
+/*
+ * Ack a batch whole on the fast path for caller: frees its slot, counts
+ * its events acked, and returns how many it had; or -1, having written
+ * nothing, when no batch of that id with no event of outbox_retry is
+ * handed out (the PL/pgSQL ack answers).  A batch of a topic the caller
+ * may not relay is answered as one not handed out, before anything is
+ * written: 0, naming nothing (its id tells no topic).
+ */
+int32
+outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
+{
+	Datum		args[4];
+	bool		isnull;
+	text	   *topic;
+	DedupScopeSettings settings;
+	int32		n;
+
+	/* an id of another partition's batch names none here */
+	if (batch_id < 0 || (uint64) (batch_id >> OUTBOX_BATCH_PART_SHIFT) != outbox_part_number(part))
+		return -1;
+	args[0] = PointerGetDatum(part);
+	args[1] = Int32GetDatum((int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT));
+	args[2] = Int32GetDatum((int32) (batch_id & PG_INT32_MAX));
+	if (fast_run(FAST_ACK_TOPIC, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
+		return -1;
+	topic = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										 &isnull));
+	if (!dedup_scope_allows(topic, caller, DEDUP_PRIV_RELAY, &settings))
+		return 0;
+	/* (of that topic still: a batch of another would be under another id) */
+	args[3] = PointerGetDatum(topic);
+	if (fast_run(FAST_ACK, args, 0) != SPI_OK_UPDATE_RETURNING || SPI_processed == 0)
+		return -1;
+	n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);
+	return n;
+}
+
+/* ---------------------------------------------------------------------
+ * The relay on a Citus cluster
+ *
+ * The outbox is distributed by partition, each a shard of dedup.claims.  A
+ * call of the relay made by a client runs, through dedup_call_on_shard, on
+ * the node of each partition it concerns, as the same call forwarded by
+ * that partition's part: there it works in that partition alone (below).
+ * A take tries this node's partitions first, then the others', each from
+ * where this backend's last take stopped, and hands out the first batch it
+ * finds; an ack or nack of a batch goes to the partition its id names;
+ * redrive and the figures go to every partition.  The 1.0 calls, which name
+ * events by id (an id does not say its partition), do not run on a
+ * cluster.
+ * ---------------------------------------------------------------------
+ */
+
+/* The figures of one topic, summed over the partitions */

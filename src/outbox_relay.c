@@ -1,0 +1,510 @@
+/*-------------------------------------------------------------------------
+ *
+ * outbox_relay.c
+ *	  The relay's public functions, one C entry each: dedup_outbox_take_batch,
+ *	  _ack_batch, _nack_batch, the 1.0 calls _take, _ack, _nack, and
+ *	  _redrive and _stats.  Each checks its arguments, finds the partition
+ *	  it works in, and runs the PL/pgSQL function of the same name in
+ *	  schema dedup (sql/functions/outbox_take.sql, outbox_settle.sql,
+ *	  outbox_admin.sql), which owns the relay's rules; the take and the ack
+ *	  of a batch whole try the fast path first (outbox_fast.c), unless
+ *	  dedup.outbox_fast_path is off.
+ *
+ * The PL/pgSQL functions run as the owner of dedup.outbox, as SECURITY
+ * DEFINER would, but are passed the role that called, so that they check
+ * its relay privilege on every topic they touch (a SECURITY DEFINER
+ * function cannot know its caller).  A batch's id names no topic and is
+ * easily guessed: an ack or nack of a batch of a topic the caller may not
+ * relay answers as one of a batch not handed out, checked before anything
+ * is written, naming nothing.
+ *
+ * Each PL/pgSQL function is called through a kept plan, "SELECT * FROM
+ * dedup.outbox_<name>($1, $2, ...)": the calling role's OID, the
+ * partition, then the public function's own arguments.  On a Citus
+ * cluster a call works in the partition forwarded to it, or that of its
+ * batch's id, or goes through every partition (outbox_cluster.c).
+ *
+ * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type_d.h"
+#include "commands/async.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "catalog.h"
+#include "checks.h"
+#include "fingerprint.h"
+#include "outbox.h"
+#include "outbox_cluster.h"
+#include "outbox_fast.h"
+#include "routing.h"
+#include "scope.h"
+#include "settings.h"
+#include "shards.h"
+
+/* The PL/pgSQL function each public function runs */
+typedef enum RelayOp
+{
+	RELAY_TAKE_BATCH,
+	RELAY_ACK_BATCH,
+	RELAY_NACK_BATCH,
+	RELAY_TAKE,
+	RELAY_ACK,
+	RELAY_NACK,
+	RELAY_REDRIVE,
+	RELAY_STATS,
+	RELAY_NOPS
+} RelayOp;
+
+static const struct
+{
+	const char *name;			/* the public function's */
+	const char *internal;		/* the PL/pgSQL function's, in schema dedup */
+	bool		read_only;
+}			relay_ops[RELAY_NOPS] = {
+	[RELAY_TAKE_BATCH] = {"dedup_outbox_take_batch", "outbox_take_batch", false},
+	[RELAY_ACK_BATCH] = {"dedup_outbox_ack_batch", "outbox_ack_batch", false},
+	[RELAY_NACK_BATCH] = {"dedup_outbox_nack_batch", "outbox_nack_batch", false},
+	[RELAY_TAKE] = {"dedup_outbox_take", "outbox_take", false},
+	[RELAY_ACK] = {"dedup_outbox_ack", "outbox_ack", false},
+	[RELAY_NACK] = {"dedup_outbox_nack", "outbox_nack", false},
+	[RELAY_REDRIVE] = {"dedup_outbox_redrive", "outbox_redrive", false},
+	[RELAY_STATS] = {"dedup_outbox_stats", "outbox_stats", true},
+};
+
+#define RELAY_MAX_ARGS 8
+
+/* The kept plans, prepared at each one's first call, and their type's OID */
+static SPIPlanPtr relay_plans[RELAY_NOPS];
+static Oid	relay_plans_type = InvalidOid;
+
+/*
+ * What every relay call does first: the kept plans checked (outbox.c), the
+ * database checked writable for a call that writes.
+ */
+static void
+relay_start(RelayOp op)
+{
+	if (outbox_plans_stale(&relay_plans_type))
+	{
+		for (int i = 0; i < RELAY_NOPS; i++)
+		{
+			if (relay_plans[i])
+				SPI_freeplan(relay_plans[i]);
+			relay_plans[i] = NULL;
+		}
+	}
+	outbox_fast_plans_check();
+	if (!relay_ops[op].read_only)
+		dedup_check_writable(relay_ops[op].name);
+}
+
+/* A call's identity while it runs as the owner of the outbox */
+typedef struct RelayAsOwner
+{
+	Oid			caller;
+	Oid			save_userid;
+	int			save_sec_context;
+} RelayAsOwner;
+
+/* Run as the owner of the outbox, inside SPI, until relay_as_caller(). */
+static void
+relay_as_owner(RelayAsOwner *who)
+{
+	who->caller = GetUserId();
+	GetUserIdAndSecContext(&who->save_userid, &who->save_sec_context);
+	SetUserIdAndSecContext(dedup_relation_owner(DEDUP_REL_OUTBOX),
+						   who->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+}
+
+static void
+relay_as_caller(RelayAsOwner *who)
+{
+	SPI_finish();
+	SetUserIdAndSecContext(who->save_userid, who->save_sec_context);
+}
+
+/* The kept plan of op, prepared inside SPI at its first call. */
+static SPIPlanPtr
+relay_plan(FunctionCallInfo fcinfo, RelayOp op)
+{
+	StringInfoData sql;
+	Oid		   *fnargtypes;
+	int			nargs;
+	Oid			argtypes[RELAY_MAX_ARGS + 2];
+
+	if (relay_plans[op])
+		return relay_plans[op];
+	get_func_signature(fcinfo->flinfo->fn_oid, &fnargtypes, &nargs);
+	if (nargs > RELAY_MAX_ARGS)
+		elog(ERROR, "%s() has too many arguments", relay_ops[op].name);
+	argtypes[0] = OIDOID;
+	argtypes[1] = dedup_fingerprint_type();
+	memcpy(argtypes + 2, fnargtypes, nargs * sizeof(Oid));
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT * FROM %s.%s($1, $2", DEDUP_INTERNAL_SCHEMA,
+					 relay_ops[op].internal);
+	for (int i = 0; i < nargs; i++)
+		appendStringInfo(&sql, ", $%d", i + 3);
+	appendStringInfoChar(&sql, ')');
+	relay_plans[op] = SPI_prepare(sql.data, nargs + 2, argtypes);
+	if (relay_plans[op] == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql.data, SPI_result_code_string(SPI_result));
+	SPI_keepplan(relay_plans[op]);
+	return relay_plans[op];
+}
+
+/*
+ * Run the PL/pgSQL function of op for caller, in partition part (NULL: in
+ * every one, for the figures), with the call's own arguments; inside SPI,
+ * as the owner.  A set-returning call's rows go into its result set
+ * (materialized by the caller); a scalar's value is returned (*isnull).
+ */
+static Datum
+relay_plpgsql(FunctionCallInfo fcinfo, RelayOp op, Oid caller, const DedupFingerprint *part,
+			  bool *isnull)
+{
+	Datum		values[RELAY_MAX_ARGS + 2];
+	char		nulls[RELAY_MAX_ARGS + 2];
+	SPIPlanPtr	plan = relay_plan(fcinfo, op);
+	Datum		result = (Datum) 0;
+
+	values[0] = ObjectIdGetDatum(caller);
+	nulls[0] = ' ';
+	values[1] = PointerGetDatum(part);
+	nulls[1] = part ? ' ' : 'n';
+	for (int i = 0; i < PG_NARGS(); i++)
+	{
+		values[i + 2] = PG_GETARG_DATUM(i);
+		nulls[i + 2] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	*isnull = true;
+	if (SPI_execute_plan(plan, values, nulls, relay_ops[op].read_only, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not run the outbox relay's %s()", relay_ops[op].name);
+	if (fcinfo->flinfo->fn_retset)
+	{
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+		for (uint64 i = 0; i < SPI_processed; i++)
+			tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+	}
+	else if (SPI_processed > 0)
+	{
+		Oid			rettype = SPI_gettypeid(SPI_tuptable->tupdesc, 1);
+		int16		typlen;
+		bool		typbyval;
+
+		get_typlenbyval(rettype, &typlen, &typbyval);
+		result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull);
+		if (!*isnull)
+			result = SPI_datumTransfer(result, typbyval, typlen);
+	}
+	return result;
+}
+
+/* Run op's PL/pgSQL function as the owner; the scalar result, or NULL. */
+static Datum
+relay_run(FunctionCallInfo fcinfo, RelayOp op, const DedupFingerprint *part)
+{
+	RelayAsOwner who;
+	Datum		result;
+	bool		isnull;
+
+	if (fcinfo->flinfo->fn_retset)
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	relay_as_owner(&who);
+	result = relay_plpgsql(fcinfo, op, who.caller, part, &isnull);
+	relay_as_caller(&who);
+	if (fcinfo->flinfo->fn_retset)
+		return (Datum) 0;
+	if (isnull)
+		PG_RETURN_NULL();
+	return result;
+}
+
+/*
+ * On a Citus cluster, a call that works in one partition (*part: forwarded
+ * to this node, or its batch's) runs on that partition's node: true, with
+ * *result the routed call's, if it ran there; false if it runs here, under
+ * the shard's lock.
+ */
+static bool
+relay_route(FunctionCallInfo fcinfo, DedupFingerprint *part, Datum *result)
+{
+	const DedupFingerprint *forwarded = dedup_cluster_forwarded_key();
+
+	if (forwarded != NULL)
+		memcpy(part, forwarded, sizeof(*part));
+	if (dedup_cluster_route_key(fcinfo, DEDUP_REL_OUTBOX, part, result))
+		return true;
+	dedup_cluster_lock_key(DEDUP_REL_OUTBOX, part);
+	return false;
+}
+
+/* The 1.0 calls name events by id, which does not say their partition. */
+static void
+relay_not_on_cluster(RelayOp op)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s() does not run on a Citus cluster", relay_ops[op].name),
+			 errdetail("The outbox is kept in partitions there, and an event's id does not say its partition."),
+			 errhint("Take, ack and nack batches: dedup_outbox_take_batch, dedup_outbox_ack_batch, dedup_outbox_nack_batch.")));
+}
+
+/*
+ * A take: dedup_outbox_take_batch (with_id) or the 1.0 dedup_outbox_take,
+ * fast path first.
+ */
+static Datum
+relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
+{
+	DedupFingerprint part;
+	DedupScopeSettings settings;
+	RelayAsOwner who;
+	bool		fast;
+	bool		done = false;
+	bool		isnull;
+
+	relay_start(op);
+	dedup_outbox_part(0, &part);
+	if (outbox_distributed())
+	{
+		Datum		routed;
+
+		if (!with_id)
+			relay_not_on_cluster(op);
+		if (dedup_cluster_forwarded_key() == NULL)
+		{
+			outbox_cluster_take_batch(fcinfo);
+			return (Datum) 0;
+		}
+		if (relay_route(fcinfo, &part, &routed))
+			return routed;
+
+		/*
+		 * A take of a cluster's relay passes a partition whose relay lock
+		 * another take holds (it is taking from it): no take waits for
+		 * another, so takes that go through the partitions in different
+		 * orders, each holding the locks of those it passed until it
+		 * commits, never deadlock.
+		 */
+		if (!PG_ARGISNULL(0) && !outbox_lock_relay(&part, PG_GETARG_TEXT_PP(0), true))
+		{
+			InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+			return (Datum) 0;
+		}
+	}
+	outbox_check_isolation();
+
+	/*
+	 * The checks of the PL/pgSQL take, first, for the fast path (a bad
+	 * argument is left to the PL/pgSQL take's errors)
+	 */
+	fast = !PG_ARGISNULL(0) && !PG_ARGISNULL(1) && PG_GETARG_INT32(1) >= 1 &&
+		PG_GETARG_INT32(1) <= OUTBOX_MAX_BATCH_SIZE;
+	if (fast)
+		dedup_scope_use(dedup_scope_arg(fcinfo, 0, "topic"), DEDUP_PRIV_RELAY, &settings);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	relay_as_owner(&who);
+	if (fast && dedup_outbox_fast_path)
+		done = outbox_fast_take((ReturnSetInfo *) fcinfo->resultinfo, with_id, &part,
+								PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1),
+								&settings.value[DEDUP_SCOPE_LEASE], &settings);
+	if (!done)
+		(void) relay_plpgsql(fcinfo, op, who.caller, &part, &isnull);
+	relay_as_caller(&who);
+	return (Datum) 0;
+}
+
+/*
+ * dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
+ *	RETURNS TABLE (batch_id bigint, id uuid, ..., seq bigint)
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_take_batch);
+Datum
+dedup_outbox_take_batch(PG_FUNCTION_ARGS)
+{
+	return relay_take(fcinfo, RELAY_TAKE_BATCH, true);
+}
+
+/*
+ * dedup_outbox_take(topic text, batch_size integer DEFAULT 100)
+ *	RETURNS TABLE (id uuid, ...): 1.0's take
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_take);
+Datum
+dedup_outbox_take(PG_FUNCTION_ARGS)
+{
+	return relay_take(fcinfo, RELAY_TAKE, false);
+}
+
+/*
+ * The partition of a call of a batch (its first argument, its id), for an
+ * ack or nack: false if it ran on the partition's node (*result).
+ */
+static bool
+relay_batch_partition(FunctionCallInfo fcinfo, DedupFingerprint *part, Datum *result)
+{
+	/* one of no batch's id finds none, in partition 0 */
+	dedup_outbox_part(0, part);
+	if (!PG_ARGISNULL(0))
+		(void) outbox_batch_part(PG_GETARG_INT64(0), part);
+	if (outbox_distributed() && relay_route(fcinfo, part, result))
+		return false;
+	return true;
+}
+
+/*
+ * dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
+ *						  retry_delay interval DEFAULT '0', error text DEFAULT NULL)
+ *	RETURNS integer
+ *
+ * A batch acked whole (no failed event) tries the fast path first.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_ack_batch);
+Datum
+dedup_outbox_ack_batch(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint part;
+	Datum		result;
+	bool		whole;
+	RelayAsOwner who;
+	int32		acked = -1;
+	bool		isnull;
+
+	relay_start(RELAY_ACK_BATCH);
+	if (!relay_batch_partition(fcinfo, &part, &result))
+		return result;
+	whole = !PG_ARGISNULL(0) && !PG_ARGISNULL(2) &&
+		(PG_ARGISNULL(1) || ArrayGetNItems(ARR_NDIM(PG_GETARG_ARRAYTYPE_P(1)),
+										   ARR_DIMS(PG_GETARG_ARRAYTYPE_P(1))) == 0);
+	if (whole)
+		dedup_check_interval(PG_GETARG_INTERVAL_P(2), "retry_delay", true,
+							 GetCurrentStatementStartTimestamp());
+	relay_as_owner(&who);
+	if (whole && dedup_outbox_fast_path)
+		acked = outbox_fast_ack(&part, PG_GETARG_INT64(0), who.caller);
+	if (acked >= 0)
+	{
+		result = Int32GetDatum(acked);
+		isnull = false;
+	}
+	else
+		result = relay_plpgsql(fcinfo, RELAY_ACK_BATCH, who.caller, &part, &isnull);
+	relay_as_caller(&who);
+	if (isnull)
+		PG_RETURN_NULL();
+	return result;
+}
+
+/*
+ * dedup_outbox_nack_batch(batch_id bigint, retry_delay interval DEFAULT '0',
+ *						   error text DEFAULT NULL) RETURNS integer
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_nack_batch);
+Datum
+dedup_outbox_nack_batch(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint part;
+	Datum		result;
+
+	relay_start(RELAY_NACK_BATCH);
+	if (!relay_batch_partition(fcinfo, &part, &result))
+		return result;
+	return relay_run(fcinfo, RELAY_NACK_BATCH, &part);
+}
+
+/* The 1.0 ack and nack: by ids, on one server only. */
+static Datum
+relay_by_ids(FunctionCallInfo fcinfo, RelayOp op)
+{
+	DedupFingerprint part;
+
+	relay_start(op);
+	if (outbox_distributed())
+		relay_not_on_cluster(op);
+	dedup_outbox_part(0, &part);
+	return relay_run(fcinfo, op, &part);
+}
+
+/* dedup_outbox_ack(ids uuid[], attempts integer[] DEFAULT NULL) RETURNS integer */
+PG_FUNCTION_INFO_V1(dedup_outbox_ack);
+Datum
+dedup_outbox_ack(PG_FUNCTION_ARGS)
+{
+	return relay_by_ids(fcinfo, RELAY_ACK);
+}
+
+/*
+ * dedup_outbox_nack(ids uuid[], retry_delay interval DEFAULT '0',
+ *					 error text DEFAULT NULL, attempts integer[] DEFAULT NULL)
+ *	RETURNS integer
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_nack);
+Datum
+dedup_outbox_nack(PG_FUNCTION_ARGS)
+{
+	return relay_by_ids(fcinfo, RELAY_NACK);
+}
+
+/*
+ * dedup_outbox_redrive(topic text, ids uuid[] DEFAULT NULL) RETURNS integer
+ *
+ * A redrive that moved events wakes the topic's relays; not on a cluster
+ * (see dedup_outbox_put).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_redrive);
+Datum
+dedup_outbox_redrive(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint part;
+	Datum		result;
+
+	relay_start(RELAY_REDRIVE);
+	dedup_outbox_part(0, &part);
+	if (outbox_distributed())
+	{
+		if (dedup_cluster_forwarded_key() == NULL)
+			PG_RETURN_INT32(outbox_cluster_redrive(fcinfo));
+		if (relay_route(fcinfo, &part, &result))
+			return result;
+	}
+	result = relay_run(fcinfo, RELAY_REDRIVE, &part);
+	if (!fcinfo->isnull && DatumGetInt32(result) > 0 && !outbox_distributed())
+		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	return result;
+}
+
+/*
+ * dedup_outbox_stats(topic text DEFAULT NULL) RETURNS SETOF record
+ *
+ * Of every partition; on a cluster, each partition's on its node, summed.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_stats);
+Datum
+dedup_outbox_stats(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint part;
+	Datum		result;
+
+	relay_start(RELAY_STATS);
+	if (!outbox_distributed())
+		return relay_run(fcinfo, RELAY_STATS, NULL);
+	if (dedup_cluster_forwarded_key() == NULL)
+	{
+		outbox_cluster_stats(fcinfo);
+		return (Datum) 0;
+	}
+	if (relay_route(fcinfo, &part, &result))
+		return result;
+	return relay_run(fcinfo, RELAY_STATS, &part);
+}
