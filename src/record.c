@@ -93,12 +93,12 @@ record_request_matches(const KeyRow *row, bool has_request, const DedupFingerpri
 }
 
 /*
- * dedup_begin(scope text, key text, request jsonb DEFAULT NULL,
- *			   lease interval DEFAULT NULL) RETURNS dedup_begin_result
+ * dedup_begin(scope text, key <text|bytea|uuid|dedup_fingerprint|bigint>,
+ *			   request jsonb DEFAULT NULL, lease interval DEFAULT NULL)
+ *	RETURNS dedup_begin_result
  */
-PG_FUNCTION_INFO_V1(dedup_begin);
-Datum
-dedup_begin(PG_FUNCTION_ARGS)
+static Datum
+record_begin(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
 	text	   *scope;
@@ -117,11 +117,11 @@ dedup_begin(PG_FUNCTION_ARGS)
 	Datum		values[BEGIN_RESULT_NATTS];
 	bool		nulls[BEGIN_RESULT_NATTS];
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_begin", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	has_request = record_request_arg(fcinfo, 2, &request);
 	lease = dedup_interval_arg(fcinfo, 3, "lease");
 	if (lease == NULL)
@@ -384,12 +384,11 @@ record_attempt_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * dedup_complete(scope text, key text, response_code integer,
+ * dedup_complete(scope text, key <type>, response_code integer,
  *				  response jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
  */
-PG_FUNCTION_INFO_V1(dedup_complete);
-Datum
-dedup_complete(PG_FUNCTION_ARGS)
+static Datum
+record_complete(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
 	text	   *scope;
@@ -400,11 +399,11 @@ dedup_complete(PG_FUNCTION_ARGS)
 	KeyStore	ks;
 	KeyRow		row;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_complete", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	attempt = record_attempt_arg(fcinfo, 4);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
@@ -426,11 +425,10 @@ dedup_complete(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_release(scope text, key text, attempt integer DEFAULT NULL)
+ * dedup_release(scope text, key <type>, attempt integer DEFAULT NULL)
  */
-PG_FUNCTION_INFO_V1(dedup_release);
-Datum
-dedup_release(PG_FUNCTION_ARGS)
+static Datum
+record_release(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
 	text	   *scope;
@@ -440,11 +438,11 @@ dedup_release(PG_FUNCTION_ARGS)
 	KeyStore	ks;
 	KeyRow		row;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	attempt = record_attempt_arg(fcinfo, 2);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
@@ -461,16 +459,15 @@ dedup_release(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_lookup(scope text, key text) RETURNS TABLE (kind, status, attempts,
+ * dedup_lookup(scope text, key <type>) RETURNS TABLE (kind, status, attempts,
  *		lease_expires_at, first_seen_at, completed_at, expires_at,
  *		response_code, response, request_fingerprint)
  *
  * The key's live row as the statement's snapshot sees it; no row when the
  * key is absent or expired.  Changes nothing.
  */
-PG_FUNCTION_INFO_V1(dedup_lookup);
-Datum
-dedup_lookup(PG_FUNCTION_ARGS)
+static Datum
+record_lookup(FunctionCallInfo fcinfo, int16 typlen)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *scope;
@@ -481,11 +478,11 @@ dedup_lookup(PG_FUNCTION_ARGS)
 	Datum		values[LOOKUP_RESULT_NATTS];
 	bool		nulls[LOOKUP_RESULT_NATTS];
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	InitMaterializedSRF(fcinfo, 0);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, false);
@@ -518,4 +515,93 @@ dedup_lookup(PG_FUNCTION_ARGS)
 	}
 	key_store_close(&ks);
 	return (Datum) 0;
+}
+
+/*
+ * The SQL functions, one C function per kind of key: text and bytea (1.0's
+ * names, as its install script calls them), uuid and dedup_fingerprint,
+ * bigint.
+ */
+PG_FUNCTION_INFO_V1(dedup_begin);
+Datum
+dedup_begin(PG_FUNCTION_ARGS)
+{
+	return record_begin(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_begin_fixed);
+Datum
+dedup_begin_fixed(PG_FUNCTION_ARGS)
+{
+	return record_begin(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_begin_int8);
+Datum
+dedup_begin_int8(PG_FUNCTION_ARGS)
+{
+	return record_begin(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_complete);
+Datum
+dedup_complete(PG_FUNCTION_ARGS)
+{
+	return record_complete(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_complete_fixed);
+Datum
+dedup_complete_fixed(PG_FUNCTION_ARGS)
+{
+	return record_complete(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_complete_int8);
+Datum
+dedup_complete_int8(PG_FUNCTION_ARGS)
+{
+	return record_complete(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_release);
+Datum
+dedup_release(PG_FUNCTION_ARGS)
+{
+	return record_release(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_release_fixed);
+Datum
+dedup_release_fixed(PG_FUNCTION_ARGS)
+{
+	return record_release(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_release_int8);
+Datum
+dedup_release_int8(PG_FUNCTION_ARGS)
+{
+	return record_release(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_lookup);
+Datum
+dedup_lookup(PG_FUNCTION_ARGS)
+{
+	return record_lookup(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_lookup_fixed);
+Datum
+dedup_lookup_fixed(PG_FUNCTION_ARGS)
+{
+	return record_lookup(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_lookup_int8);
+Datum
+dedup_lookup_int8(PG_FUNCTION_ARGS)
+{
+	return record_lookup(fcinfo, sizeof(int64));
 }
