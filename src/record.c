@@ -3,7 +3,8 @@
  * record.c
  *	  Idempotency records, for work that cannot ride inside one transaction
  *	  (the Stripe / IETF Idempotency-Key / Lambda Powertools pattern):
- *	  dedup_begin(), dedup_complete(), dedup_release() and dedup_lookup().
+ *	  dedup_begin(), dedup_extend(), dedup_complete(), dedup_release() and
+ *	  dedup_lookup().
  *
  * A record is a row of dedup.claims with a record part (store.h): it shares
  * the key space, the expiry rule and the cleanup with plain claims, and a
@@ -13,6 +14,7 @@
  *	expired or released --begin--> processing (attempt + 1, lease)
  *	processing, lease live --begin--> in_progress (at once, never waiting)
  *	processing, lease passed --begin--> processing (taken over: attempt + 1)
+ *	processing, its attempt --extend--> processing (lease from now, expiry after)
  *	processing --complete--> complete (response stored, expires after ttl)
  *	processing --release--> released
  *	complete --begin--> replay (the stored response, errors included)
@@ -27,8 +29,9 @@
  * once the cleanup has deleted the row (lease + ttl after the last begin)
  * does the count start over.
  *
- * dedup_complete() and dedup_release() take the attempt dedup_begin()
- * returned, and refuse one that is not the record's (55006).  A caller may
+ * dedup_complete(), dedup_release() and dedup_extend() take the attempt
+ * dedup_begin() returned, and refuse one that is not the record's (55006);
+ * dedup_extend() requires it.  A caller may
  * leave it out unless the key was taken over (taken_over, kept through a
  * release until the record would have expired, never past an expiry): only
  * then may an earlier holder still be at work, unable to tell itself from
@@ -69,6 +72,14 @@ record_status_name(char status)
 		default:
 			return "complete";
 	}
+}
+
+/* How long a record stays once its lease ends or it completes: the scope's ttl. */
+static Interval *
+record_ttl(const DedupRecord *record, DedupScopeSettings *settings)
+{
+	(void) record;
+	return &settings->value[DEDUP_SCOPE_TTL];
 }
 
 /* The request fingerprint argument, if any. */
@@ -267,7 +278,8 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 }
 
 /*
- * Find the processing record that dedup_complete() or dedup_release() acts
+ * Find the processing record that dedup_complete(), dedup_release() or
+ * dedup_extend() acts
  * on, and check that the caller holds its lease.  Returns with the key lock
  * held.  attempt < 0 means "not given".
  */
@@ -459,6 +471,57 @@ record_release(FunctionCallInfo fcinfo, int16 typlen)
 }
 
 /*
+ * dedup_extend(scope text, key <type>, attempt integer,
+ *				lease interval DEFAULT NULL) RETURNS timestamptz
+ *
+ * A heartbeat: the holder of attempt extends its lease to the time of the
+ * call + lease (the argument, else the scope's), and the record's expiry
+ * with it; returns the new end of the lease.  The attempt is required: a
+ * heartbeat is the one call a holder that lost its key makes without
+ * knowing, and the attempt is how it is told (55006, nothing changed).
+ */
+static Datum
+record_extend(FunctionCallInfo fcinfo, int16 typlen)
+{
+	DedupScopeSettings settings;
+	text	   *scope;
+	Datum		route_result;
+	DedupFingerprint fp;
+	int32		attempt;
+	Interval   *lease;
+	KeyStore	ks;
+	KeyRow		row;
+
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_extend", DEDUP_PRIV_USAGE, &settings);
+
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("attempt must not be null"),
+				 errhint("Pass the attempt number dedup_begin() returned: a heartbeat must be refused once the key was taken over.")));
+	attempt = record_attempt_arg(fcinfo, 2);
+	lease = dedup_interval_arg(fcinfo, 3, "lease");
+	if (lease == NULL)
+		lease = &settings.value[DEDUP_SCOPE_LEASE];
+
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
+	ks.whole_records = true;
+	do
+	{
+		record_find_held(&ks, &fp, attempt, "dedup_extend", &row);
+		row.record.lease_until = dedup_timestamp_plus(ks.now, lease);
+	} while (!key_store_put(&ks, &fp, &row,
+							dedup_timestamp_plus(row.record.lease_until,
+												 record_ttl(&row.record, &settings)),
+							&row.record, KEY_BUSY_WAIT));
+	key_store_close(&ks);
+	PG_RETURN_TIMESTAMPTZ(row.record.lease_until);
+}
+
+/*
  * dedup_lookup(scope text, key <type>) RETURNS TABLE (kind, status, attempts,
  *		lease_expires_at, first_seen_at, completed_at, expires_at,
  *		response_code, response, request_fingerprint)
@@ -604,4 +667,25 @@ Datum
 dedup_lookup_int8(PG_FUNCTION_ARGS)
 {
 	return record_lookup(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_extend);
+Datum
+dedup_extend(PG_FUNCTION_ARGS)
+{
+	return record_extend(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_extend_fixed);
+Datum
+dedup_extend_fixed(PG_FUNCTION_ARGS)
+{
+	return record_extend(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_extend_int8);
+Datum
+dedup_extend_int8(PG_FUNCTION_ARGS)
+{
+	return record_extend(fcinfo, sizeof(int64));
 }

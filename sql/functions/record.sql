@@ -27,6 +27,29 @@ AS 'MODULE_PATHNAME', 'dedup_begin_int8' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_begin(text, text, jsonb, interval) IS
     'begin work on an idempotency key: started (you hold a lease), replay (stored response), in_progress, or mismatch (another request used the key)';
 
+CREATE OR REPLACE FUNCTION @extschema@.dedup_extend(scope text, key text, attempt integer,
+    lease interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'dedup_extend' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_extend(scope text, key bytea, attempt integer,
+    lease interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'dedup_extend' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_extend(scope text, key uuid, attempt integer,
+    lease interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'dedup_extend_fixed' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_extend(scope text, key @extschema@.dedup_fingerprint, attempt integer,
+    lease interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'dedup_extend_fixed' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_extend(scope text, key bigint, attempt integer,
+    lease interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'dedup_extend_int8' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_extend(text, text, integer, interval) IS
+    'heartbeat: extend the lease of the caller''s attempt of a processing record to now + lease; refused once another attempt took the key over';
+
 CREATE OR REPLACE FUNCTION @extschema@.dedup_complete(scope text, key text,
     response_code integer, response jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
 RETURNS void
