@@ -24,6 +24,11 @@ AS $$
         '@extschema@.dedup_claim_batch(text, @extschema@.dedup_fingerprint[], interval, boolean)',
         '@extschema@.dedup_claim_batch(text, bigint[], interval, boolean)',
         '@extschema@.dedup_begin(text, text, jsonb, interval)',
+        '@extschema@.dedup_begin(text, text, jsonb, interval, interval, text[])',
+        '@extschema@.dedup_begin(text, bytea, jsonb, interval, interval, text[])',
+        '@extschema@.dedup_begin(text, uuid, jsonb, interval, interval, text[])',
+        '@extschema@.dedup_begin(text, @extschema@.dedup_fingerprint, jsonb, interval, interval, text[])',
+        '@extschema@.dedup_begin(text, bigint, jsonb, interval, interval, text[])',
         '@extschema@.dedup_begin(text, bytea, jsonb, interval)',
         '@extschema@.dedup_begin(text, uuid, jsonb, interval)',
         '@extschema@.dedup_begin(text, @extschema@.dedup_fingerprint, jsonb, interval)',
@@ -58,6 +63,7 @@ AS $$
         '@extschema@.dedup_advance(text, text, bigint, bigint, boolean)',
         '@extschema@.dedup_advance_batch(text, text[], bigint[], bigint[], boolean)',
         '@extschema@.dedup_new_epoch(text, text)',
+        '@extschema@.dedup_new_epoch_batch(text, text[])',
         '@extschema@.dedup_position(text, text)',
         '@extschema@.dedup_streams(text)'
     ]::regprocedure[]

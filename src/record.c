@@ -54,8 +54,11 @@
 #include "scope_counters.h"
 #include "store.h"
 
-/* Columns of dedup_begin_result */
-#define BEGIN_RESULT_NATTS 7
+/*
+ * Columns of dedup_begin_result; a database still at 1.0 has the first 7
+ * (no request_fingerprint).
+ */
+#define BEGIN_RESULT_NATTS 8
 
 /* Columns of dedup_lookup's result */
 #define LOOKUP_RESULT_NATTS 10
@@ -74,21 +77,46 @@ record_status_name(char status)
 	}
 }
 
-/* How long a record stays once its lease ends or it completes: the scope's ttl. */
+/*
+ * How long a record stays once its lease ends or it completes: the ttl its
+ * dedup_begin() was given, else the scope's.
+ */
 static Interval *
-record_ttl(const DedupRecord *record, DedupScopeSettings *settings)
+record_ttl(DedupRecord *record, DedupScopeSettings *settings)
 {
-	(void) record;
-	return &settings->value[DEDUP_SCOPE_TTL];
+	return record->has_ttl ? &record->ttl : &settings->value[DEDUP_SCOPE_TTL];
 }
 
-/* The request fingerprint argument, if any. */
+/*
+ * The request fingerprint argument, if any: dedup_fingerprint(request,
+ * ignore), ignore an optional array argument of top-level fields to leave
+ * out.
+ */
 static bool
-record_request_arg(FunctionCallInfo fcinfo, int argno, DedupFingerprint *fp)
+record_request_arg(FunctionCallInfo fcinfo, int argno, int ignore_argno, DedupFingerprint *fp)
 {
+	ArrayType  *ignore = NULL;
+
+	if (PG_NARGS() > ignore_argno && !PG_ARGISNULL(ignore_argno))
+	{
+		ignore = PG_GETARG_ARRAYTYPE_P(ignore_argno);
+		if (ARR_NDIM(ignore) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("ignore must be a one-dimensional array of field names")));
+		if (ARR_NDIM(ignore) == 0)
+			ignore = NULL;
+	}
 	if (PG_ARGISNULL(argno))
+	{
+		if (ignore != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("ignore was given without a request"),
+					 errhint("The fields named in ignore are left out of the request's fingerprint; pass the request too.")));
 		return false;
-	dedup_fingerprint_of_jsonb(PG_GETARG_JSONB_P(argno), NULL, fp);
+	}
+	dedup_fingerprint_of_jsonb(PG_GETARG_JSONB_P(argno), ignore, fp);
 	return true;
 }
 
@@ -106,7 +134,15 @@ record_request_matches(const KeyRow *row, bool has_request, const DedupFingerpri
 /*
  * dedup_begin(scope text, key <text|bytea|uuid|dedup_fingerprint|bigint>,
  *			   request jsonb DEFAULT NULL, lease interval DEFAULT NULL)
+ * dedup_begin(scope text, key <type>, request jsonb, lease interval,
+ *			   ttl interval, ignore text[] DEFAULT NULL)
  *	RETURNS dedup_begin_result
+ *
+ * The second form (1.1) also takes the record's ttl, stored with it for
+ * its expiry after its lease and after dedup_complete() (NULL: the
+ * scope's), and the top-level fields of the request to leave out of its
+ * fingerprint.  It is a signature of its own, with ttl required, so that a
+ * call of 1.0's form never matches two functions.
  */
 static Datum
 record_begin(FunctionCallInfo fcinfo, int16 typlen)
@@ -119,6 +155,7 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 	bool		has_request;
 	Interval   *lease;
 	Interval   *ttl;
+	bool		has_ttl = false;
 	KeyStore	ks;
 	KeyRow		row;
 	const char *outcome;
@@ -133,11 +170,15 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_begin", DEDUP_PRIV_USAGE, &settings);
 
 	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
-	has_request = record_request_arg(fcinfo, 2, &request);
+	has_request = record_request_arg(fcinfo, 2, 5, &request);
 	lease = dedup_interval_arg(fcinfo, 3, "lease");
 	if (lease == NULL)
 		lease = &settings.value[DEDUP_SCOPE_LEASE];
-	ttl = &settings.value[DEDUP_SCOPE_TTL];
+	ttl = PG_NARGS() > 4 ? dedup_interval_arg(fcinfo, 4, "ttl") : NULL;
+	if (ttl != NULL)
+		has_ttl = true;
+	else
+		ttl = &settings.value[DEDUP_SCOPE_TTL];
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -232,6 +273,9 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 		row.record.has_request = has_request;
 		if (has_request)
 			row.record.request = request;
+		row.record.has_ttl = has_ttl;
+		if (has_ttl)
+			row.record.ttl = *ttl;
 		row.expires_at = dedup_timestamp_plus(row.record.lease_until, ttl);
 		if (key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT))
 		{
@@ -273,6 +317,9 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 		nulls[4] = nulls[5] = nulls[6] = false;
 		if (row.record.status == RECORD_COMPLETE)
 			nulls[5] = true;	/* no lease once complete */
+		/* the stored request's fingerprint: on a mismatch, the other one */
+		values[7] = PointerGetDatum(&row.record.request);
+		nulls[7] = !row.record.has_request;
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
@@ -407,7 +454,6 @@ record_complete(FunctionCallInfo fcinfo, int16 typlen)
 	Datum		route_result;
 	DedupFingerprint fp;
 	int32		attempt;
-	Interval   *ttl = &settings.value[DEDUP_SCOPE_TTL];
 	KeyStore	ks;
 	KeyRow		row;
 
@@ -429,7 +475,8 @@ record_complete(FunctionCallInfo fcinfo, int16 typlen)
 		row.record.response = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
 		row.record.has_completed_at = true;
 		row.record.completed_at = ks.now;
-	} while (!key_store_put(&ks, &fp, &row, dedup_timestamp_plus(ks.now, ttl),
+	} while (!key_store_put(&ks, &fp, &row,
+							dedup_timestamp_plus(ks.now, record_ttl(&row.record, &settings)),
 							&row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
 	dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_COMPLETED, 1);

@@ -27,6 +27,31 @@ AS 'MODULE_PATHNAME', 'dedup_begin_int8' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_begin(text, text, jsonb, interval) IS
     'begin work on an idempotency key: started (you hold a lease), replay (stored response), in_progress, or mismatch (another request used the key)';
 
+-- The 1.1 form: a signature of its own (ttl has no default), so that a call
+-- in 1.0's form matches one function only
+CREATE OR REPLACE FUNCTION @extschema@.dedup_begin(scope text, key text,
+    request jsonb, lease interval, ttl interval, ignore text[] DEFAULT NULL)
+RETURNS @extschema@.dedup_begin_result
+AS 'MODULE_PATHNAME', 'dedup_begin' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_begin(scope text, key bytea,
+    request jsonb, lease interval, ttl interval, ignore text[] DEFAULT NULL)
+RETURNS @extschema@.dedup_begin_result
+AS 'MODULE_PATHNAME', 'dedup_begin' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_begin(scope text, key uuid,
+    request jsonb, lease interval, ttl interval, ignore text[] DEFAULT NULL)
+RETURNS @extschema@.dedup_begin_result
+AS 'MODULE_PATHNAME', 'dedup_begin_fixed' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_begin(scope text, key @extschema@.dedup_fingerprint,
+    request jsonb, lease interval, ttl interval, ignore text[] DEFAULT NULL)
+RETURNS @extschema@.dedup_begin_result
+AS 'MODULE_PATHNAME', 'dedup_begin_fixed' LANGUAGE C VOLATILE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_begin(scope text, key bigint,
+    request jsonb, lease interval, ttl interval, ignore text[] DEFAULT NULL)
+RETURNS @extschema@.dedup_begin_result
+AS 'MODULE_PATHNAME', 'dedup_begin_int8' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_begin(text, text, jsonb, interval, interval, text[]) IS
+    'dedup_begin with the record''s ttl (NULL: the scope''s) and the top-level request fields to leave out of its fingerprint';
+
 CREATE OR REPLACE FUNCTION @extschema@.dedup_extend(scope text, key text, attempt integer,
     lease interval DEFAULT NULL)
 RETURNS timestamptz
