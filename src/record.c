@@ -21,21 +21,22 @@
  *	any, other request fingerprint --begin--> mismatch
  *
  * A processing record expires (counts as absent, and the cleanup deletes
- * it) one ttl after its lease ends.  A released record counts as absent at
- * once, but its row stays, with its attempt count, until then.  A begin
- * counts on from any record still in the table (released, expired or taken
- * over), so that a holder that lost its lease and comes back late cannot
- * pass for a later holder, whose attempt would otherwise be 1 again.  Only
- * once the cleanup has deleted the row (lease + ttl after the last begin)
- * does the count start over.
+ * it) one ttl after its lease ends, a complete one a ttl after it completed:
+ * the ttl its dedup_begin() was given (1.1), else the scope's.  A released
+ * record counts as absent at once, but its row stays, with its attempt
+ * count, until then.  A begin counts on from any record still in the table
+ * (released, expired or taken over), so that a holder that lost its lease
+ * and comes back late cannot pass for a later holder, whose attempt would
+ * otherwise be 1 again.  Only once the cleanup has deleted the row (lease +
+ * ttl after the last begin) does the count start over.
  *
  * dedup_complete(), dedup_release() and dedup_extend() take the attempt
- * dedup_begin() returned, and refuse one that is not the record's (55006);
- * dedup_extend() requires it.  A caller may
- * leave it out unless the key was taken over (taken_over, kept through a
- * release until the record would have expired, never past an expiry): only
- * then may an earlier holder still be at work, unable to tell itself from
- * the current one.
+ * dedup_begin() returned, and refuse one that is not the record's (55006).
+ * dedup_extend() requires it; to the others a caller may leave it out
+ * unless the key was taken over (taken_over, kept through a release until
+ * the record would have expired, never past an expiry): only then may an
+ * earlier holder still be at work, unable to tell itself from the current
+ * one.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
