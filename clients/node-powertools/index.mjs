@@ -74,6 +74,12 @@ class DedupPersistenceLayer extends BasePersistenceLayer {
         throw new IdempotencyItemAlreadyExistsError(`idempotency key ${key} is in progress`,
           this.#record(key, IdempotencyRecordStatus.INPROGRESS, r, record.payloadHash));
       case 'mismatch':
+        // validation off now, on when the record was stored: Powertools
+        // answers with the stored record, unchecked
+        if (!this.isPayloadValidationEnabled()) {
+          throw new IdempotencyItemAlreadyExistsError(`idempotency key ${key} exists`,
+            await this._getRecord(key));
+        }
         // the stored request's fingerprint, which is not this payload's hash:
         // Powertools raises its IdempotencyValidationError
         throw new IdempotencyItemAlreadyExistsError(`idempotency key ${key} was used with another payload`,

@@ -71,6 +71,14 @@ assert.equal(calls, 2);
 // a field outside payloadValidationJmesPath does not count
 assert.deepEqual(await handler({ id: 'evt-1', order: 700, amount: 100 }, context), first);
 ok('a payload mismatch gets IdempotencyValidationError; fields not validated do not count');
+// without payload validation (a layer configured so), the stored result, unchecked
+const unchecked = makeIdempotent(processOrder, {
+  persistenceStore: new DedupPersistenceLayer({ pool, scope: 'orders-lambda' }),
+  config: new IdempotencyConfig({ eventKeyJmesPath: 'id', expiresAfterSeconds: 600 }),
+});
+assert.deepEqual(await unchecked({ id: 'evt-1', order: 7, amount: 999 }, context), first);
+assert.equal(calls, 2);
+ok('without payload validation, another payload gets the stored result');
 
 // 5. the handler throws: the record is given back, and a retry runs it again
 await assert.rejects(handler({ id: 'evt-3', order: 9, amount: 5, fail: true }, context), /provider down/);
