@@ -89,14 +89,14 @@ DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSI
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
 # pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record intervals outbox streams cleanup buckets history scopestats errors security privileges history_recreate
+REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox streams stream_epochs cleanup buckets history scopestats errors security privileges history_recreate
 REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-put outbox-take outbox-slots outbox-slot-reuse outbox-ack-lease outbox-order outbox-relay-death outbox-failure outbox-hot-failure outbox-hot-relays \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
-	record-keylock stream-advance history-fold bucket-writer bucket-reader bucket-wait extension-drop \
+	record-keylock record-extend stream-advance stream-epoch-batch history-fold bucket-writer bucket-reader bucket-wait extension-drop \
 	extension-recreate scope-invalidation
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 

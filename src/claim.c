@@ -41,7 +41,7 @@ claim_ttl(FunctionCallInfo fcinfo, int argno, DedupScopeSettings *settings)
 }
 
 /*
- * dedup_claim(scope text, key <text|bytea|uuid|dedup_fingerprint>,
+ * dedup_claim(scope text, key <text|bytea|uuid|dedup_fingerprint|bigint>,
  *			   ttl interval DEFAULT NULL, nowait boolean DEFAULT false)
  */
 static Datum
@@ -84,6 +84,13 @@ Datum
 dedup_claim_fixed(PG_FUNCTION_ARGS)
 {
 	return claim_single(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_claim_int8);
+Datum
+dedup_claim_int8(PG_FUNCTION_ARGS)
+{
+	return claim_single(fcinfo, sizeof(int64));
 }
 
 /* ---------------------------------------------------------------------

@@ -117,7 +117,11 @@ dedup_stream_key(const text *scope, const text *stream, DedupFingerprint *result
 
 /*
  * The stored fingerprint of a key datum of type text, bytea (typlen -1,
- * detoasted), uuid or dedup_fingerprint (typlen 16): keys are byte strings.
+ * detoasted), uuid or dedup_fingerprint (typlen 16), or bigint (typlen 8):
+ * keys are byte strings, a bigint its decimal text, so that an id given as
+ * bigint and as text is one key.  A uuid stays its 16 bytes, as in 1.0:
+ * a fingerprint cannot be computed again from what is stored, so a change
+ * would leave every uuid key stored before the update unfound.
  */
 void
 dedup_key_datum(Datum key, int16 typlen, const text *scope, DedupFingerprint *result)
@@ -131,6 +135,13 @@ dedup_key_datum(Datum key, int16 typlen, const text *scope, DedupFingerprint *re
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("key must not be empty")));
 		fp_of_key(scope, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v), result);
+	}
+	else if (typlen == sizeof(int64))
+	{
+		char		digits[MAXINT8LEN + 1];
+		int			len = pg_lltoa(DatumGetInt64(key), digits);
+
+		fp_of_key(scope, digits, len, result);
 	}
 	else
 	{
@@ -535,7 +546,7 @@ dedup_fingerprint_hash_extended(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_key(scope text, key <text|bytea|uuid|dedup_fingerprint>) and
+ * dedup_key(scope text, key <text|bytea|uuid|dedup_fingerprint|bigint>) and
  * dedup_stream_key(scope text, stream text): the fingerprints a key and a
  * stream are stored under, as a business table co-located with dedup's on a
  * Citus cluster is distributed by them.
@@ -562,6 +573,13 @@ Datum
 dedup_key_fixed(PG_FUNCTION_ARGS)
 {
 	return fingerprint_key_sql(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_key_int8);
+Datum
+dedup_key_int8(PG_FUNCTION_ARGS)
+{
+	return fingerprint_key_sql(fcinfo, sizeof(int64));
 }
 
 PG_FUNCTION_INFO_V1(dedup_stream_key_sql);

@@ -902,7 +902,7 @@ dedup_history_expire(void)
  */
 
 /*
- * dedup_seen(scope text, key <text|bytea|uuid|dedup_fingerprint>): why a
+ * dedup_seen(scope text, key <text|bytea|uuid|dedup_fingerprint|bigint>): why a
  * claim of the key would be answered as it would now, without claiming:
  * 'exact' (a live claim), 'history' (an expired claim within the history
  * window, or a generation that may hold the key), or 'absent'.  A claim
@@ -946,6 +946,13 @@ Datum
 dedup_seen_fixed(PG_FUNCTION_ARGS)
 {
 	return history_seen(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_seen_int8);
+Datum
+dedup_seen_int8(PG_FUNCTION_ARGS)
+{
+	return history_seen(fcinfo, sizeof(int64));
 }
 
 /* dedup_history(scope text): the generations of a scope's history. */

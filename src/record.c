@@ -3,7 +3,8 @@
  * record.c
  *	  Idempotency records, for work that cannot ride inside one transaction
  *	  (the Stripe / IETF Idempotency-Key / Lambda Powertools pattern):
- *	  dedup_begin(), dedup_complete(), dedup_release() and dedup_lookup().
+ *	  dedup_begin(), dedup_extend(), dedup_complete(), dedup_release() and
+ *	  dedup_lookup().
  *
  * A record is a row of dedup.claims with a record part (store.h): it shares
  * the key space, the expiry rule and the cleanup with plain claims, and a
@@ -13,26 +14,29 @@
  *	expired or released --begin--> processing (attempt + 1, lease)
  *	processing, lease live --begin--> in_progress (at once, never waiting)
  *	processing, lease passed --begin--> processing (taken over: attempt + 1)
+ *	processing, its attempt --extend--> processing (lease from now, expiry after)
  *	processing --complete--> complete (response stored, expires after ttl)
  *	processing --release--> released
  *	complete --begin--> replay (the stored response, errors included)
  *	any, other request fingerprint --begin--> mismatch
  *
  * A processing record expires (counts as absent, and the cleanup deletes
- * it) one ttl after its lease ends.  A released record counts as absent at
- * once, but its row stays, with its attempt count, until then.  A begin
- * counts on from any record still in the table (released, expired or taken
- * over), so that a holder that lost its lease and comes back late cannot
- * pass for a later holder, whose attempt would otherwise be 1 again.  Only
- * once the cleanup has deleted the row (lease + ttl after the last begin)
- * does the count start over.
+ * it) one ttl after its lease ends, a complete one a ttl after it completed:
+ * the ttl its dedup_begin() was given (1.1), else the scope's.  A released
+ * record counts as absent at once, but its row stays, with its attempt
+ * count, until then.  A begin counts on from any record still in the table
+ * (released, expired or taken over), so that a holder that lost its lease
+ * and comes back late cannot pass for a later holder, whose attempt would
+ * otherwise be 1 again.  Only once the cleanup has deleted the row (lease +
+ * ttl after the last begin) does the count start over.
  *
- * dedup_complete() and dedup_release() take the attempt dedup_begin()
- * returned, and refuse one that is not the record's (55006).  A caller may
- * leave it out unless the key was taken over (taken_over, kept through a
- * release until the record would have expired, never past an expiry): only
- * then may an earlier holder still be at work, unable to tell itself from
- * the current one.
+ * dedup_complete(), dedup_release() and dedup_extend() take the attempt
+ * dedup_begin() returned, and refuse one that is not the record's (55006).
+ * dedup_extend() requires it; to the others a caller may leave it out
+ * unless the key was taken over (taken_over, kept through a release until
+ * the record would have expired, never past an expiry): only then may an
+ * earlier holder still be at work, unable to tell itself from the current
+ * one.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -51,8 +55,11 @@
 #include "scope_counters.h"
 #include "store.h"
 
-/* Columns of dedup_begin_result */
-#define BEGIN_RESULT_NATTS 7
+/*
+ * Columns of dedup_begin_result; a database still at 1.0 has the first 7
+ * (no request_fingerprint).
+ */
+#define BEGIN_RESULT_NATTS 8
 
 /* Columns of dedup_lookup's result */
 #define LOOKUP_RESULT_NATTS 10
@@ -71,13 +78,46 @@ record_status_name(char status)
 	}
 }
 
-/* The request fingerprint argument, if any. */
-static bool
-record_request_arg(FunctionCallInfo fcinfo, int argno, DedupFingerprint *fp)
+/*
+ * How long a record stays once its lease ends or it completes: the ttl its
+ * dedup_begin() was given, else the scope's.
+ */
+static Interval *
+record_ttl(DedupRecord *record, DedupScopeSettings *settings)
 {
+	return record->has_ttl ? &record->ttl : &settings->value[DEDUP_SCOPE_TTL];
+}
+
+/*
+ * The request fingerprint argument, if any: dedup_fingerprint(request,
+ * ignore), ignore an optional array argument of top-level fields to leave
+ * out.
+ */
+static bool
+record_request_arg(FunctionCallInfo fcinfo, int argno, int ignore_argno, DedupFingerprint *fp)
+{
+	ArrayType  *ignore = NULL;
+
+	if (PG_NARGS() > ignore_argno && !PG_ARGISNULL(ignore_argno))
+	{
+		ignore = PG_GETARG_ARRAYTYPE_P(ignore_argno);
+		if (ARR_NDIM(ignore) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("ignore must be a one-dimensional array of field names")));
+		if (ARR_NDIM(ignore) == 0)
+			ignore = NULL;
+	}
 	if (PG_ARGISNULL(argno))
+	{
+		if (ignore != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("ignore was given without a request"),
+					 errhint("The fields named in ignore are left out of the request's fingerprint; pass the request too.")));
 		return false;
-	dedup_fingerprint_of_jsonb(PG_GETARG_JSONB_P(argno), NULL, fp);
+	}
+	dedup_fingerprint_of_jsonb(PG_GETARG_JSONB_P(argno), ignore, fp);
 	return true;
 }
 
@@ -93,12 +133,20 @@ record_request_matches(const KeyRow *row, bool has_request, const DedupFingerpri
 }
 
 /*
- * dedup_begin(scope text, key text, request jsonb DEFAULT NULL,
- *			   lease interval DEFAULT NULL) RETURNS dedup_begin_result
+ * dedup_begin(scope text, key <text|bytea|uuid|dedup_fingerprint|bigint>,
+ *			   request jsonb DEFAULT NULL, lease interval DEFAULT NULL)
+ * dedup_begin(scope text, key <type>, request jsonb, lease interval,
+ *			   ttl interval, ignore text[] DEFAULT NULL)
+ *	RETURNS dedup_begin_result
+ *
+ * The second form (1.1) also takes the record's ttl, stored with it for
+ * its expiry after its lease and after dedup_complete() (NULL: the
+ * scope's), and the top-level fields of the request to leave out of its
+ * fingerprint.  It is a signature of its own, with ttl required, so that a
+ * call of 1.0's form never matches two functions.
  */
-PG_FUNCTION_INFO_V1(dedup_begin);
-Datum
-dedup_begin(PG_FUNCTION_ARGS)
+static Datum
+record_begin(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
 	text	   *scope;
@@ -108,6 +156,7 @@ dedup_begin(PG_FUNCTION_ARGS)
 	bool		has_request;
 	Interval   *lease;
 	Interval   *ttl;
+	bool		has_ttl = false;
 	KeyStore	ks;
 	KeyRow		row;
 	const char *outcome;
@@ -117,16 +166,20 @@ dedup_begin(PG_FUNCTION_ARGS)
 	Datum		values[BEGIN_RESULT_NATTS];
 	bool		nulls[BEGIN_RESULT_NATTS];
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_begin", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
-	has_request = record_request_arg(fcinfo, 2, &request);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	has_request = record_request_arg(fcinfo, 2, 5, &request);
 	lease = dedup_interval_arg(fcinfo, 3, "lease");
 	if (lease == NULL)
 		lease = &settings.value[DEDUP_SCOPE_LEASE];
-	ttl = &settings.value[DEDUP_SCOPE_TTL];
+	ttl = PG_NARGS() > 4 ? dedup_interval_arg(fcinfo, 4, "ttl") : NULL;
+	if (ttl != NULL)
+		has_ttl = true;
+	else
+		ttl = &settings.value[DEDUP_SCOPE_TTL];
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -221,6 +274,9 @@ dedup_begin(PG_FUNCTION_ARGS)
 		row.record.has_request = has_request;
 		if (has_request)
 			row.record.request = request;
+		row.record.has_ttl = has_ttl;
+		if (has_ttl)
+			row.record.ttl = *ttl;
 		row.expires_at = dedup_timestamp_plus(row.record.lease_until, ttl);
 		if (key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT))
 		{
@@ -262,12 +318,16 @@ dedup_begin(PG_FUNCTION_ARGS)
 		nulls[4] = nulls[5] = nulls[6] = false;
 		if (row.record.status == RECORD_COMPLETE)
 			nulls[5] = true;	/* no lease once complete */
+		/* the stored request's fingerprint: on a mismatch, the other one */
+		values[7] = PointerGetDatum(&row.record.request);
+		nulls[7] = !row.record.has_request;
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 
 /*
- * Find the processing record that dedup_complete() or dedup_release() acts
+ * Find the processing record that dedup_complete(), dedup_release() or
+ * dedup_extend() acts
  * on, and check that the caller holds its lease.  Returns with the key lock
  * held.  attempt < 0 means "not given".
  */
@@ -384,27 +444,25 @@ record_attempt_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * dedup_complete(scope text, key text, response_code integer,
+ * dedup_complete(scope text, key <type>, response_code integer,
  *				  response jsonb DEFAULT NULL, attempt integer DEFAULT NULL)
  */
-PG_FUNCTION_INFO_V1(dedup_complete);
-Datum
-dedup_complete(PG_FUNCTION_ARGS)
+static Datum
+record_complete(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
 	text	   *scope;
 	Datum		route_result;
 	DedupFingerprint fp;
 	int32		attempt;
-	Interval   *ttl = &settings.value[DEDUP_SCOPE_TTL];
 	KeyStore	ks;
 	KeyRow		row;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_complete", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	attempt = record_attempt_arg(fcinfo, 4);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
@@ -418,7 +476,8 @@ dedup_complete(PG_FUNCTION_ARGS)
 		row.record.response = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
 		row.record.has_completed_at = true;
 		row.record.completed_at = ks.now;
-	} while (!key_store_put(&ks, &fp, &row, dedup_timestamp_plus(ks.now, ttl),
+	} while (!key_store_put(&ks, &fp, &row,
+							dedup_timestamp_plus(ks.now, record_ttl(&row.record, &settings)),
 							&row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
 	dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_COMPLETED, 1);
@@ -426,11 +485,10 @@ dedup_complete(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_release(scope text, key text, attempt integer DEFAULT NULL)
+ * dedup_release(scope text, key <type>, attempt integer DEFAULT NULL)
  */
-PG_FUNCTION_INFO_V1(dedup_release);
-Datum
-dedup_release(PG_FUNCTION_ARGS)
+static Datum
+record_release(FunctionCallInfo fcinfo, int16 typlen)
 {
 	DedupScopeSettings settings;
 	text	   *scope;
@@ -440,11 +498,11 @@ dedup_release(PG_FUNCTION_ARGS)
 	KeyStore	ks;
 	KeyRow		row;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	attempt = record_attempt_arg(fcinfo, 2);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
@@ -461,16 +519,66 @@ dedup_release(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup_lookup(scope text, key text) RETURNS TABLE (kind, status, attempts,
+ * dedup_extend(scope text, key <type>, attempt integer,
+ *				lease interval DEFAULT NULL) RETURNS timestamptz
+ *
+ * A heartbeat: the holder of attempt extends its lease to the time of the
+ * call + lease (the argument, else the scope's), and the record's expiry
+ * with it; returns the new end of the lease.  The attempt is required: a
+ * heartbeat is the one call a holder that lost its key makes without
+ * knowing, and the attempt is how it is told (55006, nothing changed).
+ */
+static Datum
+record_extend(FunctionCallInfo fcinfo, int16 typlen)
+{
+	DedupScopeSettings settings;
+	text	   *scope;
+	Datum		route_result;
+	DedupFingerprint fp;
+	int32		attempt;
+	Interval   *lease;
+	KeyStore	ks;
+	KeyRow		row;
+
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+		return route_result;
+	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_extend", DEDUP_PRIV_USAGE, &settings);
+
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("attempt must not be null"),
+				 errhint("Pass the attempt number dedup_begin() returned: a heartbeat must be refused once the key was taken over.")));
+	attempt = record_attempt_arg(fcinfo, 2);
+	lease = dedup_interval_arg(fcinfo, 3, "lease");
+	if (lease == NULL)
+		lease = &settings.value[DEDUP_SCOPE_LEASE];
+
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
+	ks.whole_records = true;
+	do
+	{
+		record_find_held(&ks, &fp, attempt, "dedup_extend", &row);
+		row.record.lease_until = dedup_timestamp_plus(ks.now, lease);
+	} while (!key_store_put(&ks, &fp, &row,
+							dedup_timestamp_plus(row.record.lease_until,
+												 record_ttl(&row.record, &settings)),
+							&row.record, KEY_BUSY_WAIT));
+	key_store_close(&ks);
+	PG_RETURN_TIMESTAMPTZ(row.record.lease_until);
+}
+
+/*
+ * dedup_lookup(scope text, key <type>) RETURNS TABLE (kind, status, attempts,
  *		lease_expires_at, first_seen_at, completed_at, expires_at,
  *		response_code, response, request_fingerprint)
  *
  * The key's live row as the statement's snapshot sees it; no row when the
  * key is absent or expired.  Changes nothing.
  */
-PG_FUNCTION_INFO_V1(dedup_lookup);
-Datum
-dedup_lookup(PG_FUNCTION_ARGS)
+static Datum
+record_lookup(FunctionCallInfo fcinfo, int16 typlen)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *scope;
@@ -481,11 +589,11 @@ dedup_lookup(PG_FUNCTION_ARGS)
 	Datum		values[LOOKUP_RESULT_NATTS];
 	bool		nulls[LOOKUP_RESULT_NATTS];
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, -1, &route_result))
+	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
 
-	dedup_key_arg(fcinfo, 1, scope, -1, &fp);
+	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
 	InitMaterializedSRF(fcinfo, 0);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, false);
@@ -518,4 +626,114 @@ dedup_lookup(PG_FUNCTION_ARGS)
 	}
 	key_store_close(&ks);
 	return (Datum) 0;
+}
+
+/*
+ * The SQL functions, one C function per kind of key: text and bytea (1.0's
+ * names, as its install script calls them), uuid and dedup_fingerprint,
+ * bigint.
+ */
+PG_FUNCTION_INFO_V1(dedup_begin);
+Datum
+dedup_begin(PG_FUNCTION_ARGS)
+{
+	return record_begin(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_begin_fixed);
+Datum
+dedup_begin_fixed(PG_FUNCTION_ARGS)
+{
+	return record_begin(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_begin_int8);
+Datum
+dedup_begin_int8(PG_FUNCTION_ARGS)
+{
+	return record_begin(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_complete);
+Datum
+dedup_complete(PG_FUNCTION_ARGS)
+{
+	return record_complete(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_complete_fixed);
+Datum
+dedup_complete_fixed(PG_FUNCTION_ARGS)
+{
+	return record_complete(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_complete_int8);
+Datum
+dedup_complete_int8(PG_FUNCTION_ARGS)
+{
+	return record_complete(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_release);
+Datum
+dedup_release(PG_FUNCTION_ARGS)
+{
+	return record_release(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_release_fixed);
+Datum
+dedup_release_fixed(PG_FUNCTION_ARGS)
+{
+	return record_release(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_release_int8);
+Datum
+dedup_release_int8(PG_FUNCTION_ARGS)
+{
+	return record_release(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_lookup);
+Datum
+dedup_lookup(PG_FUNCTION_ARGS)
+{
+	return record_lookup(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_lookup_fixed);
+Datum
+dedup_lookup_fixed(PG_FUNCTION_ARGS)
+{
+	return record_lookup(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_lookup_int8);
+Datum
+dedup_lookup_int8(PG_FUNCTION_ARGS)
+{
+	return record_lookup(fcinfo, sizeof(int64));
+}
+
+PG_FUNCTION_INFO_V1(dedup_extend);
+Datum
+dedup_extend(PG_FUNCTION_ARGS)
+{
+	return record_extend(fcinfo, -1);
+}
+
+PG_FUNCTION_INFO_V1(dedup_extend_fixed);
+Datum
+dedup_extend_fixed(PG_FUNCTION_ARGS)
+{
+	return record_extend(fcinfo, DEDUP_FINGERPRINT_LEN);
+}
+
+PG_FUNCTION_INFO_V1(dedup_extend_int8);
+Datum
+dedup_extend_int8(PG_FUNCTION_ARGS)
+{
+	return record_extend(fcinfo, sizeof(int64));
 }

@@ -64,6 +64,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/typcache.h"
 
 #include "catalog.h"
@@ -81,7 +82,8 @@
 #define Anum_record_first_seen		7
 #define Anum_record_completed_at	8
 #define Anum_record_taken_over		9	/* added in 1.1 */
-#define Natts_record				9
+#define Anum_record_ttl				10	/* added in 1.1 */
+#define Natts_record				10
 
 /* The equality function of the index's operator family, looked up once. */
 static RegProcedure
@@ -417,7 +419,7 @@ store_record_read(KeyStore *ks, Datum datum, DedupRecord *rec)
 	tuple.t_tableOid = InvalidOid;
 	tuple.t_data = th;
 	memset(nulls, true, sizeof(nulls));
-	/* a database still at 1.0 has no taken_over */
+	/* a database still at 1.0 has no taken_over or ttl */
 	for (int i = 0; i < (ks->whole_records ? Min(Natts_record, desc->natts) : Anum_record_response_code); i++)
 		values[i] = heap_getattr(&tuple, i + 1, desc, &nulls[i]);
 
@@ -440,6 +442,9 @@ store_record_read(KeyStore *ks, Datum datum, DedupRecord *rec)
 		DatumGetTimestampTz(values[Anum_record_completed_at - 1]) : 0;
 	rec->taken_over = nulls[Anum_record_taken_over - 1] ? rec->attempts > 1 :
 		DatumGetBool(values[Anum_record_taken_over - 1]);
+	rec->has_ttl = !nulls[Anum_record_ttl - 1];
+	if (rec->has_ttl)
+		rec->ttl = *DatumGetIntervalP(values[Anum_record_ttl - 1]);
 	if (!ks->whole_records)
 		pfree(th);
 }
@@ -463,6 +468,8 @@ store_record_datum(KeyStore *ks, const DedupRecord *rec)
 	values[Anum_record_completed_at - 1] = TimestampTzGetDatum(rec->completed_at);
 	nulls[Anum_record_completed_at - 1] = !rec->has_completed_at;
 	values[Anum_record_taken_over - 1] = BoolGetDatum(rec->taken_over);
+	values[Anum_record_ttl - 1] = IntervalPGetDatum(&rec->ttl);
+	nulls[Anum_record_ttl - 1] = !rec->has_ttl;
 	return HeapTupleGetDatum(heap_form_tuple(store_record_desc(ks), values, nulls));
 }
 

@@ -55,6 +55,14 @@ typedef struct DedupRecord
 	 * (none stored) counts as taken over once past attempt 1.
 	 */
 	bool		taken_over;
+
+	/*
+	 * How long the record stays once its lease ends or it completes, given
+	 * to dedup_begin() (else the scope's ttl applies).  Records written
+	 * before 1.1 have none.
+	 */
+	bool		has_ttl;
+	Interval	ttl;
 } DedupRecord;
 
 /* What a look-up found. */

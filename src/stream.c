@@ -5,7 +5,8 @@
  *	  one narrow row of dedup.streams holding the last sequence number
  *	  applied (the mark) and the producer's epoch, advanced in the caller's
  *	  transaction.  dedup_advance(), dedup_advance_batch(),
- *	  dedup_new_epoch(), dedup_position() and dedup_streams().
+ *	  dedup_new_epoch(), dedup_new_epoch_batch(), dedup_position() and
+ *	  dedup_streams().
  *
  * A sequence at or below the mark is a duplicate: false, and nothing is
  * written (no WAL, no dead tuple).  Above it: true, and the row is updated
@@ -17,7 +18,11 @@
  * Epochs fence zombie producers: once a stream has an epoch, a call with
  * an older epoch, or with none, is refused (55006); a newer epoch starts the
  * sequence afresh.  dedup_new_epoch() bumps the epoch for a producer that
- * restarts.
+ * restarts; dedup_new_epoch_batch() gives all of a producer's streams one
+ * new epoch at once.
+ *
+ * The mark is the last sequence applied, not the next one to read: a Kafka
+ * consumer that keeps its offsets here seeks to mark + 1.
  *
  * Rows are written through store.c, with the claims' key lock and
  * concurrency protocol: two advancers of one stream serialize, the second
@@ -34,6 +39,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/pg_type_d.h"
 #include "funcapi.h"
 #include "utils/array.h"
@@ -470,6 +476,154 @@ dedup_new_epoch(PG_FUNCTION_ARGS)
 	}
 	key_store_close(&ks);
 	PG_RETURN_INT64(next.epoch);
+}
+
+/* The epoch a stream's row has, 0 for none (absent, or no epoch yet). */
+static int64
+stream_epoch_of(const KeyRow *row)
+{
+	return row->state != KEY_ABSENT && row->stream.has_epoch ? row->stream.epoch : 0;
+}
+
+static void
+stream_report_no_newer_epoch(const text *scope, const text *stream, int64 epoch)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("stream \"%s\" of scope \"%s\" has no newer epoch to give",
+					text_to_cstring(stream), text_to_cstring(scope)),
+			 errdetail("The stream is at epoch %lld, the largest an epoch can be.",
+					   (long long) epoch),
+			 errhint("Use another stream name for the new producer; nothing was changed.")));
+}
+
+/*
+ * dedup_new_epoch_batch(scope text, streams text[]) RETURNS bigint
+ *
+ * A producer that restarts fences all its streams (a Kafka producer, its
+ * partitions) at once: one new epoch, newer than every one of the streams'
+ * (counting expired rows: epochs never go back), taken by each, with no
+ * mark; returns it.  A stream given twice counts once.  The streams are
+ * read, then written, in fingerprint order, so that two such calls never
+ * deadlock; one that finds a stream moved on by another call in between
+ * (which it waited for) takes a newer epoch and writes every stream again.
+ */
+PG_FUNCTION_INFO_V1(dedup_new_epoch_batch);
+Datum
+dedup_new_epoch_batch(PG_FUNCTION_ARGS)
+{
+	DedupScopeSettings settings;
+	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_new_epoch_batch", DEDUP_PRIV_USAGE,
+											&settings);
+	Datum	   *names;
+	bool	   *name_nulls;
+	int			n;
+	int			nstreams;
+	StreamAdvance *adv;
+	KeyStore	ks;
+	int64		epoch = 1;
+	TimestampTz expires_at;
+	bool		again;
+
+	stream_array_arg(fcinfo, 1, "streams", TEXTOID, &names, &name_nulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("streams must not be empty"),
+				 errhint("Name the producer's streams, such as its topic's partitions.")));
+	if (n > DEDUP_MAX_BATCH_KEYS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many streams in one batch"),
+				 errdetail("The batch has %d streams; the limit is %d.", n, DEDUP_MAX_BATCH_KEYS)));
+	if (dedup_relation_hashed(DEDUP_REL_STREAMS))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dedup_new_epoch_batch() is not supported on a Citus cluster"),
+				 errdetail("dedup.streams is distributed: the streams may be on several nodes."),
+				 errhint("Take a new epoch a stream at a time with dedup_new_epoch(), and pass each stream its own.")));
+
+	/* check every element before writing anything */
+	adv = palloc0(sizeof(StreamAdvance) * n);
+	for (int i = 0; i < n; i++)
+	{
+		Size		len;
+
+		if (name_nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("streams must not contain null"),
+					 errdetail("Element %d is null.", i + 1)));
+		adv[i].stream = DatumGetTextPP(names[i]);
+		len = VARSIZE_ANY_EXHDR(adv[i].stream);
+		if (len == 0 || len > DEDUP_MAX_SCOPE_BYTES)
+			ereport(ERROR,
+					(errcode(len == 0 ? ERRCODE_INVALID_PARAMETER_VALUE :
+							 ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+					 errmsg(len == 0 ? "stream must not be empty" : "stream name is too long"),
+					 errdetail("Element %d has %zu bytes; the limit is %d.", i + 1, len,
+							   DEDUP_MAX_SCOPE_BYTES)));
+		adv[i].pos = i;
+		dedup_stream_key(scope, adv[i].stream, &adv[i].fp);
+	}
+	qsort(adv, n, sizeof(StreamAdvance), stream_advance_cmp);
+	nstreams = 0;
+	for (int i = 0; i < n; i++)
+		if (i == 0 || dedup_fingerprint_compare(&adv[i].fp, &adv[nstreams - 1].fp) != 0)
+			adv[nstreams++] = adv[i];
+
+	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &adv[0].fp, true);
+	expires_at = dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]);
+
+	/* the newest epoch of the streams, each read once its writer ended */
+	for (int i = 0; i < nstreams; i++)
+	{
+		KeyRow		row;
+		int64		cur;
+
+		key_store_find(&ks, &adv[i].fp, KEY_BUSY_WAIT, &row);
+		cur = stream_epoch_of(&row);
+		key_store_unlock(&row);
+		if (cur >= PG_INT64_MAX - 1)
+			stream_report_no_newer_epoch(scope, adv[i].stream, cur);
+		epoch = Max(epoch, cur + 1);
+	}
+
+	/* every stream takes it: again with a newer one if a stream moved since */
+	do
+	{
+		DedupStreamRow next = {true, epoch, false, 0};
+
+		again = false;
+		for (int i = 0; i < nstreams && !again; i++)
+		{
+			for (;;)
+			{
+				KeyRow		row;
+				int64		cur;
+
+				key_store_find(&ks, &adv[i].fp, KEY_BUSY_WAIT, &row);
+				cur = stream_epoch_of(&row);
+				if (cur >= epoch)
+				{
+					key_store_unlock(&row);
+					if (cur >= PG_INT64_MAX - 1)
+						stream_report_no_newer_epoch(scope, adv[i].stream, cur);
+					epoch = cur + 1;
+					again = true;
+					break;
+				}
+				if (key_store_write(&ks, &adv[i].fp, &row,
+									stream_tuple(&ks, &adv[i], expires_at, &next), KEY_BUSY_WAIT))
+					break;
+			}
+		}
+		/* let the next round update the rows this one wrote */
+		if (again)
+			CommandCounterIncrement();
+	} while (again);
+	key_store_close(&ks);
+	PG_RETURN_INT64(epoch);
 }
 
 /* Columns of dedup_position's and dedup_streams' results */

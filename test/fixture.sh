@@ -39,5 +39,5 @@ fixture_check() {	# one check per line "what|got|want" of check.sql
 		check "$db: $label" "$got" "$want"
 		n=$((n + 1))
 	done <<<"$out"
-	check "$db: every check of the fixture ran" "$n" 12
+	check "$db: every check of the fixture ran" "$n" 13
 }

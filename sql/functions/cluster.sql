@@ -18,6 +18,9 @@ AS 'MODULE_PATHNAME', 'dedup_key_fixed' LANGUAGE C IMMUTABLE STRICT PARALLEL SAF
 CREATE OR REPLACE FUNCTION @extschema@.dedup_key(scope text, key @extschema@.dedup_fingerprint)
 RETURNS @extschema@.dedup_fingerprint
 AS 'MODULE_PATHNAME', 'dedup_key_fixed' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_key(scope text, key bigint)
+RETURNS @extschema@.dedup_fingerprint
+AS 'MODULE_PATHNAME', 'dedup_key_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.dedup_key(text, text) IS
     'the fingerprint a key is stored under in a scope: distribute a business table by it, co-located with dedup.claims, to keep a claim and its business row on one node';
 -- and a stream's, for a table co-located with dedup.streams

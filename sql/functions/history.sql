@@ -13,6 +13,9 @@ AS 'MODULE_PATHNAME', 'dedup_seen_fixed' LANGUAGE C STABLE;
 CREATE OR REPLACE FUNCTION @extschema@.dedup_seen(scope text, key @extschema@.dedup_fingerprint)
 RETURNS text
 AS 'MODULE_PATHNAME', 'dedup_seen_fixed' LANGUAGE C STABLE;
+CREATE OR REPLACE FUNCTION @extschema@.dedup_seen(scope text, key bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'dedup_seen_int8' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_seen(text, text) IS
     'why dedup_claim would answer as it would now: exact (a live claim), history (an expired claim within the scope''s history window, or the history''s filter holds the key, maybe falsely), or absent';
 COMMENT ON FUNCTION @extschema@.dedup_seen(text, bytea) IS
@@ -21,6 +24,8 @@ COMMENT ON FUNCTION @extschema@.dedup_seen(text, uuid) IS
     'dedup_seen for a uuid key';
 COMMENT ON FUNCTION @extschema@.dedup_seen(text, @extschema@.dedup_fingerprint) IS
     'dedup_seen for a key given as its fingerprint';
+COMMENT ON FUNCTION @extschema@.dedup_seen(text, bigint) IS
+    'dedup_seen for a bigint key (its decimal text)';
 
 CREATE OR REPLACE FUNCTION @extschema@.dedup_history(scope text,
     OUT generation bigint, OUT opened_at timestamptz, OUT slice_end timestamptz,

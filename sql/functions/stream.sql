@@ -6,7 +6,7 @@ CREATE OR REPLACE FUNCTION @extschema@.dedup_advance(scope text, stream text, se
 RETURNS boolean
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_advance(text, text, bigint, bigint, boolean) IS
-    'advance a stream''s mark to seq in the current transaction: true when seq is beyond the mark, false for a duplicate; an older epoch is fenced';
+    'advance a stream''s mark to seq, the last one applied, in the current transaction: true when seq is beyond the mark, false for a duplicate; an older epoch is fenced';
 
 CREATE OR REPLACE FUNCTION @extschema@.dedup_advance_batch(scope text, streams text[], seqs bigint[],
     epochs bigint[] DEFAULT NULL, nowait boolean DEFAULT false)
@@ -20,6 +20,12 @@ RETURNS bigint
 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_new_epoch(text, text) IS
     'take a new producer epoch for a stream (the old one is fenced once this commits); returns it';
+
+CREATE OR REPLACE FUNCTION @extschema@.dedup_new_epoch_batch(scope text, streams text[])
+RETURNS bigint
+AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_new_epoch_batch(text, text[]) IS
+    'take one new producer epoch for many streams (a producer''s partitions), newer than each one''s; the old ones are fenced once this commits; returns it';
 
 CREATE OR REPLACE FUNCTION @extschema@.dedup_position(scope text, stream text,
     OUT mark bigint, OUT epoch bigint, OUT expires_at timestamptz)

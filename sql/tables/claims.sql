@@ -8,7 +8,8 @@ CREATE TYPE dedup.record_state AS (
     response      jsonb,
     first_seen    timestamptz,
     completed_at  timestamptz,
-    taken_over    boolean          -- begun again while a holder's lease had passed
+    taken_over    boolean,         -- begun again while a holder's lease had passed
+    ttl           interval         -- given to dedup_begin: the stay after lease or completion
 );
 
 -- Claims and idempotency records: one row per live (scope, key), keyed by

@@ -73,6 +73,15 @@ ALTER TABLE dedup.claims ADD COLUMN history integer;
 -- 1.0 refused them)
 ALTER TYPE dedup.record_state ADD ATTRIBUTE taken_over boolean;
 
+-- The ttl a record was begun with (dedup_begin's 1.1 form), which its
+-- expiry after its lease and after completion follows instead of the
+-- scope's; and, in what dedup_begin returns, the fingerprint of the stored
+-- request, so that a caller told "mismatch" can see which request the key
+-- was used with
+ALTER TYPE dedup.record_state ADD ATTRIBUTE ttl interval;
+ALTER TYPE @extschema@.dedup_begin_result
+    ADD ATTRIBUTE request_fingerprint @extschema@.dedup_fingerprint;
+
 -- 1.0's log and dead letters become those of the outbox's partition 0,
 -- the one partition of one server (sql/tables/outbox.sql).
 ALTER TABLE dedup.outbox

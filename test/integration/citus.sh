@@ -10,13 +10,15 @@
 #     COMMIT, no PREPARE TRANSACTION); a redelivery is a duplicate;
 #   - one key claimed from three connections, to the coordinator and to each
 #     worker: exactly one true; records and sequence marks from any node;
+#     bigint and uuid keys, claimed and begun on one node and found on
+#     another (routed by their stored forms);
 #     batches of claims and of marks whose keys are on both workers;
 #   - the outbox by partition, one a shard: an event and a business row of
 #     its aggregate commit on one node; puts from any node, idempotent; a
 #     relay on a worker drains every partition, each event once, each
 #     aggregate in order; the 1.0 relay calls fail with 0A000;
 #   - what does not run on a cluster fails with 0A000 and writes nothing: a
-#     history; a forwarded
+#     history, one epoch for many streams; a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
 #   - the cleanup on each node deletes the expired rows of the shards it
 #     holds, and the published events of its partitions, once: the
@@ -195,6 +197,9 @@ check "one key, three nodes: exactly one true" \
 check "records from any node" \
 	"$(worker 1 -c "SELECT outcome FROM dedup_begin('citus', 'r-1')")|$(q -c "SELECT outcome FROM dedup_begin('citus', 'r-1')")|$(worker 2 -c "SELECT dedup_complete('citus', 'r-1', 200)")$(q -c "SELECT outcome, response_code FROM dedup_begin('citus', 'r-1')")" \
 	"started|in_progress|replay|200"
+check "bigint and uuid keys from any node, routed as their text and bytes: claims, records, heartbeats" \
+	"$(q -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('citus', g::bigint)")|$(worker 1 -c "SELECT count(*) FROM generate_series(1, 40) g WHERE dedup_claim('citus', g::text)")|$(worker 2 -c "SELECT count(*) FROM dedup_claim_batch('citus', ARRAY(SELECT g::bigint FROM generate_series(1, 41) g))")|$(worker 1 -c "SELECT outcome FROM dedup_begin('citus', 4242, NULL, NULL, '1 hour')")|$(worker 2 -c "SELECT dedup_extend('citus', '4242', 1) > now()")|$(q -c "SELECT dedup_complete('citus', 4242::bigint, 201, attempt => 1)")$(worker 2 -c "SELECT outcome FROM dedup_begin('citus', 'c0c0c0c0-0000-4000-8000-000000000001'::uuid)")|$(q -c "SELECT outcome FROM dedup_begin('citus', 'C0C0C0C0-0000-4000-8000-000000000001'::uuid)")|$(q -c "SELECT outcome, response_code FROM dedup_begin('citus', '4242')")" \
+	"40|0|1|started|t|started|in_progress|replay|201"
 check "sequence marks from any node" \
 	"$(q -c "SELECT dedup_advance('citus', 's-1', 5)")|$(worker 1 -c "SELECT dedup_advance('citus', 's-1', 5)")|$(worker 2 -c "SELECT dedup_advance('citus', 's-1', 6)")|$(q -c "SELECT dedup_new_epoch('citus', 's-1')")|$(worker 2 -c "SELECT mark IS NULL, epoch FROM dedup_position('citus', 's-1')")" \
 	"t|f|t|1|t|1"
@@ -212,6 +217,9 @@ check "a batch of 40 sequence marks over both workers: each moved; again: none; 
 	"40|0|bs-4|5"
 check "a history: 0A000" \
 	"$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '1 day')")" "ERROR:  0A000"
+check "one epoch for many streams: 0A000, no stream written" \
+	"$(sqlstate -c "SELECT dedup_new_epoch_batch('citus', ARRAY['bs-1', 'nb-1'])")|$(q -c "SELECT count(*) FROM dedup.streams WHERE scope = 'citus' AND (stream = 'nb-1' OR epoch IS NOT NULL AND stream = 'bs-1')")" \
+	"ERROR:  0A000|0"
 check "dedup_streams, each shard read on its node: every stream of the scope, from any node" \
 	"$(q -c "SELECT count(*), sum(mark) FROM dedup_streams('citus')")|$(worker 1 -c "SELECT count(*), sum(mark) FROM dedup_streams('citus')")|$(q -c "SELECT count(*), sum(mark) FROM dedup.streams WHERE scope = 'citus'")" \
 	"41|821|41|821|41|821"

@@ -137,7 +137,7 @@ check "the application role may claim" "$(grep -c '^upgrade_app: .*dedup_claim(t
 check "the relay role may take" "$(grep -c '^upgrade_relay: .*dedup_outbox_take(text,integer)' <<<"$fresh_privileges")" 1
 schema_of fresh >"$dir/fresh.schema"
 check "the fresh install's schema lists its members" \
-	"$(grep -c '^member function public.dedup_claim(' "$dir/fresh.schema")" 4
+	"$(grep -c '^member function public.dedup_claim(' "$dir/fresh.schema")" 5
 
 for v in $versions; do
 	db="from_${v//[^0-9a-z]/_}"

@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(111);
+SELECT plan(121);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -49,7 +49,7 @@ SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
            WHERE attrelid = (SELECT typrelid FROM pg_type WHERE oid = 'dedup_begin_result'::regtype)
              AND attnum > 0),
           ARRAY['outcome', 'status', 'response_code', 'response', 'attempts',
-                'lease_expires_at', 'first_seen_at'],
+                'lease_expires_at', 'first_seen_at', 'request_fingerprint'],
           'dedup_begin_result has the documented columns');
 SELECT has_function('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval']);
 SELECT function_returns('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval'], 'dedup_begin_result');
@@ -60,6 +60,19 @@ SELECT has_function('public', 'dedup_lookup', ARRAY['text', 'text']);
 SELECT volatility_is('public', 'dedup_lookup', ARRAY['text', 'text'], 'stable');
 SELECT function_privs_are('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot begin records');
+-- 1.1: every kind of key for records, bigint keys for claims, the begin
+-- with a ttl and an ignore list, the heartbeat, one epoch for many streams
+SELECT has_function('public', 'dedup_begin', ARRAY['text', 'uuid', 'jsonb', 'interval']);
+SELECT has_function('public', 'dedup_begin', ARRAY['text', 'bigint', 'jsonb', 'interval']);
+SELECT has_function('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval', 'interval', 'text[]']);
+SELECT has_function('public', 'dedup_complete', ARRAY['text', 'bigint', 'integer', 'jsonb', 'integer']);
+SELECT has_function('public', 'dedup_claim', ARRAY['text', 'bigint', 'interval', 'boolean']);
+SELECT has_function('public', 'dedup_claim_batch', ARRAY['text', 'bigint[]', 'interval', 'boolean']);
+SELECT function_returns('public', 'dedup_extend', ARRAY['text', 'text', 'integer', 'interval'], 'timestamp with time zone');
+SELECT volatility_is('public', 'dedup_extend', ARRAY['text', 'text', 'integer', 'interval'], 'volatile');
+SELECT function_privs_are('public', 'dedup_extend', ARRAY['text', 'uuid', 'integer', 'interval'],
+                          'public', ARRAY[]::text[], 'PUBLIC cannot extend leases');
+SELECT function_returns('public', 'dedup_new_epoch_batch', ARRAY['text', 'text[]'], 'bigint');
 
 -- the tables
 SELECT has_table('dedup', 'claims', 'dedup.claims');

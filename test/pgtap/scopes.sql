@@ -8,7 +8,7 @@
 -- follow each change).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(187);
+SELECT plan(207);
 
 CREATE ROLE tap_scope_app NOLOGIN;
 CREATE ROLE tap_scope_group NOLOGIN;
@@ -47,12 +47,14 @@ INSERT INTO fns (fn, privilege, stmt) VALUES
   ('dedup_begin', 'usage', $$SELECT dedup_begin('this', '%1$s')$$),
   ('dedup_complete', 'usage', $$SELECT dedup_complete('this', '%1$s', 200, '{"ok": 1}')$$),
   ('dedup_release', 'usage', $$SELECT dedup_release('this', '%1$s')$$),
+  ('dedup_extend', 'usage', $$SELECT dedup_extend('this', '%1$s', 1)$$),
   ('dedup_lookup', 'usage', $$SELECT count(*) FROM dedup_lookup('this', '%1$s')$$),
   ('dedup_scope', 'usage', $$SELECT dedup_scope('this')$$),
   ('dedup_outbox_put', 'usage', $$SELECT dedup_outbox_put('this', '%1$s', '{}')$$),
   ('dedup_advance', 'usage', $$SELECT dedup_advance('this', '%1$s', 1)$$),
   ('dedup_advance_batch', 'usage', $$SELECT count(*) FROM dedup_advance_batch('this', ARRAY['%1$s'], ARRAY[1]::bigint[])$$),
   ('dedup_new_epoch', 'usage', $$SELECT dedup_new_epoch('this', '%1$s')$$),
+  ('dedup_new_epoch_batch', 'usage', $$SELECT dedup_new_epoch_batch('this', ARRAY['%1$s'])$$),
   ('dedup_position', 'usage', $$SELECT count(*) FROM dedup_position('this', '%1$s')$$),
   ('dedup_streams', 'usage', $$SELECT count(*) FROM dedup_streams('this')$$),
   ('dedup_outbox_take', 'relay', $$SELECT count(*) FROM dedup_outbox_take('this', 100)$$),
@@ -94,7 +96,7 @@ BEGIN
             END IF;
             EXECUTE format(s.setup, f.privilege);
             -- what the call needs to find: a processing record, a claim, a taken event
-            IF f.fn IN ('dedup_complete', 'dedup_release') THEN
+            IF f.fn IN ('dedup_complete', 'dedup_release', 'dedup_extend') THEN
                 PERFORM dedup_begin('this', key);
             ELSIF f.fn = 'dedup_lookup' THEN
                 PERFORM dedup_claim('this', key);
