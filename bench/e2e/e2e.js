@@ -8,8 +8,12 @@
 //                    INSERT INTO orders ... SELECT ... WHERE dedup_claim(...)
 //   redis-pair       SET msg:<id> 1 NX EX 86400 on Redis, then, if it said OK,
 //                    the business INSERT (autocommit) on PostgreSQL
-//   dedup-statement  SELECT dedup_claim($1, $2) alone
-//   select-true      SELECT true: the floor of any statement
+//   dedup-statement  the claim as a statement of its own in the business
+//                    transaction: BEGIN; SELECT dedup_claim(...); the
+//                    INSERT if it said new; COMMIT
+//   select-true      the floor of any statement of its own: BEGIN; SELECT
+//                    true; the INSERT if the id is new to this run (known
+//                    by the program itself); COMMIT
 //
 // The workers (async, one pg Client each and, in redis-pair, one Redis
 // client each; named queries, so each statement is prepared once a
@@ -31,8 +35,7 @@
 // Correctness is asserted after every run, and a failure exits 1: the
 // business rows are exactly the distinct message ids, each once (dedup and
 // Redis both), as many claims said new as there are distinct ids (the
-// redeliveries were refused), Redis holds a key per distinct id; the
-// statement-only modes wrote no business row.
+// redeliveries were refused), Redis holds a key per distinct id.
 //
 // PostgreSQL is reached through the PG* environment variables, Redis through
 // the unix socket --redis.
@@ -104,9 +107,23 @@ const handle = {
 		await w.pg.query({ ...INSERT, values: [id] });
 		return true;
 	},
-	'dedup-statement': async (w, id) =>
-		(await w.pg.query({ ...CLAIM, values: [opt.scope, id] })).rows[0].new === true,
-	'select-true': async (w) => (await w.pg.query(SELECT_TRUE)).rows[0].t === true,
+	'dedup-statement': async (w, id) => {
+		await w.pg.query('BEGIN');
+		const isNew = (await w.pg.query({ ...CLAIM, values: [opt.scope, id] })).rows[0].new === true;
+		if (isNew) await w.pg.query({ ...INSERT, values: [id] });
+		await w.pg.query('COMMIT');
+		return isNew;
+	},
+	'select-true': async (w, id) => {
+		await w.pg.query('BEGIN');
+		const isNew = (await w.pg.query(SELECT_TRUE)).rows[0].t === true && !w.seen.has(id);
+		if (isNew) {
+			w.seen.add(id);
+			await w.pg.query({ ...INSERT, values: [id] });
+		}
+		await w.pg.query('COMMIT');
+		return isNew;
+	},
 };
 
 function redisClient() {
@@ -149,8 +166,9 @@ async function runOnce(mode, rep, ctl, ctlRedis, msgs) {
 	if (opt.fresh) execFileSync('bash', ['-c', opt.fresh], { stdio: 'inherit' });
 	if (ctlRedis) await ctlRedis.flushAll();
 	const workers = [];
+	const seen = new Set();	// select-true's ids handled, shared by its workers
 	for (let i = 0; i < opt.workers; i++) {
-		const w = { pg: new pg.Client(), redis: mode === 'redis-pair' ? redisClient() : null };
+		const w = { pg: new pg.Client(), redis: mode === 'redis-pair' ? redisClient() : null, seen };
 		await w.pg.connect();
 		if (w.redis) await w.redis.connect();
 		w.pid = (await w.pg.query('SELECT pg_backend_pid() AS p')).rows[0].p;
@@ -184,12 +202,11 @@ async function runOnce(mode, rep, ctl, ctlRedis, msgs) {
 	// correctness
 	const { rows: [o] } = await ctl.query(
 		'SELECT count(*)::int AS n, count(DISTINCT message_id)::int AS d FROM orders');
-	const writes = mode === 'dedup-in-insert' || mode === 'redis-pair';
-	const wantRows = writes ? distinct : 0;
+	const wantRows = distinct;
 	if (o.n !== wantRows || o.d !== wantRows) {
 		fail(`${mode} rep ${rep}: ${o.n} business rows, ${o.d} distinct message ids; want ${wantRows} (${distinct} distinct of ${msgs.length} messages)`);
 	}
-	const wantNew = mode === 'select-true' ? msgs.length : distinct;
+	const wantNew = distinct;
 	if (handledNew !== wantNew) fail(`${mode} rep ${rep}: ${handledNew} messages handled as new; want ${wantNew}`);
 	if (mode === 'redis-pair') {
 		const keys = await ctlRedis.dbSize();
