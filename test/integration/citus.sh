@@ -247,7 +247,7 @@ for g in $(seq 1 60); do
 	if [ "$n" -eq 0 ]; then q -c "$stmt"; else worker "$n" -c "$stmt"; fi
 done >/dev/null
 check "puts from every node; the same keys again from another node: no new event" \
-	"$(worker 2 -c "SELECT count(*) FROM generate_series(1, 60) g WHERE dedup_outbox_put('ev', 'e-' || g, '{}', aggregate_id => 'order-' || g % 12) IS NOT NULL")|$(q -c "SELECT count(*) FROM dedup.outbox WHERE topic = 'ev'")|$(worker 1 -c "SELECT pending FROM dedup_outbox_stats('ev')")" \
+	"$(worker 2 -c "SELECT count(*) FROM generate_series(1, 60) g WHERE dedup_outbox_put('ev', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'order-' || g % 12) IS NOT NULL")|$(q -c "SELECT count(*) FROM dedup.outbox WHERE topic = 'ev'")|$(worker 1 -c "SELECT pending FROM dedup_outbox_stats('ev')")" \
 	"60|61|61"
 check "the 1.0 relay calls on a cluster: 0A000" \
 	"$(sqlstate -c "SELECT count(*) FROM dedup_outbox_take('ev', 10)")|$(sqlstate -c "SELECT dedup_outbox_ack(ARRAY[gen_random_uuid()])")|$(sqlstate -c "SELECT dedup_outbox_nack(ARRAY[gen_random_uuid()])")" \

@@ -22,10 +22,13 @@ JOIN dedup.outbox AS o ON o.topic = h.topic AND o.aggregateid = h.aggregateid
                       AND o.seq BETWEEN h.from_seq AND h.upto_seq
 GROUP BY h.aggregateid, h.from_seq, h.upto_seq;
 
--- put: the same (topic, key) yields one event, whose id comes back either way
+-- put: the same (topic, key) yields one event, whose id comes back either
+-- way; the same key with another event (payload, aggregate, type,
+-- headers) is refused, 22023, and writes nothing
 BEGIN;
 SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') AS id1 \gset
-SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1, "retry": true}', aggregate_id => '1') = :'id1' AS same_id;
+SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') = :'id1' AS same_id;
+SELECT regress_try($$SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1, "retry": true}', aggregate_id => '1')$$);
 COMMIT;
 SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') = :'id1' AS same_id_later;
 SELECT count(*) AS events FROM dedup.outbox;
@@ -87,7 +90,7 @@ SELECT topic, pending, in_flight, dead, oldest_pending_age >= interval '0' AS ag
 SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight WHERE key = 'a-1')) AS acked;
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
 -- an acked event never comes back; acking it again is no error (0 acked)
-SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'a-1', '{}')]) AS acked_again;
+SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'a-1', '{"key": "a-1"}', aggregate_id => 'A')]) AS acked_again;
 SELECT count(*) AS a1_in_flight FROM in_flight WHERE key = 'a-1';
 
 -- nack: back at once, or after a delay, with the error kept
@@ -164,14 +167,17 @@ SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight)) AS acked_m2;
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 10);
 -- a key used again after its event went dead and left the log makes no
--- second event of that id
+-- second event of that id; with another event it is refused
 INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type, payload,
                                headers, created_at, attempts)
   SELECT '00000000000000000000000000000000', 1, dedup_outbox_put('dead-topic', 'zombie', '{}'),
-         'dead-topic', 'x', 'x', 'x', '{}', '{}', now(), 1;
+         'dead-topic', 'dead-topic', 'zombie', 'dead-topic', '{}', '{}', now(), 1;
 DELETE FROM dedup.outbox WHERE topic = 'dead-topic';
 SELECT dedup_outbox_put('dead-topic', 'zombie', '{}') IS NOT NULL AS put,
        (SELECT count(*) FROM dedup.outbox WHERE topic = 'dead-topic') AS in_outbox,
+       (SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-topic') AS dead;
+SELECT regress_try($$SELECT dedup_outbox_put('dead-topic', 'zombie', '{}', type => 'Other')$$);
+SELECT (SELECT count(*) FROM dedup.outbox WHERE topic = 'dead-topic') AS in_outbox,
        (SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-topic') AS dead;
 
 -- the batch API: take a batch (one id for all its events), ack it whole
@@ -253,7 +259,7 @@ SELECT * FROM held_back ORDER BY aggregateid;
 SELECT count(*) AS in_retry FROM dedup.outbox_retry;
 SELECT topic, pending, in_flight FROM dedup_outbox_stats('orders');
 -- a held event was never handed out: acking it by id is 55000
-SELECT regress_try($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'h-8', '{}')])$$);
+SELECT regress_try($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'h-8', '{"key": "h-8"}', aggregate_id => 'hot')])$$);
 -- h-2 fails: h-3, h-4 and h-5 go back with it (hot's later events in the
 -- batch, attempts as before), h-1 is published
 SELECT dedup_outbox_ack_batch((SELECT batch_id FROM hot1 LIMIT 1),
@@ -295,7 +301,8 @@ SELECT key, o.id = k.id AS id_found, o.topic, o.aggregatetype, o.aggregateid, o.
 FROM (VALUES ('direct-1', :'direct1'::uuid), ('spi-1', :'spi1'::uuid)) AS k(key, id)
 JOIN dedup.outbox AS o ON o.id = k.id ORDER BY o.seq;
 SELECT (SELECT seq FROM dedup.outbox WHERE id = :'spi1') > (SELECT seq FROM dedup.outbox WHERE id = :'direct1') AS in_order,
-       dedup_outbox_put('orders', 'direct-1', '{}') = :'direct1' AS same_id, count(*) AS events
+       dedup_outbox_put('orders', 'direct-1', jsonb_build_object('big', repeat('x', 100000))) = :'direct1' AS same_id,
+       count(*) AS events
 FROM dedup.outbox;
 -- two puts of one key in one statement: one event
 SELECT count(DISTINCT p) AS ids FROM generate_series(1, 2) AS i, LATERAL dedup_outbox_put('orders', 'direct-2', '{}') AS p;
@@ -375,9 +382,11 @@ SELECT aggregateid FROM dedup.outbox ORDER BY seq;
 SELECT s.rows_deleted - f.rows_deleted AS outbox_rows_deleted
 FROM dedup_cleanup_stats() s, outbox_figures f WHERE s.kind = 'outbox';
 SELECT topic, pending, in_flight, dead FROM dedup_outbox_stats('orders');
--- the trimmed event's key makes a new event; the kept one's does not
-SELECT dedup_outbox_put('orders', 'err-taken', '{"again": true}') = dedup_outbox_put('orders', 'err-taken', '{}') AS same_id,
-       dedup_outbox_put('orders', 'recent', '{"again": true}') IS NOT NULL AS put;
+-- the trimmed event's key makes a new event, of any payload; the kept
+-- one's does not, and refuses another payload
+SELECT dedup_outbox_put('orders', 'err-taken', '{"again": true}') = dedup_outbox_put('orders', 'err-taken', '{"again": true}') AS same_id,
+       dedup_outbox_put('orders', 'recent', '{}') IS NOT NULL AS put;
+SELECT regress_try($$SELECT dedup_outbox_put('orders', 'recent', '{"again": true}')$$);
 SELECT aggregateid, payload FROM dedup.outbox WHERE aggregateid IN ('err-taken', 'recent') ORDER BY seq;
 
 -- privileges: producers get put through dedup_grant_usage, relays get
