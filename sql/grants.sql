@@ -69,12 +69,14 @@ AS $$
     ]::regprocedure[]
     WHEN 'relay' THEN ARRAY[
         '@extschema@.dedup_outbox_take(text, integer)',
-        '@extschema@.dedup_outbox_take_batch(text, integer)',
+        '@extschema@.dedup_outbox_take_batch(text, integer, interval, interval)',
+        '@extschema@.dedup_outbox_extend_batch(bigint, interval)',
         '@extschema@.dedup_outbox_ack_batch(bigint, uuid[], interval, text)',
         '@extschema@.dedup_outbox_nack_batch(bigint, interval, text)',
         '@extschema@.dedup_outbox_ack(uuid[], integer[])',
         '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
-        '@extschema@.dedup_outbox_stats(text)'
+        '@extschema@.dedup_outbox_stats(text)',
+        '@extschema@.dedup_outbox_dead(text, integer)'
     ]::regprocedure[]
     END
 $$;

@@ -157,17 +157,39 @@ outbox_topic_locktag(LOCKTAG *tag, const text *topic)
  * lock, not a row lock: no WAL).  With dont_wait, false at once if another
  * transaction holds it.
  */
-bool
-outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wait)
+static void
+outbox_relay_locktag(LOCKTAG *tag, const DedupFingerprint *part, const text *topic)
 {
 	uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
 										VARSIZE_ANY_EXHDR(topic),
 										outbox_part_number(part));
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 DEDUP_LOCKTAG_RELAY);
+}
+
+bool
+outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wait)
+{
 	LOCKTAG		tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 DEDUP_LOCKTAG_RELAY);
+	outbox_relay_locktag(&tag, part, topic);
 	return LockAcquire(&tag, ExclusiveLock, false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * Let the relay lock of a topic in a partition go before the transaction
+ * ends (however many times it was taken): only for a take that wrote
+ * nothing, whose next take may as well be another transaction's.
+ */
+void
+outbox_unlock_relay(const DedupFingerprint *part, const text *topic)
+{
+	LOCKTAG		tag;
+
+	outbox_relay_locktag(&tag, part, topic);
+	while (LockHeldByMe(&tag, ExclusiveLock))
+		LockRelease(&tag, ExclusiveLock, false);
 }
 
 /*

@@ -34,6 +34,7 @@ extern int64 outbox_batch_id(const DedupFingerprint *part, int32 slot, int32 gen
 extern bool outbox_batch_part(int64 batch_id, DedupFingerprint *part);
 extern void outbox_topic_locktag(LOCKTAG *tag, const text *topic);
 extern bool outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wait);
+extern void outbox_unlock_relay(const DedupFingerprint *part, const text *topic);
 extern void outbox_check_isolation(void);
 extern int64 outbox_stable_seq(const DedupFingerprint *part, text *topic);
 extern bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);

@@ -12,8 +12,8 @@
  * (outbox_relay.c).  A take tries this node's partitions first, then the
  * others', each from where this backend's last take stopped, and hands out
  * the first batch it finds; an ack or nack of a batch goes to the
- * partition its id names (outbox_relay.c); redrive and the figures go to
- * every partition.  The 1.0 calls, which name events by id (an id does not
+ * partition its id names (outbox_relay.c); redrive, the figures and the
+ * list of dead events go to every partition.  The 1.0 calls, which name events by id (an id does not
  * say its partition), do not run on a cluster.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
@@ -91,32 +91,54 @@ cluster_call_init(FunctionCallInfo fcinfo, ClusterCall *call)
 /*
  * dedup_outbox_take_batch() on a cluster: this node's partitions, then the
  * others', each from where this backend's last take stopped; the first
- * batch found is the take's.
+ * batch found is the take's (its rows in the call's result set, made the
+ * first time); returns how many events it has.
  */
-void
+int
 outbox_cluster_take_batch(FunctionCallInfo fcinfo)
 {
 	ClusterCall call;
 
 	cluster_call_init(fcinfo, &call);
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (((ReturnSetInfo *) fcinfo->resultinfo)->setResult == NULL)
+		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (int pass = 0; pass < 2; pass++)
 	{
 		for (int j = 0; j < call.nparts; j++)
 		{
 			int			i = (cluster_next_partition + j) % call.nparts;
+			int			n;
 
 			if (call.local[i] != (pass == 0))
 				continue;
-			if (dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
+			n = dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
 									   cluster_call_partition(fcinfo, call.args, call.argnulls,
-															  &call.parts[i])) > 0)
+															  &call.parts[i]));
+			if (n > 0)
 			{
 				cluster_next_partition = (i + 1) % call.nparts;
-				return;
+				return n;
 			}
 		}
 	}
+	return 0;
+}
+
+/*
+ * A set-returning call of the relay on a cluster whose rows are those of
+ * every partition, partition by partition (dedup_outbox_dead()).
+ */
+void
+outbox_cluster_rows(FunctionCallInfo fcinfo)
+{
+	ClusterCall call;
+
+	cluster_call_init(fcinfo, &call);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (int i = 0; i < call.nparts; i++)
+		(void) dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
+									  cluster_call_partition(fcinfo, call.args, call.argnulls,
+															 &call.parts[i]));
 }
 
 /* dedup_outbox_redrive() on a cluster: in every partition; how many moved */

@@ -12,7 +12,8 @@
 
 #include "fmgr.h"
 
-extern void outbox_cluster_take_batch(FunctionCallInfo fcinfo);
+extern int	outbox_cluster_take_batch(FunctionCallInfo fcinfo);
+extern void outbox_cluster_rows(FunctionCallInfo fcinfo);
 extern int32 outbox_cluster_redrive(FunctionCallInfo fcinfo);
 extern void outbox_cluster_stats(FunctionCallInfo fcinfo);
 

@@ -11,7 +11,12 @@
  * only once it is published and older than that), so the same key within
  * retention yields one event and a retried producer transaction never
  * publishes twice; an event held in dedup.outbox_retry, or dead, counts as
- * there too.  Keys put by 1.0 are in dedup.outbox_keys until their
+ * there too.  The same key must name the same event: a put of a key
+ * already there with another payload, aggregate id, type, headers or
+ * aggregate type is refused (22023, nothing written), as dedup_begin
+ * answers mismatch for another request under a key.  A key put by 1.0 is
+ * kept without its event (dedup.outbox_keys), so a put of one is not
+ * compared: it returns the id, as in 1.0.  Keys put by 1.0 are in dedup.outbox_keys until their
  * retention passes, and are looked up there while it has any; a database
  * whose extension is still at 1.0 (the library updated first) keeps its
  * new keys there too, as 1.0 did.
@@ -228,11 +233,117 @@ put_id_scankeys(Relation index, const DedupFingerprint *part, const pg_uuid_t *i
 }
 
 /*
+ * The event a put names, its defaults filled in (headers NULL: {}): a put
+ * of a key already in the outbox must name the same event.
+ */
+typedef struct PutEvent
+{
+	text	   *topic;
+	text	   *key;
+	Jsonb	   *payload;
+	Jsonb	   *headers;
+	text	   *type;
+	text	   *aggregate_id;
+	text	   *aggregate_type;
+} PutEvent;
+
+/* Whether a text column's value is the text given. */
+static bool
+put_same_text(Datum stored, bool isnull, const text *given)
+{
+	text	   *t;
+
+	if (isnull)
+		return false;
+	t = DatumGetTextPP(stored);
+	return VARSIZE_ANY_EXHDR(t) == VARSIZE_ANY_EXHDR(given) &&
+		memcmp(VARDATA_ANY(t), VARDATA_ANY(given), VARSIZE_ANY_EXHDR(given)) == 0;
+}
+
+/* Whether a jsonb column's value is the jsonb given (NULL: an empty object). */
+static bool
+put_same_jsonb(Datum stored, bool isnull, Jsonb *given)
+{
+	Jsonb	   *j;
+
+	if (isnull)
+		return false;
+	if (given == NULL)
+	{
+		j = DatumGetJsonbP(stored);
+		return JB_ROOT_IS_OBJECT(j) && JB_ROOT_COUNT(j) == 0;
+	}
+	return DatumGetBool(DirectFunctionCall2(jsonb_eq, stored, JsonbPGetDatum(given)));
+}
+
+/*
+ * Refuse the put when the row found in the log, outbox_retry or outbox_dead
+ * (heap, in slot) under its key's id holds another event than ev: another
+ * payload, aggregate id, type, headers or aggregate type (22023, naming
+ * the first that differs).  The same event again is the put's idempotency.
+ */
+static void
+put_check_same_event(Relation heap, TupleTableSlot *slot, const PutEvent *ev)
+{
+	static const char *const columns[] = {
+		"payload", "aggregateid", "type", "headers", "aggregatetype"
+	};
+	static const char *const arguments[] = {
+		"payload", "aggregate_id", "type", "headers", "aggregate_type"
+	};
+	TupleDesc	desc = RelationGetDescr(heap);
+
+	for (int c = 0; c < lengthof(columns); c++)
+	{
+		AttrNumber	attnum = InvalidAttrNumber;
+		Datum		stored;
+		bool		isnull;
+		bool		same;
+
+		for (int i = 0; i < desc->natts; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, i)->attname), columns[c]) == 0)
+				attnum = i + 1;
+		if (attnum == InvalidAttrNumber)
+			continue;			/* a table of the owner's own shape: not compared */
+		stored = slot_getattr(slot, attnum, &isnull);
+		switch (c)
+		{
+			case 0:
+				same = put_same_jsonb(stored, isnull, ev->payload);
+				break;
+			case 3:
+				same = put_same_jsonb(stored, isnull, ev->headers);
+				break;
+			case 1:
+				same = put_same_text(stored, isnull, ev->aggregate_id);
+				break;
+			case 2:
+				same = put_same_text(stored, isnull, ev->type);
+				break;
+			default:
+				same = put_same_text(stored, isnull, ev->aggregate_type);
+				break;
+		}
+		if (!same)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("outbox key \"%s\" of topic \"%s\" was put with another event",
+							text_to_cstring(ev->key), text_to_cstring(ev->topic)),
+					 errdetail("Its %s differs from that of the event put first, which the outbox keeps.",
+							   arguments[c]),
+					 errhint("Put a new event under a new key; the same event put again returns its id.")));
+	}
+}
+
+/*
  * Whether outbox_retry or outbox_dead (table) holds the event of this id,
- * as the statement's snapshot sees it: such an event is not put again.
+ * as the statement's snapshot sees it: such an event is not put again
+ * (and must be ev).
  */
 static bool
-put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_t *id)
+put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_t *id,
+			   const PutEvent *ev)
 {
 	Relation	heap;
 	Relation	index;
@@ -248,6 +359,8 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
 	scan = index_beginscan(heap, index, GetActiveSnapshot(), nkeys, 0);
 	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+		put_check_same_event(heap, slot, ev);
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(index, NoLock);
@@ -262,10 +375,12 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
  * event or found it: so two puts of one id never both insert it, without
  * the speculative insertion of ON CONFLICT and its WAL record.  A row
  * inserted by this transaction counts; one a REPEATABLE READ or
- * SERIALIZABLE snapshot cannot see is 40001, as for a claim.
+ * SERIALIZABLE snapshot cannot see is 40001, as for a claim.  The event
+ * found must be ev.
  */
 static bool
-put_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *tag)
+put_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *tag,
+				 const PutEvent *ev)
 {
 	Relation	heap;
 	Relation	index;
@@ -314,6 +429,8 @@ put_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *tag
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to concurrent put")));
+	if (found)
+		put_check_same_event(heap, slot, ev);
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(index, NoLock);
@@ -692,12 +809,15 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		is_new = false;		/* (a cluster has none: dedup_distribute() wants none) */
 	else
 	{
-		is_new = !put_event_exists(&part, (pg_uuid_t *) fp.bytes, &event_lock);
+		PutEvent	ev = {topic, key, payload, headers, type ? type : topic,
+			aggregate_id ? aggregate_id : key, aggregate_type ? aggregate_type : topic};
+
+		is_new = !put_event_exists(&part, (pg_uuid_t *) fp.bytes, &event_lock, &ev);
 		event_locked = true;
 		/* nor an event held back, nacked, redriven, or dead */
 		is_new = is_new &&
-			!put_event_held(DEDUP_REL_OUTBOX_RETRY, &part, (pg_uuid_t *) fp.bytes) &&
-			!put_event_held(DEDUP_REL_OUTBOX_DEAD, &part, (pg_uuid_t *) fp.bytes);
+			!put_event_held(DEDUP_REL_OUTBOX_RETRY, &part, (pg_uuid_t *) fp.bytes, &ev) &&
+			!put_event_held(DEDUP_REL_OUTBOX_DEAD, &part, (pg_uuid_t *) fp.bytes, &ev);
 	}
 	if (is_new && put_insert(at_1_0, &part, (pg_uuid_t *) fp.bytes, topic,
 							 aggregate_type ? aggregate_type : topic,

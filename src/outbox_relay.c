@@ -2,8 +2,9 @@
  *
  * outbox_relay.c
  *	  The relay's public functions, one C entry each: dedup_outbox_take_batch,
- *	  _ack_batch, _nack_batch, the 1.0 calls _take, _ack, _nack, and
- *	  _redrive and _stats.  Each checks its arguments, finds the partition
+ *	  _ack_batch, _nack_batch, _extend_batch (a batch's heartbeat), the 1.0
+ *	  calls _take, _ack, _nack, and _redrive, _stats and _dead (the dead
+ *	  letters, for relays).  Each checks its arguments, finds the partition
  *	  it works in, and runs the PL/pgSQL function of the same name in
  *	  schema dedup (sql/functions/outbox_take.sql, outbox_settle.sql,
  *	  outbox_admin.sql), which owns the relay's rules; the take and the ack
@@ -29,11 +30,15 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type_d.h"
 #include "commands/async.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/timestamp.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -60,6 +65,8 @@ typedef enum RelayOp
 	RELAY_NACK,
 	RELAY_REDRIVE,
 	RELAY_STATS,
+	RELAY_EXTEND_BATCH,
+	RELAY_DEAD,
 	RELAY_NOPS
 } RelayOp;
 
@@ -68,16 +75,28 @@ static const struct
 	const char *name;			/* the public function's */
 	const char *internal;		/* the PL/pgSQL function's, in schema dedup */
 	bool		read_only;
+	int			nargs;			/* of the call's own arguments it is passed;
+								 * -1: all */
 }			relay_ops[RELAY_NOPS] = {
-	[RELAY_TAKE_BATCH] = {"dedup_outbox_take_batch", "outbox_take_batch", false},
-	[RELAY_ACK_BATCH] = {"dedup_outbox_ack_batch", "outbox_ack_batch", false},
-	[RELAY_NACK_BATCH] = {"dedup_outbox_nack_batch", "outbox_nack_batch", false},
-	[RELAY_TAKE] = {"dedup_outbox_take", "outbox_take", false},
-	[RELAY_ACK] = {"dedup_outbox_ack", "outbox_ack", false},
-	[RELAY_NACK] = {"dedup_outbox_nack", "outbox_nack", false},
-	[RELAY_REDRIVE] = {"dedup_outbox_redrive", "outbox_redrive", false},
-	[RELAY_STATS] = {"dedup_outbox_stats", "outbox_stats", true},
+	/* (the take's wait is the C entry's: the PL/pgSQL take is one poll) */
+	[RELAY_TAKE_BATCH] = {"dedup_outbox_take_batch", "outbox_take_batch", false, 3},
+	[RELAY_ACK_BATCH] = {"dedup_outbox_ack_batch", "outbox_ack_batch", false, -1},
+	[RELAY_NACK_BATCH] = {"dedup_outbox_nack_batch", "outbox_nack_batch", false, -1},
+	[RELAY_TAKE] = {"dedup_outbox_take", "outbox_take", false, -1},
+	[RELAY_ACK] = {"dedup_outbox_ack", "outbox_ack", false, -1},
+	[RELAY_NACK] = {"dedup_outbox_nack", "outbox_nack", false, -1},
+	[RELAY_REDRIVE] = {"dedup_outbox_redrive", "outbox_redrive", false, -1},
+	[RELAY_STATS] = {"dedup_outbox_stats", "outbox_stats", true, -1},
+	[RELAY_EXTEND_BATCH] = {"dedup_outbox_extend_batch", "outbox_extend_batch", false, -1},
+	[RELAY_DEAD] = {"dedup_outbox_dead", "outbox_dead", true, -1},
 };
+
+/* The number of the call's own arguments op's PL/pgSQL function is passed */
+static int
+relay_nargs(FunctionCallInfo fcinfo, RelayOp op)
+{
+	return relay_ops[op].nargs >= 0 ? Min(relay_ops[op].nargs, PG_NARGS()) : PG_NARGS();
+}
 
 #define RELAY_MAX_ARGS 8
 
@@ -144,6 +163,7 @@ relay_plan(FunctionCallInfo fcinfo, RelayOp op)
 	if (relay_plans[op])
 		return relay_plans[op];
 	get_func_signature(fcinfo->flinfo->fn_oid, &fnargtypes, &nargs);
+	nargs = Min(nargs, relay_nargs(fcinfo, op));
 	if (nargs > RELAY_MAX_ARGS)
 		elog(ERROR, "%s() has too many arguments", relay_ops[op].name);
 	argtypes[0] = OIDOID;
@@ -181,7 +201,7 @@ relay_plpgsql(FunctionCallInfo fcinfo, RelayOp op, Oid caller, const DedupFinger
 	nulls[0] = ' ';
 	values[1] = PointerGetDatum(part);
 	nulls[1] = part ? ' ' : 'n';
-	for (int i = 0; i < PG_NARGS(); i++)
+	for (int i = 0; i < relay_nargs(fcinfo, op); i++)
 	{
 		values[i + 2] = PG_GETARG_DATUM(i);
 		nulls[i + 2] = PG_ARGISNULL(i) ? 'n' : ' ';
@@ -260,21 +280,89 @@ relay_not_on_cluster(RelayOp op)
 			 errhint("Take, ack and nack batches: dedup_outbox_take_batch, dedup_outbox_ack_batch, dedup_outbox_nack_batch.")));
 }
 
+/* The first and the longest sleep between two polls of a take that waits */
+#define RELAY_POLL_FIRST_MS 10
+#define RELAY_POLL_MAX_MS 100
+
 /*
- * A take: dedup_outbox_take_batch (with_id) or the 1.0 dedup_outbox_take,
- * fast path first.
+ * One poll of a take, into its result set: the fast path, else the PL/pgSQL
+ * take; as the owner.
+ */
+static void
+relay_take_once(FunctionCallInfo fcinfo, RelayOp op, bool with_id, const DedupFingerprint *part,
+				bool fast, const Interval *lease, DedupScopeSettings *settings)
+{
+	RelayAsOwner who;
+	bool		isnull;
+
+	relay_as_owner(&who);
+	if (!(fast && dedup_outbox_fast_path &&
+		  outbox_fast_take((ReturnSetInfo *) fcinfo->resultinfo, with_id, part,
+						   PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1), lease, settings)))
+		(void) relay_plpgsql(fcinfo, op, who.caller, part, &isnull);
+	relay_as_caller(&who);
+}
+
+/*
+ * Sleep before the next poll of a take that waits until deadline: false,
+ * without sleeping, once it passed.  *sleep_ms doubles, up to its maximum.
+ * The sleep holds no lock and no snapshot of the take's (each poll's
+ * statements take their own); a cancel or a shutdown ends it.
+ */
+static bool
+relay_take_sleep(TimestampTz deadline, long *sleep_ms)
+{
+	long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+	if (left <= 0)
+		return false;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Min(*sleep_ms, left), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	*sleep_ms = Min(*sleep_ms * 2, RELAY_POLL_MAX_MS);
+	return true;
+}
+
+/*
+ * A take: dedup_outbox_take_batch (with_id: its lease and wait arguments)
+ * or the 1.0 dedup_outbox_take, fast path first.  With a wait, a take that
+ * finds nothing polls again, after a short sleep, until it hands out a
+ * batch or the wait has passed: each poll reads with snapshots of its own,
+ * so it sees what committed meanwhile; between polls it holds no lock a
+ * producer waits for, and lets its topic's relay lock go when the poll
+ * wrote nothing (the transaction has no id), so that another relay of the
+ * topic is not kept waiting.  No LISTEN: it works through a pooler.
  */
 static Datum
 relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 {
 	DedupFingerprint part;
 	DedupScopeSettings settings;
-	RelayAsOwner who;
 	bool		fast;
-	bool		done = false;
-	bool		isnull;
+	Interval   *lease = NULL;
+	Interval   *wait = NULL;
+	bool		forwarded = false;
+	TimestampTz deadline = 0;
+	long		sleep_ms = RELAY_POLL_FIRST_MS;
 
 	relay_start(op);
+	if (with_id)
+	{
+		TimestampTz now = GetCurrentStatementStartTimestamp();
+
+		if (!PG_ARGISNULL(2))
+		{
+			lease = PG_GETARG_INTERVAL_P(2);
+			dedup_check_interval(lease, "lease", false, now);
+		}
+		if (!PG_ARGISNULL(3))
+		{
+			wait = PG_GETARG_INTERVAL_P(3);
+			dedup_check_interval(wait, "wait", true, now);
+			deadline = dedup_timestamp_plus(GetCurrentTimestamp(), wait);
+		}
+	}
 	dedup_outbox_part(0, &part);
 	if (outbox_distributed())
 	{
@@ -284,11 +372,15 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			relay_not_on_cluster(op);
 		if (dedup_cluster_forwarded_key() == NULL)
 		{
-			outbox_cluster_take_batch(fcinfo);
+			/* the wait is the coordinator's: each partition is polled once */
+			while (outbox_cluster_take_batch(fcinfo) == 0 && wait != NULL &&
+				   relay_take_sleep(deadline, &sleep_ms))
+				;
 			return (Datum) 0;
 		}
 		if (relay_route(fcinfo, &part, &routed))
 			return routed;
+		forwarded = true;
 
 		/*
 		 * A take of a cluster's relay passes a partition whose relay lock
@@ -312,21 +404,31 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 	fast = !PG_ARGISNULL(0) && !PG_ARGISNULL(1) && PG_GETARG_INT32(1) >= 1 &&
 		PG_GETARG_INT32(1) <= OUTBOX_MAX_BATCH_SIZE;
 	if (fast)
+	{
 		dedup_scope_use(dedup_scope_arg(fcinfo, 0, "topic"), DEDUP_PRIV_RELAY, &settings);
+		if (lease == NULL)
+			lease = &settings.value[DEDUP_SCOPE_LEASE];
+	}
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	relay_as_owner(&who);
-	if (fast && dedup_outbox_fast_path)
-		done = outbox_fast_take((ReturnSetInfo *) fcinfo->resultinfo, with_id, &part,
-								PG_GETARG_TEXT_PP(0), PG_GETARG_INT32(1),
-								&settings.value[DEDUP_SCOPE_LEASE], &settings);
-	if (!done)
-		(void) relay_plpgsql(fcinfo, op, who.caller, &part, &isnull);
-	relay_as_caller(&who);
+	for (;;)
+	{
+		bool		had_xid = TransactionIdIsValid(GetCurrentTransactionIdIfAny());
+
+		relay_take_once(fcinfo, op, with_id, &part, fast, lease, &settings);
+		if (wait == NULL || forwarded ||
+			tuplestore_tuple_count(((ReturnSetInfo *) fcinfo->resultinfo)->setResult) > 0)
+			break;
+		if (!had_xid && !TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+			outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
+		if (!relay_take_sleep(deadline, &sleep_ms))
+			break;
+	}
 	return (Datum) 0;
 }
 
 /*
- * dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
+ * dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100,
+ *						   lease interval DEFAULT NULL, wait interval DEFAULT NULL)
  *	RETURNS TABLE (batch_id bigint, id uuid, ..., seq bigint)
  */
 PG_FUNCTION_INFO_V1(dedup_outbox_take_batch);
@@ -507,4 +609,55 @@ dedup_outbox_stats(PG_FUNCTION_ARGS)
 	if (relay_route(fcinfo, &part, &result))
 		return result;
 	return relay_run(fcinfo, RELAY_STATS, &part);
+}
+
+/*
+ * dedup_outbox_extend_batch(batch_id bigint, lease interval DEFAULT NULL)
+ *	RETURNS timestamptz
+ *
+ * The heartbeat of a batch: see dedup.outbox_extend_batch().
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_extend_batch);
+Datum
+dedup_outbox_extend_batch(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint part;
+	Datum		result;
+
+	relay_start(RELAY_EXTEND_BATCH);
+	if (!PG_ARGISNULL(1))
+		dedup_check_interval(PG_GETARG_INTERVAL_P(1), "lease", false,
+							 GetCurrentStatementStartTimestamp());
+	if (!relay_batch_partition(fcinfo, &part, &result))
+		return result;
+	return relay_run(fcinfo, RELAY_EXTEND_BATCH, &part);
+}
+
+/*
+ * dedup_outbox_dead(topic text, max integer DEFAULT 100)
+ *	RETURNS TABLE (id uuid, seq bigint, ..., last_error text, died_at timestamptz)
+ *
+ * The dead events of a topic, for its relays; on a cluster, up to max of
+ * each partition, partition by partition.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_dead);
+Datum
+dedup_outbox_dead(PG_FUNCTION_ARGS)
+{
+	DedupFingerprint part;
+	Datum		result;
+
+	relay_start(RELAY_DEAD);
+	dedup_outbox_part(0, &part);
+	if (outbox_distributed())
+	{
+		if (dedup_cluster_forwarded_key() == NULL)
+		{
+			outbox_cluster_rows(fcinfo);
+			return (Datum) 0;
+		}
+		if (relay_route(fcinfo, &part, &result))
+			return result;
+	}
+	return relay_run(fcinfo, RELAY_DEAD, &part);
 }

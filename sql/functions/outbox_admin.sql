@@ -106,6 +106,34 @@ BEGIN
 END
 $$;
 
+-- The dead events of a topic, of partition in_part, for a relay of it: the
+-- first max by seq, with their attempts and last error.
+CREATE OR REPLACE FUNCTION dedup.outbox_dead(caller oid, in_part @extschema@.dedup_fingerprint, for_topic text,
+    max integer)
+RETURNS TABLE (id uuid, seq bigint, aggregatetype text, aggregateid text, type text,
+               payload jsonb, headers jsonb, created_at timestamptz, attempts integer,
+               last_error text, died_at timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF for_topic IS NULL OR max IS NULL THEN
+        RAISE EXCEPTION 'topic and max must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF max < 1 OR max > 10000 THEN
+        RAISE EXCEPTION 'max must be between 1 and 10000' USING ERRCODE = '22023';
+    END IF;
+    PERFORM dedup.has_privilege(caller, for_topic, 'relay', true);
+    RETURN QUERY
+    SELECT d.id, d.seq, d.aggregatetype, d.aggregateid, d.type, d.payload, d.headers,
+           d.created_at, d.attempts, d.last_error, d.died_at
+    FROM dedup.outbox_dead AS d
+    WHERE d.part OPERATOR(@extschema@.=) in_part AND d.topic = for_topic
+    ORDER BY d.seq
+    LIMIT max;
+END
+$$;
+
 -- Published events leave the log once their topic's retention passed (an
 -- event's row is its key: within retention a put of its key finds it):
 -- up to batch_size events of partition in_part, of each topic before its
@@ -151,7 +179,9 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_trim(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION
-    dedup.outbox_take_batch(oid, @extschema@.dedup_fingerprint, text, integer, boolean),
+    dedup.outbox_take_batch(oid, @extschema@.dedup_fingerprint, text, integer, interval, boolean),
+    dedup.outbox_extend_batch(oid, @extschema@.dedup_fingerprint, bigint, interval),
+    dedup.outbox_dead(oid, @extschema@.dedup_fingerprint, text, integer),
     dedup.outbox_take(oid, @extschema@.dedup_fingerprint, text, integer),
     dedup.outbox_ack_batch(oid, @extschema@.dedup_fingerprint, bigint, uuid[], interval, text),
     dedup.outbox_nack_batch(oid, @extschema@.dedup_fingerprint, bigint, interval, text),

@@ -11,13 +11,28 @@
 -- check.  A batch id names no topic: an ack or nack of a batch of a topic
 -- the caller may not relay answers as for a batch not handed out (0),
 -- naming nothing and writing nothing.
-CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100)
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_take_batch(topic text, batch_size integer DEFAULT 100,
+    lease interval DEFAULT NULL, wait interval DEFAULT NULL)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz, seq bigint)
 AS 'MODULE_PATHNAME', 'dedup_outbox_take_batch' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION @extschema@.dedup_outbox_take_batch(text, integer) IS
-    'hand out a batch of up to batch_size events of a topic under one lease (the topic''s lease), several of an aggregate in seq order; ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back whole after its lease';
+COMMENT ON FUNCTION @extschema@.dedup_outbox_take_batch(text, integer, interval, interval) IS
+    'hand out a batch of up to batch_size events of a topic under one lease (lease, or the topic''s), several of an aggregate in seq order, waiting up to wait for one when there is none; ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back whole after its lease';
+
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_extend_batch(batch_id bigint, lease interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'dedup_outbox_extend_batch' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_extend_batch(bigint, interval) IS
+    'the heartbeat of a batch still handed out: its lease runs lease (or the topic''s) from now; returns the new end, or NULL for a batch not handed out under that id';
+
+CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_dead(topic text, max integer DEFAULT 100)
+RETURNS TABLE (id uuid, seq bigint, aggregatetype text, aggregateid text, type text,
+               payload jsonb, headers jsonb, created_at timestamptz, attempts integer,
+               last_error text, died_at timestamptz)
+AS 'MODULE_PATHNAME', 'dedup_outbox_dead' LANGUAGE C STABLE;
+COMMENT ON FUNCTION @extschema@.dedup_outbox_dead(text, integer) IS
+    'the dead events of a topic, first max by seq, with their attempts and last error; for its relays';
 
 CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
     retry_delay interval DEFAULT '0', error text DEFAULT NULL)

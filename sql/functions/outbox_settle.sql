@@ -397,3 +397,42 @@ BEGIN
     RETURN dedup.outbox_settle_ids(caller, in_part, ids, attempts, true, retry_delay, error);
 END
 $$;
+
+-- The heartbeat of a batch: its lease set to run lease (NULL: the topic's)
+-- from now, while it is handed out under bid (its lease may have passed, as
+-- long as no take handed it out again under a new id); returns the new end
+-- of the lease, or NULL for a batch not handed out under that id and for a
+-- batch of a topic the caller may not relay (answered alike, naming
+-- nothing, as an ack).  A take that finds the lease passed locks the batch's
+-- row and looks again: an extension committed first keeps the batch; one
+-- after the take handed it out again finds it under a new id, and extends
+-- nothing.
+CREATE OR REPLACE FUNCTION dedup.outbox_extend_batch(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint,
+    lease interval)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    l interval;
+    until timestamptz;
+BEGIN
+    IF bid IS NULL THEN
+        RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
+    END IF;
+    t := dedup.outbox_batch_topic(caller, in_part, bid);
+    IF t IS NULL THEN
+        RETURN NULL;
+    END IF;
+    l := coalesce(lease, (SELECT s.lease FROM @extschema@.dedup_scope(t) AS s));
+    -- (computed first: Citus runs no volatile function in an UPDATE)
+    until := pg_catalog.clock_timestamp() + l;
+    UPDATE dedup.outbox_batches AS x SET lease_until = until
+    WHERE x.part OPERATOR(@extschema@.=) in_part
+      AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
+    RETURNING x.lease_until INTO until;
+    RETURN until;
+END
+$$;

@@ -272,8 +272,9 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
+-- for_lease: the batch's lease, NULL for the topic's.
 CREATE OR REPLACE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
-    batch_size integer, one_per_aggregate boolean DEFAULT false)
+    batch_size integer, for_lease interval DEFAULT NULL, one_per_aggregate boolean DEFAULT false)
 RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, type text,
                payload jsonb, headers jsonb, attempts integer, created_at timestamptz,
                lease_expires_at timestamptz, seq bigint)
@@ -315,7 +316,7 @@ BEGIN
         RAISE EXCEPTION 'batch_size must be between 1 and 10000' USING ERRCODE = '22023';
     END IF;
     PERFORM dedup.has_privilege(caller, topic, 'relay', true);
-    SELECT s.lease, s.max_attempts INTO lease, max_attempts
+    SELECT coalesce(for_lease, s.lease), s.max_attempts INTO lease, max_attempts
     FROM @extschema@.dedup_scope(topic) AS s;
 
     -- the topic's relays take one at a time (its relay lock, until the
@@ -628,5 +629,5 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT t.id, t.aggregatetype, t.aggregateid, t.type, t.payload, t.headers, t.attempts,
            t.created_at, t.lease_expires_at
-    FROM dedup.outbox_take_batch(caller, in_part, topic, batch_size, true) AS t
+    FROM dedup.outbox_take_batch(caller, in_part, topic, batch_size, NULL, true) AS t
 $$;

@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(121);
+SELECT plan(123);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -190,10 +190,12 @@ SELECT is((SELECT count(*) FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.in
              AND c.relname LIKE 'outbox%' AND a.attname = 'part'),
           0::bigint, 'on one server, one partition: no index of the relay''s tables has the partition (dedup_distribute adds it)');
 -- the batch API, for relays only
-SELECT has_function('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer']);
+SELECT has_function('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer', 'interval', 'interval']);
+SELECT has_function('public', 'dedup_outbox_extend_batch', ARRAY['bigint', 'interval']);
+SELECT has_function('public', 'dedup_outbox_dead', ARRAY['text', 'integer']);
 SELECT has_function('public', 'dedup_outbox_ack_batch', ARRAY['bigint', 'uuid[]', 'interval', 'text']);
 SELECT has_function('public', 'dedup_outbox_nack_batch', ARRAY['bigint', 'interval', 'text']);
-SELECT function_privs_are('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer'],
+SELECT function_privs_are('public', 'dedup_outbox_take_batch', ARRAY['text', 'integer', 'interval', 'interval'],
                           'public', ARRAY[]::text[], 'PUBLIC cannot take a batch');
 SELECT function_privs_are('public', 'dedup_outbox_ack_batch', ARRAY['bigint', 'uuid[]', 'interval', 'text'],
                           'regress_dedup_tap_app', ARRAY[]::text[], 'dedup_grant_usage does not grant ack_batch');

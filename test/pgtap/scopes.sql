@@ -8,7 +8,7 @@
 -- follow each change).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(207);
+SELECT plan(227);
 
 CREATE ROLE tap_scope_app NOLOGIN;
 CREATE ROLE tap_scope_group NOLOGIN;
@@ -57,6 +57,8 @@ INSERT INTO fns (fn, privilege, stmt) VALUES
   ('dedup_new_epoch_batch', 'usage', $$SELECT dedup_new_epoch_batch('this', ARRAY['%1$s'])$$),
   ('dedup_position', 'usage', $$SELECT count(*) FROM dedup_position('this', '%1$s')$$),
   ('dedup_streams', 'usage', $$SELECT count(*) FROM dedup_streams('this')$$),
+  ('dedup_outbox_take_batch', 'relay', $$SELECT count(*) FROM dedup_outbox_take_batch('this', 100)$$),
+  ('dedup_outbox_dead', 'relay', $$SELECT count(*) FROM dedup_outbox_dead('this')$$),
   ('dedup_outbox_take', 'relay', $$SELECT count(*) FROM dedup_outbox_take('this', 100)$$),
   ('dedup_outbox_ack', 'relay', $$SELECT dedup_outbox_ack(ARRAY['%2$s'::uuid])$$),
   ('dedup_outbox_nack', 'relay', $$SELECT dedup_outbox_nack(ARRAY['%2$s'::uuid])$$),

@@ -191,12 +191,20 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SELECT dedup_outbox_nack_batch(1, NULL)$$),
   ($$SELECT dedup_outbox_ack(NULL)$$),
   ($$SELECT dedup_outbox_ack(ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid])$$),
-  ($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')])$$),
-  ($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')], ARRAY[1, 2])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('t', 'e-1', '{"n": 1}')])$$),
+  ($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('t', 'e-1', '{"n": 1}')], ARRAY[1, 2])$$),
   ($$SELECT dedup_outbox_nack(NULL)$$),
-  ($$SELECT dedup_outbox_nack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')], '-1 second')$$),
-  ($$SELECT dedup_outbox_nack(ARRAY[dedup_outbox_put('t', 'e-1', '{}')])$$),
+  ($$SELECT dedup_outbox_nack(ARRAY[dedup_outbox_put('t', 'e-1', '{"n": 1}')], '-1 second')$$),
+  ($$SELECT dedup_outbox_nack(ARRAY[dedup_outbox_put('t', 'e-1', '{"n": 1}')])$$),
   ($$SELECT dedup_outbox_redrive(NULL)$$),
+  -- outbox put: a key put before with another event (22023, naming what
+  -- differs); the same event again is no error (below)
+  ($$SELECT dedup_outbox_put('t', 'e-1', '{"n": 2}')$$),
+  ($$SELECT dedup_outbox_put('t', 'e-1', '{}')$$),
+  ($$SELECT dedup_outbox_put('t', 'e-1', '{"n": 1}', aggregate_id => 'other')$$),
+  ($$SELECT dedup_outbox_put('t', 'e-1', '{"n": 1}', type => 'OrderShipped')$$),
+  ($$SELECT dedup_outbox_put('t', 'e-1', '{"n": 1}', headers => '{"trace": "x"}')$$),
+  ($$SELECT dedup_outbox_put('t', 'e-1', '{"n": 1}', aggregate_type => 'Order')$$),
   -- cleanup
   ($$SELECT * FROM dedup_cleanup_batch(0, 0)$$),
   ($$SELECT * FROM dedup_cleanup_batch(-1)$$),
@@ -230,6 +238,12 @@ SELECT status, attempts, response FROM dedup_lookup('rs', 'done');
 SELECT status, attempts FROM dedup_lookup('rs', 'busy');
 SELECT pending, in_flight, dead FROM dedup_outbox_stats('t');
 SELECT count(*) AS cases FROM cases2;
+-- the same event again, its defaults given or not, is its id, unchanged
+SELECT dedup_outbox_put('t', 'e-1', '{"n": 1}') = dedup_outbox_put('t', 'e-1', '{"n": 1}', aggregate_id => 'e-1',
+       type => 't', headers => '{}', aggregate_type => 't') AS same_id,
+       (SELECT count(*) FROM dedup.outbox) = outbox AS outbox_same,
+       (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = outbox_md5 AS outbox_rows_same
+FROM before;
 
 -- Every writing function reached in a parallel worker (through a user
 -- function wrongly marked PARALLEL SAFE, forced into a worker) is refused

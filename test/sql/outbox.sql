@@ -22,10 +22,13 @@ JOIN dedup.outbox AS o ON o.topic = h.topic AND o.aggregateid = h.aggregateid
                       AND o.seq BETWEEN h.from_seq AND h.upto_seq
 GROUP BY h.aggregateid, h.from_seq, h.upto_seq;
 
--- put: the same (topic, key) yields one event, whose id comes back either way
+-- put: the same (topic, key) yields one event, whose id comes back either
+-- way; the same key with another event (payload, aggregate, type,
+-- headers) is refused, 22023, and writes nothing
 BEGIN;
 SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') AS id1 \gset
-SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1, "retry": true}', aggregate_id => '1') = :'id1' AS same_id;
+SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') = :'id1' AS same_id;
+SELECT regress_try($$SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1, "retry": true}', aggregate_id => '1')$$);
 COMMIT;
 SELECT dedup_outbox_put('orders', 'o-1-created', '{"order": 1}', aggregate_id => '1') = :'id1' AS same_id_later;
 SELECT count(*) AS events FROM dedup.outbox;
@@ -87,7 +90,7 @@ SELECT topic, pending, in_flight, dead, oldest_pending_age >= interval '0' AS ag
 SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight WHERE key = 'a-1')) AS acked;
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10);
 -- an acked event never comes back; acking it again is no error (0 acked)
-SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'a-1', '{}')]) AS acked_again;
+SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'a-1', '{"key": "a-1"}', aggregate_id => 'A')]) AS acked_again;
 SELECT count(*) AS a1_in_flight FROM in_flight WHERE key = 'a-1';
 
 -- nack: back at once, or after a delay, with the error kept
@@ -164,14 +167,17 @@ SELECT dedup_outbox_ack(ARRAY(SELECT id FROM in_flight)) AS acked_m2;
 SELECT payload->>'key' AS key FROM dedup_outbox_take('orders', 10);
 SELECT max_attempts FROM dedup_set_scope('orders', max_attempts => 10);
 -- a key used again after its event went dead and left the log makes no
--- second event of that id
+-- second event of that id; with another event it is refused
 INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type, payload,
                                headers, created_at, attempts)
   SELECT '00000000000000000000000000000000', 1, dedup_outbox_put('dead-topic', 'zombie', '{}'),
-         'dead-topic', 'x', 'x', 'x', '{}', '{}', now(), 1;
+         'dead-topic', 'dead-topic', 'zombie', 'dead-topic', '{}', '{}', now(), 1;
 DELETE FROM dedup.outbox WHERE topic = 'dead-topic';
 SELECT dedup_outbox_put('dead-topic', 'zombie', '{}') IS NOT NULL AS put,
        (SELECT count(*) FROM dedup.outbox WHERE topic = 'dead-topic') AS in_outbox,
+       (SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-topic') AS dead;
+SELECT regress_try($$SELECT dedup_outbox_put('dead-topic', 'zombie', '{}', type => 'Other')$$);
+SELECT (SELECT count(*) FROM dedup.outbox WHERE topic = 'dead-topic') AS in_outbox,
        (SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-topic') AS dead;
 
 -- the batch API: take a batch (one id for all its events), ack it whole
@@ -253,7 +259,7 @@ SELECT * FROM held_back ORDER BY aggregateid;
 SELECT count(*) AS in_retry FROM dedup.outbox_retry;
 SELECT topic, pending, in_flight FROM dedup_outbox_stats('orders');
 -- a held event was never handed out: acking it by id is 55000
-SELECT regress_try($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'h-8', '{}')])$$);
+SELECT regress_try($$SELECT dedup_outbox_ack(ARRAY[dedup_outbox_put('orders', 'h-8', '{"key": "h-8"}', aggregate_id => 'hot')])$$);
 -- h-2 fails: h-3, h-4 and h-5 go back with it (hot's later events in the
 -- batch, attempts as before), h-1 is published
 SELECT dedup_outbox_ack_batch((SELECT batch_id FROM hot1 LIMIT 1),
@@ -295,7 +301,8 @@ SELECT key, o.id = k.id AS id_found, o.topic, o.aggregatetype, o.aggregateid, o.
 FROM (VALUES ('direct-1', :'direct1'::uuid), ('spi-1', :'spi1'::uuid)) AS k(key, id)
 JOIN dedup.outbox AS o ON o.id = k.id ORDER BY o.seq;
 SELECT (SELECT seq FROM dedup.outbox WHERE id = :'spi1') > (SELECT seq FROM dedup.outbox WHERE id = :'direct1') AS in_order,
-       dedup_outbox_put('orders', 'direct-1', '{}') = :'direct1' AS same_id, count(*) AS events
+       dedup_outbox_put('orders', 'direct-1', jsonb_build_object('big', repeat('x', 100000))) = :'direct1' AS same_id,
+       count(*) AS events
 FROM dedup.outbox;
 -- two puts of one key in one statement: one event
 SELECT count(DISTINCT p) AS ids FROM generate_series(1, 2) AS i, LATERAL dedup_outbox_put('orders', 'direct-2', '{}') AS p;
@@ -375,9 +382,11 @@ SELECT aggregateid FROM dedup.outbox ORDER BY seq;
 SELECT s.rows_deleted - f.rows_deleted AS outbox_rows_deleted
 FROM dedup_cleanup_stats() s, outbox_figures f WHERE s.kind = 'outbox';
 SELECT topic, pending, in_flight, dead FROM dedup_outbox_stats('orders');
--- the trimmed event's key makes a new event; the kept one's does not
-SELECT dedup_outbox_put('orders', 'err-taken', '{"again": true}') = dedup_outbox_put('orders', 'err-taken', '{}') AS same_id,
-       dedup_outbox_put('orders', 'recent', '{"again": true}') IS NOT NULL AS put;
+-- the trimmed event's key makes a new event, of any payload; the kept
+-- one's does not, and refuses another payload
+SELECT dedup_outbox_put('orders', 'err-taken', '{"again": true}') = dedup_outbox_put('orders', 'err-taken', '{"again": true}') AS same_id,
+       dedup_outbox_put('orders', 'recent', '{}') IS NOT NULL AS put;
+SELECT regress_try($$SELECT dedup_outbox_put('orders', 'recent', '{"again": true}')$$);
 SELECT aggregateid, payload FROM dedup.outbox WHERE aggregateid IN ('err-taken', 'recent') ORDER BY seq;
 
 -- privileges: producers get put through dedup_grant_usage, relays get
@@ -389,7 +398,9 @@ SELECT dedup_grant_relay('regress_dedup_relay');
 SELECT r AS role,
        has_function_privilege(r, 'dedup_outbox_put(text, text, jsonb, text, text, jsonb, text)', 'EXECUTE') AS put,
        has_function_privilege(r, 'dedup_outbox_take(text, integer)', 'EXECUTE') AS take,
-       has_function_privilege(r, 'dedup_outbox_take_batch(text, integer)', 'EXECUTE') AS take_batch,
+       has_function_privilege(r, 'dedup_outbox_take_batch(text, integer, interval, interval)', 'EXECUTE') AS take_batch,
+       has_function_privilege(r, 'dedup_outbox_extend_batch(bigint, interval)', 'EXECUTE') AS extend_batch,
+       has_function_privilege(r, 'dedup_outbox_dead(text, integer)', 'EXECUTE') AS dead,
        has_function_privilege(r, 'dedup_outbox_ack(uuid[], integer[])', 'EXECUTE') AS ack,
        has_function_privilege(r, 'dedup_outbox_ack_batch(bigint, uuid[], interval, text)', 'EXECUTE') AS ack_batch,
        has_function_privilege(r, 'dedup_outbox_redrive(text, uuid[])', 'EXECUTE') AS redrive,
@@ -600,3 +611,115 @@ COMMIT;
 RESET track_functions;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
+
+-- a per-call lease on take_batch (NULL: the topic's), checked as any
+-- lease; the heartbeat of a batch, dedup_outbox_extend_batch: its lease
+-- runs again from now while it is handed out under that id (even past its
+-- lease, until a take hands it out again), NULL otherwise; on both paths
+SELECT max_attempts FROM dedup_set_scope('beat', lease => '1 minute', max_attempts => 2);
+SELECT dedup_outbox_put('beat', 'b-' || i, jsonb_build_object('i', i)) IS NOT NULL AS put
+FROM generate_series(1, 4) AS i;
+SELECT count(*) FROM dedup_outbox_take_batch('beat', 1);  -- positions the topic
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
+       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+CREATE TEMP TABLE beat1 AS SELECT * FROM dedup_outbox_take_batch('beat', 1, lease => '10 minutes');
+CREATE TEMP TABLE beat2 AS SELECT * FROM dedup_outbox_take_batch('beat', 1);
+BEGIN;
+SET LOCAL dedup.outbox_fast_path = off;
+CREATE TEMP TABLE beat3 AS SELECT * FROM dedup_outbox_take_batch('beat', 1, lease => '2 hours');
+COMMIT;
+SELECT 'per call' AS lease, lease_expires_at - now() BETWEEN interval '9 minutes' AND interval '10 minutes' AS ok FROM beat1
+UNION ALL
+SELECT 'topic''s', lease_expires_at - now() BETWEEN interval '50 seconds' AND interval '1 minute' FROM beat2
+UNION ALL
+SELECT 'per call, PL/pgSQL', lease_expires_at - now() BETWEEN interval '119 minutes' AND interval '2 hours' FROM beat3;
+SELECT count(*) AS three_leases FROM dedup.outbox_batches AS x, beat1, beat2, beat3
+WHERE x.busy AND x.lease_until IN (beat1.lease_expires_at, beat2.lease_expires_at, beat3.lease_expires_at);
+SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('beat', 1, lease => '0')$$),
+       regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('beat', 1, lease => '-1 minute')$$),
+       regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('beat', 1, lease => '200 years')$$);
+-- extend: beat2's batch to 30 minutes from now; the topic's lease by default
+CREATE FUNCTION pg_temp.runs(until timestamptz, lease interval) RETURNS boolean LANGUAGE sql AS
+$$SELECT until > now() + lease - interval '1 minute' AND until <= clock_timestamp() + lease$$;
+SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id, '30 minutes'), '30 minutes') AS extended FROM beat2;
+SELECT pg_temp.runs(x.lease_until, '30 minutes') AS stored
+FROM dedup.outbox_batches AS x, beat2 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat2.batch_id;
+SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id), '1 minute') AS topics_lease FROM beat1;
+-- past its lease but not handed out again: still its batch, extended (a
+-- take then has nothing to hand out again)
+UPDATE dedup.outbox_batches AS x SET lease_until = now() - interval '1 second'
+FROM beat3 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat3.batch_id;
+SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id, '5 minutes'), '5 minutes') AS extended_late FROM beat3;
+SELECT count(*) AS nothing_to_hand_again FROM dedup_outbox_take_batch('beat', 10);
+-- acked, handed out again under a new id (its lease passed), or never
+-- handed out: NULL, and nothing changed
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM beat1;
+UPDATE dedup.outbox_batches AS x SET lease_until = now() - interval '1 second'
+FROM beat2 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat2.batch_id;
+CREATE TEMP TABLE beat2b AS SELECT * FROM dedup_outbox_take_batch('beat', 10);
+SELECT count(*) AS handed_again, bool_and(b.batch_id <> beat2.batch_id) AS new_id, min(b.attempts) AS attempt
+FROM beat2b AS b, beat2;
+CREATE TEMP TABLE beat_before AS SELECT md5(string_agg(x::text, '|' ORDER BY x.slot)) AS batches FROM dedup.outbox_batches AS x;
+SELECT dedup_outbox_extend_batch(beat1.batch_id) AS acked_batch, dedup_outbox_extend_batch(beat2.batch_id) AS stale_batch,
+       dedup_outbox_extend_batch(12345) AS never, dedup_outbox_extend_batch(-1) AS no_such_id
+FROM beat1, beat2;
+SELECT regress_try($$SELECT dedup_outbox_extend_batch(NULL)$$),
+       regress_try($$SELECT dedup_outbox_extend_batch(1, '0')$$),
+       regress_try($$SELECT dedup_outbox_extend_batch(1, '-1 second')$$);
+SELECT md5(string_agg(x::text, '|' ORDER BY x.slot)) = beat_before.batches AS batches_unchanged
+FROM dedup.outbox_batches AS x, beat_before GROUP BY beat_before.batches;
+
+-- a relay role: extends batches of its topics only; another topic's batch
+-- is answered as one not handed out (NULL), unchanged
+CREATE ROLE regress_dedup_beat;
+SELECT dedup_grant_relay('regress_dedup_beat', ARRAY['beat-mine']);
+SELECT dedup_outbox_put('beat-mine', 'm-1', '{}') IS NOT NULL AS put;
+SELECT batch_id AS beat3_id FROM beat3 \gset
+SELECT x.lease_until AS beat3_until FROM dedup.outbox_batches AS x
+WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = :beat3_id \gset
+SET ROLE regress_dedup_beat;
+SELECT count(*) AS taken, pg_temp.runs(dedup_outbox_extend_batch(min(batch_id), '3 minutes'), '3 minutes') AS own_topic
+FROM dedup_outbox_take_batch('beat-mine', 1);
+SELECT dedup_outbox_extend_batch(:beat3_id, '3 hours') AS other_topic;
+RESET ROLE;
+SELECT x.lease_until = :'beat3_until' AS other_unchanged FROM dedup.outbox_batches AS x
+WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = :beat3_id;
+
+-- dead letters for relays: dedup_outbox_dead(topic, max) lists a topic's
+-- dead events, first by seq, with attempts and last error, to a role that
+-- may relay the topic (42501 otherwise)
+SELECT max_attempts FROM dedup_set_scope('beat', max_attempts => 1);
+SELECT dedup_outbox_nack_batch(batch_id, error => 'broker said no') AS nacked FROM beat3;
+SELECT dedup_outbox_nack_batch(min(batch_id), error => 'timeout') AS nacked FROM beat2b;
+SELECT payload, attempts, last_error, died_at <= now() AS died,
+       id = dedup_outbox_put('beat', 'b-' || (payload->>'i'), payload) AS same_id
+FROM dedup_outbox_dead('beat') ORDER BY seq;
+SELECT count(*) AS first_one, min(last_error) AS error FROM dedup_outbox_dead('beat', 1);
+SELECT regress_try($$SELECT count(*) FROM dedup_outbox_dead(NULL)$$),
+       regress_try($$SELECT count(*) FROM dedup_outbox_dead('beat', 0)$$),
+       regress_try($$SELECT count(*) FROM dedup_outbox_dead('beat', NULL)$$),
+       regress_try($$SELECT count(*) FROM dedup_outbox_dead('', 10)$$);
+SET ROLE regress_dedup_beat;
+SELECT regress_try($$SELECT count(*) FROM dedup_outbox_dead('beat')$$);
+SELECT count(*) AS own_dead FROM dedup_outbox_dead('beat-mine');
+RESET ROLE;
+SELECT dedup_revoke_relay('regress_dedup_beat');
+DROP ROLE regress_dedup_beat;
+SELECT dedup_reset_scope('beat');
+
+-- a take that waits: with nothing to hand out it returns no row once its
+-- wait passed (polled; not before); with an event, at once; wait checked
+-- as an interval (0 allowed: no wait)
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('wait-empty', 10, wait => '300 milliseconds');
+SELECT clock_timestamp() - :'t0' >= interval '300 milliseconds' AS waited;
+SELECT dedup_outbox_put('wait-full', 'w-1', '{}') IS NOT NULL AS put;
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('wait-full', 10, wait => '1 minute');
+SELECT clock_timestamp() - :'t0' < interval '30 seconds' AS at_once;
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('wait-full', 10, wait => '0');
+SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('wait-full', 10, wait => '-1 second')$$),
+       regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('wait-full', 10, wait => '101 years')$$);
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead;
+
