@@ -1082,6 +1082,31 @@ bucket_retire(BucketRow *rows, int n, DedupBucketFold fold, DedupBucketExpire ex
 }
 
 /*
+ * The rows a retired bucket holds, by kind.  A small bucket is read for
+ * them; a larger one (more than BUCKET_COUNT_MAX_READ rows when sealed) is
+ * not: reading a million rows would take the drop a second of I/O and CPU,
+ * at the claims' expense, for a figure.  It counts the rows it held when
+ * sealed, as dedup.buckets keeps them, which also counts the few that moved
+ * out of it since (a record whose new version went into a newer bucket, a
+ * released claim).
+ */
+#define BUCKET_COUNT_MAX_READ	10000
+
+static void
+bucket_rows_held(const BucketRow *row, int64 *claims, int64 *records)
+{
+	TimestampTz max;
+
+	if (row->claims + row->records <= BUCKET_COUNT_MAX_READ)
+		(void) bucket_scan(row->relid, &max, claims, records);
+	else
+	{
+		*claims = row->claims;
+		*records = row->records;
+	}
+}
+
+/*
  * Step 5: drop the retired buckets no call reads any more; bucket 0,
  * dedup.claims itself, is emptied instead.  Counts the rows they held.
  */
@@ -1094,7 +1119,6 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 	{
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(rows[i].number)};
-		TimestampTz max;
 		int64		claims;
 		int64		records;
 
@@ -1111,7 +1135,7 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
 			continue;
 		/* what it holds now: records moved out of it since it was sealed */
-		(void) bucket_scan(rows[i].relid, &max, &claims, &records);
+		bucket_rows_held(&rows[i], &claims, &records);
 		if (rows[i].number == 0)
 			bucket_sql("TRUNCATE ONLY dedup.claims", 0, NULL, NULL);
 		else

@@ -190,6 +190,24 @@ CALL dedup_cleanup();
 SELECT * FROM buckets;
 SELECT dedup_claim('b', 'while-held') AS again;
 
+-- The drop counts the rows a bucket held without reading a bucket of more
+-- than 10,000 rows: it counts those it held when sealed
+CALL regress_reset_buckets();
+CALL dedup_cleanup();
+SELECT count(*) FROM generate_series(0, 10) b,
+  LATERAL dedup_claim_batch('big', ARRAY(SELECT 'k-' || (b * 1000 + g) FROM generate_series(1, 1000) g));
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '1 second' WHERE bucket = 0;
+SELECT deleted FROM dedup_cleanup_batch((3::bigint << 32) + 3);
+BEGIN;
+SELECT pg_stat_get_xact_tuples_returned('dedup.claims'::regclass) AS read \gset
+SELECT deleted FROM dedup_cleanup_batch((3::bigint << 32) + 4);
+SELECT pg_stat_get_xact_tuples_returned('dedup.claims'::regclass) - :read AS rows_read_by_the_drop;
+COMMIT;
+SELECT * FROM buckets;
+
 -- Switch by size: once the current bucket's primary key reaches
 -- dedup.bucket_max_size (default -1: a sixteenth of shared_buffers), the
 -- next pass switches, however young the bucket.  Here 64kB: a few thousand
