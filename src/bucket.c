@@ -459,7 +459,8 @@ dedup_bucket_storage(void)
  * the bucket's primary key, the index every new key goes into, reaches
  * dedup.bucket_max_size (by default a sixteenth of shared_buffers), beyond
  * which its pages no longer stay in cache and every checkpoint brings back
- * a full-page image for most new keys.
+ * a full-page image for most new keys; by size only while fewer than half
+ * of DEDUP_MAX_BUCKETS hold live rows.
  *
  * The ttls are noted in shared memory, one slot a database (when dedup is
  * preloaded; without, the interval is BUCKET_AUTO_MAX_USECS): a writer
@@ -683,10 +684,14 @@ dedup_bucket_max_bytes(void)
 
 /*
  * Whether the current bucket (number, opened at opened_at, its primary key
- * index) is due for a switch at now: by time or by size.
+ * index) is due for a switch at now, live buckets holding rows that have
+ * not expired: by time, or by size while fewer than half of
+ * DEDUP_MAX_BUCKETS do (a long ttl at a high rate would otherwise fill the
+ * list with small buckets, and then keep the current one growing, with a
+ * warning every pass, until the oldest retire).
  */
 static bool
-bucket_is_due(int32 number, TimestampTz opened_at, Oid index, TimestampTz now)
+bucket_is_due(int32 number, TimestampTz opened_at, Oid index, TimestampTz now, int live)
 {
 	int64		max_bytes = dedup_bucket_max_bytes();
 	Relation	rel;
@@ -696,7 +701,7 @@ bucket_is_due(int32 number, TimestampTz opened_at, Oid index, TimestampTz now)
 		return false;			/* bucket 0 of a new database, not yet listed */
 	if (now >= opened_at + dedup_bucket_interval_usecs(number))
 		return true;
-	if (max_bytes == 0)
+	if (max_bytes == 0 || live >= DEDUP_MAX_BUCKETS / 2)
 		return false;
 	rel = index_open(index, AccessShareLock);
 	bytes = (int64) RelationGetNumberOfBlocks(rel) * BLCKSZ;
@@ -757,7 +762,7 @@ dedup_bucket_keep_expired(void)
 	if (current != NULL && n < BUCKET_MAX_ROWS && live < DEDUP_MAX_BUCKETS &&
 		bucket_ttls_close(current->number))
 		keep = bucket_is_due(current->number, current->opened_at, bucket_index(current),
-							 GetCurrentTimestamp());
+							 GetCurrentTimestamp(), live);
 	pfree(rows);
 	return keep;
 }
@@ -880,7 +885,7 @@ bucket_open_next(BucketRow *rows, int n)
 			live++;
 	}
 	if (current == NULL ||
-		!bucket_is_due(current->number, current->opened_at, bucket_index(current), now))
+		!bucket_is_due(current->number, current->opened_at, bucket_index(current), now, live))
 		return;
 
 	/*
@@ -906,7 +911,7 @@ bucket_open_next(BucketRow *rows, int n)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("dedup.claims keeps its current bucket: %d buckets hold rows that have not expired",
 						live),
-				 errhint("Raise dedup.bucket_interval: a bucket should span a good part of the longest ttl.")));
+				 errhint("Raise dedup.bucket_max_size or dedup.bucket_interval: 64 buckets should hold the claims of the longest ttl.")));
 		return;
 	}
 

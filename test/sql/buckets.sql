@@ -236,6 +236,20 @@ SELECT count(*) FROM dedup_claim_batch('size', ARRAY(SELECT 'one-' || g FROM gen
 SET dedup.bucket_max_size = 0;
 CALL dedup_cleanup();
 SELECT * FROM buckets;
+-- by size only while fewer than 32 buckets hold live rows: with 31 more
+-- listed (as sealed), the full bucket 1 stays; without, the next opens
+SET dedup.bucket_max_size = '64kB';
+BEGIN;
+INSERT INTO dedup.buckets (bucket, relid, state, opened_at, closed_at, max_expires_at, claims, records)
+  SELECT 1000 + g, (4000000000 + g)::oid::regclass, 's', now(), now(), now() + interval '1 day', 0, 0
+  FROM generate_series(1, 31) g;
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+ROLLBACK;
+BEGIN;
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+ROLLBACK;
 SELECT regress_try($$SET dedup.bucket_max_size = -2$$);
 RESET dedup.bucket_max_size;
 
