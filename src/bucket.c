@@ -6,11 +6,12 @@
  * Claims and idempotency records are written into the current bucket, a
  * table that inherits from dedup.claims and has its own primary key on the
  * fingerprint, so that the index pages new keys go into are few and recent
- * (after a checkpoint, each page written costs a full-page image).  Every
- * dedup.bucket_interval the cleanup opens a new bucket and closes the old
- * one, which is only read from then on; once every row of a closed bucket
- * has expired, the whole bucket goes with DROP TABLE: no row is deleted,
- * no dead tuple left, no vacuum owed.  dedup.buckets lists them (see
+ * (after a checkpoint, each page written costs a full-page image).  When
+ * the current bucket is due, by time or by size (below: "When the current
+ * bucket is due for a switch"), the cleanup opens a new bucket and closes
+ * the old one, which is only read from then on; once every row of a closed
+ * bucket has expired, the whole bucket goes with DROP TABLE: no row is
+ * deleted, no dead tuple left, no vacuum owed.  dedup.buckets lists them (see
  * sql/tables/buckets.sql); bucket 0 is dedup.claims itself, the only
  * bucket of a new or updated database until the first switch.
  *
@@ -28,8 +29,8 @@
  * (store.c): then it holds none, and opens them again after, so that no
  * step waits for it.  The switch is done in steps, each a transaction of
  * its own:
- *	1. open: create bucket n+1 as "next": every call reads it from now on,
- *	   none writes it;
+ *	1. open: once bucket n is due, create bucket n+1 as "next": every call
+ *	   reads it from now on, none writes it;
  *	2. switch: wait until every call that began before step 1 committed
  *	   (and so may not know bucket n+1) has ended: WaitForLockers() on the
  *	   current bucket, which blocks nobody; then make n+1 current and n
@@ -480,7 +481,7 @@ dedup_bucket_storage(void)
 typedef struct BucketTtls
 {
 	Oid			dboid;			/* InvalidOid: a free slot */
-	Oid			claims;			/* dedup.buckets of that database: the extension's */
+	Oid			buckets;		/* dedup.buckets of that database: the extension's */
 	pg_atomic_uint32 generation;	/* advanced by each switch */
 	int32		number;			/* the current bucket, whose ttls these are */
 	bool		noted;			/* whether any is */
@@ -500,7 +501,7 @@ static BucketShared *bucket_shared = NULL;
 static struct
 {
 	BucketTtls *slot;			/* NULL: none seen */
-	Oid			claims;
+	Oid			buckets;
 	uint32		generation;
 	int32		number;
 	int64		min_ttl;		/* a ttl within these needs no noting */
@@ -532,12 +533,13 @@ dedup_bucket_shmem_startup(void)
 }
 
 /*
- * The slot of this database's dedup.claims, under the lock held exclusive
- * when create: a free slot, or a slot of this database left by a dropped
- * extension, is taken for it.  NULL when there is none.
+ * The slot of this database's extension (its dedup.buckets: buckets), under
+ * the lock, held exclusive when create: a free slot, or a slot of this
+ * database left by a dropped extension, is taken for it.  NULL when there
+ * is none.
  */
 static BucketTtls *
-bucket_ttls_slot(Oid claims, bool create, int32 number)
+bucket_ttls_slot(Oid buckets, bool create, int32 number)
 {
 	BucketTtls *mine = NULL;
 	BucketTtls *free_slot = NULL;
@@ -546,7 +548,7 @@ bucket_ttls_slot(Oid claims, bool create, int32 number)
 	{
 		BucketTtls *slot = &bucket_shared->slots[i];
 
-		if (slot->dboid == MyDatabaseId && slot->claims == claims)
+		if (slot->dboid == MyDatabaseId && slot->buckets == buckets)
 			return slot;
 		if (slot->dboid == MyDatabaseId)
 			mine = slot;
@@ -560,7 +562,7 @@ bucket_ttls_slot(Oid claims, bool create, int32 number)
 	if (mine != NULL)
 	{
 		mine->dboid = MyDatabaseId;
-		mine->claims = claims;
+		mine->buckets = buckets;
 		mine->number = number;
 		mine->noted = false;
 		pg_atomic_fetch_add_u32(&mine->generation, 1);
@@ -601,21 +603,21 @@ void
 dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
 {
 	int64		ttl = expires_at - now;
-	Oid			claims;
+	Oid			buckets;
 	BucketTtls *slot;
 
 	if (bucket_shared == NULL || ttl <= 0)
 		return;
-	claims = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+	buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
 	slot = bucket_ttls_seen.slot;
-	if (slot != NULL && bucket_ttls_seen.claims == claims &&
+	if (slot != NULL && bucket_ttls_seen.buckets == buckets &&
 		bucket_ttls_seen.number == number &&
 		pg_atomic_read_u32(&slot->generation) == bucket_ttls_seen.generation &&
 		ttl >= bucket_ttls_seen.min_ttl && ttl <= bucket_ttls_seen.max_ttl)
 		return;
 
 	LWLockAcquire(bucket_shared->lock, LW_EXCLUSIVE);
-	slot = bucket_ttls_slot(claims, true, number);
+	slot = bucket_ttls_slot(buckets, true, number);
 	if (slot != NULL && slot->number == number)
 	{
 		slot->min_ttl = slot->noted ? Min(slot->min_ttl, ttl) : ttl;
@@ -623,7 +625,7 @@ dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
 		slot->noted = true;
 	}
 	bucket_ttls_seen.slot = slot;
-	bucket_ttls_seen.claims = claims;
+	bucket_ttls_seen.buckets = buckets;
 	bucket_ttls_seen.number = number;
 	if (slot != NULL)
 		bucket_ttls_seen.generation = pg_atomic_read_u32(&slot->generation);
@@ -655,11 +657,10 @@ dedup_bucket_interval_usecs(int32 number)
 		return (int64) dedup_bucket_interval * USECS_PER_SEC;
 	if (bucket_shared != NULL)
 	{
-		Oid			claims = dedup_relation_lookup(DEDUP_REL_BUCKETS);
 		BucketTtls *slot;
 
 		LWLockAcquire(bucket_shared->lock, LW_SHARED);
-		slot = bucket_ttls_slot(claims, false, number);
+		slot = bucket_ttls_slot(dedup_relation_lookup(DEDUP_REL_BUCKETS), false, number);
 		if (slot != NULL && slot->number == number && slot->noted)
 			interval = Max(slot->min_ttl / 4, slot->max_ttl / (DEDUP_MAX_BUCKETS / 2));
 		LWLockRelease(bucket_shared->lock);
@@ -1089,8 +1090,8 @@ bucket_retire(BucketRow *rows, int n, DedupBucketFold fold, DedupBucketExpire ex
 /*
  * The rows a retired bucket holds, by kind.  A small bucket is read for
  * them; a larger one (more than BUCKET_COUNT_MAX_READ rows when sealed) is
- * not: reading a million rows would take the drop a second of I/O and CPU,
- * at the claims' expense, for a figure.  It counts the rows it held when
+ * not: reading a million rows takes the drop over a tenth of a second of
+ * I/O and CPU, at the claims' expense, for a figure.  It counts the rows it held when
  * sealed, as dedup.buckets keeps them, which also counts the few that moved
  * out of it since (a record whose new version went into a newer bucket, a
  * released claim).
