@@ -124,6 +124,8 @@ endif
 PROVE_TESTS = test/t/*.pl
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
+# fingerprint.c hashes with OpenSSL's EVP interface (libpq-dev brings libssl-dev)
+SHLIB_LINK = -lcrypto
 # rebuild what includes a changed header (PGXS tracks dependencies with -MMD)
 override autodepend = yes
 

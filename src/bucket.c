@@ -6,11 +6,12 @@
  * Claims and idempotency records are written into the current bucket, a
  * table that inherits from dedup.claims and has its own primary key on the
  * fingerprint, so that the index pages new keys go into are few and recent
- * (after a checkpoint, each page written costs a full-page image).  Every
- * dedup.bucket_interval the cleanup opens a new bucket and closes the old
- * one, which is only read from then on; once every row of a closed bucket
- * has expired, the whole bucket goes with DROP TABLE: no row is deleted,
- * no dead tuple left, no vacuum owed.  dedup.buckets lists them (see
+ * (after a checkpoint, each page written costs a full-page image).  When
+ * the current bucket is due, by time or by size (below: "When the current
+ * bucket is due for a switch"), the cleanup opens a new bucket and closes
+ * the old one, which is only read from then on; once every row of a closed
+ * bucket has expired, the whole bucket goes with DROP TABLE: no row is
+ * deleted, no dead tuple left, no vacuum owed.  dedup.buckets lists them (see
  * sql/tables/buckets.sql); bucket 0 is dedup.claims itself, the only
  * bucket of a new or updated database until the first switch.
  *
@@ -28,8 +29,8 @@
  * (store.c): then it holds none, and opens them again after, so that no
  * step waits for it.  The switch is done in steps, each a transaction of
  * its own:
- *	1. open: create bucket n+1 as "next": every call reads it from now on,
- *	   none writes it;
+ *	1. open: once bucket n is due, create bucket n+1 as "next": every call
+ *	   reads it from now on, none writes it;
  *	2. switch: wait until every call that began before step 1 committed
  *	   (and so may not know bucket n+1) has ended: WaitForLockers() on the
  *	   current bucket, which blocks nobody; then make n+1 current and n
@@ -91,7 +92,11 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/ipc.h"
 #include "storage/lmgr.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -444,6 +449,326 @@ dedup_bucket_storage(void)
 }
 
 /* ---------------------------------------------------------------------
+ * When the current bucket is due for a switch
+ *
+ * By time: dedup.bucket_interval, or when it is 0 (the default) an interval
+ * that follows the ttls written into the current bucket: a quarter of the
+ * shortest, so that short ttls expire with their bucket's drop rather than
+ * row by row, but at least the longest over half of DEDUP_MAX_BUCKETS, so
+ * that the buckets holding live rows stay well within DEDUP_MAX_BUCKETS,
+ * and within BUCKET_AUTO_MIN_USECS .. BUCKET_AUTO_MAX_USECS.  By size: once
+ * the bucket's primary key, the index every new key goes into, reaches
+ * dedup.bucket_max_size (by default a sixteenth of shared_buffers), beyond
+ * which its pages no longer stay in cache and every checkpoint brings back
+ * a full-page image for most new keys; by size only while fewer than half
+ * of DEDUP_MAX_BUCKETS hold live rows.
+ *
+ * The ttls are noted in shared memory, one slot a database (when dedup is
+ * preloaded; without, the interval is BUCKET_AUTO_MAX_USECS): a writer
+ * notes the ttl of each row it writes into the current bucket, but takes
+ * the slot's lock only when the ttl falls outside the range it last saw
+ * there, so a claim normally touches no shared memory.  A slot is tied to
+ * dedup.buckets's relation (an extension dropped and created again starts
+ * over) and holds the range of the current bucket: the switch (and the
+ * listing of bucket 0) starts it again, and a writer that notes a ttl for
+ * another bucket (one that has not seen the switch yet) is not heard.
+ * ---------------------------------------------------------------------
+ */
+#define BUCKET_AUTO_MIN_USECS	USECS_PER_SEC
+#define BUCKET_AUTO_MAX_USECS	(6 * USECS_PER_HOUR)
+#define BUCKET_TTL_SLOTS		64
+
+typedef struct BucketTtls
+{
+	Oid			dboid;			/* InvalidOid: a free slot */
+	Oid			buckets;		/* dedup.buckets of that database: the extension's */
+	pg_atomic_uint32 generation;	/* advanced by each switch */
+	int32		number;			/* the current bucket, whose ttls these are */
+	bool		noted;			/* whether any is */
+	int64		min_ttl;		/* microseconds */
+	int64		max_ttl;
+} BucketTtls;
+
+typedef struct BucketShared
+{
+	LWLock	   *lock;
+	BucketTtls	slots[BUCKET_TTL_SLOTS];
+} BucketShared;
+
+static BucketShared *bucket_shared = NULL;
+
+/* What this backend last saw in its database's slot. */
+static struct
+{
+	BucketTtls *slot;			/* NULL: none seen */
+	Oid			buckets;
+	uint32		generation;
+	int32		number;
+	int64		min_ttl;		/* a ttl within these needs no noting */
+	int64		max_ttl;
+}			bucket_ttls_seen;
+
+void
+dedup_bucket_shmem_request(void)
+{
+	RequestAddinShmemSpace(MAXALIGN(sizeof(BucketShared)));
+	RequestNamedLWLockTranche("dedup buckets", 1);
+}
+
+void
+dedup_bucket_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	bucket_shared = ShmemInitStruct("dedup buckets", sizeof(BucketShared), &found);
+	if (!found)
+	{
+		memset(bucket_shared, 0, sizeof(BucketShared));
+		bucket_shared->lock = &(GetNamedLWLockTranche("dedup buckets"))->lock;
+		for (int i = 0; i < BUCKET_TTL_SLOTS; i++)
+			pg_atomic_init_u32(&bucket_shared->slots[i].generation, 0);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * The slot of this database's extension (its dedup.buckets: buckets), under
+ * the lock, held exclusive when create: a free slot, or a slot of this
+ * database left by a dropped extension, is taken for it.  NULL when there
+ * is none.
+ */
+static BucketTtls *
+bucket_ttls_slot(Oid buckets, bool create, int32 number)
+{
+	BucketTtls *mine = NULL;
+	BucketTtls *free_slot = NULL;
+
+	for (int i = 0; i < BUCKET_TTL_SLOTS; i++)
+	{
+		BucketTtls *slot = &bucket_shared->slots[i];
+
+		if (slot->dboid == MyDatabaseId && slot->buckets == buckets)
+			return slot;
+		if (slot->dboid == MyDatabaseId)
+			mine = slot;
+		else if (slot->dboid == InvalidOid && free_slot == NULL)
+			free_slot = slot;
+	}
+	if (!create)
+		return NULL;
+	if (mine == NULL)
+		mine = free_slot;
+	if (mine != NULL)
+	{
+		mine->dboid = MyDatabaseId;
+		mine->buckets = buckets;
+		mine->number = number;
+		mine->noted = false;
+		pg_atomic_fetch_add_u32(&mine->generation, 1);
+	}
+	return mine;
+}
+
+/*
+ * A switch to bucket number (or bucket 0 listed): the ttls noted from now
+ * on are that bucket's.  Not transactional: a switch rolled back leaves no
+ * ttl noted until it is made again (the interval is then the longest).
+ */
+static void
+bucket_ttls_reset(int32 number)
+{
+	BucketTtls *slot;
+
+	if (bucket_shared == NULL)
+		return;
+	LWLockAcquire(bucket_shared->lock, LW_EXCLUSIVE);
+	slot = bucket_ttls_slot(dedup_relation_lookup(DEDUP_REL_BUCKETS), true, number);
+	if (slot != NULL)
+	{
+		slot->number = number;
+		slot->noted = false;
+		pg_atomic_fetch_add_u32(&slot->generation, 1);
+	}
+	LWLockRelease(bucket_shared->lock);
+}
+
+/*
+ * Note the ttl of a row written into bucket number (the current bucket as
+ * the writer knows it): expires_at less the time of the call.  Touches
+ * shared memory only to read the slot's generation, unless the ttl is
+ * outside the range this backend last saw noted for that bucket.
+ */
+void
+dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
+{
+	int64		ttl = expires_at - now;
+	Oid			buckets;
+	BucketTtls *slot;
+
+	if (bucket_shared == NULL || ttl <= 0)
+		return;
+	buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+	slot = bucket_ttls_seen.slot;
+	if (slot != NULL && bucket_ttls_seen.buckets == buckets &&
+		bucket_ttls_seen.number == number &&
+		pg_atomic_read_u32(&slot->generation) == bucket_ttls_seen.generation &&
+		ttl >= bucket_ttls_seen.min_ttl && ttl <= bucket_ttls_seen.max_ttl)
+		return;
+
+	LWLockAcquire(bucket_shared->lock, LW_EXCLUSIVE);
+	slot = bucket_ttls_slot(buckets, true, number);
+	if (slot != NULL && slot->number == number)
+	{
+		slot->min_ttl = slot->noted ? Min(slot->min_ttl, ttl) : ttl;
+		slot->max_ttl = slot->noted ? Max(slot->max_ttl, ttl) : ttl;
+		slot->noted = true;
+	}
+	bucket_ttls_seen.slot = slot;
+	bucket_ttls_seen.buckets = buckets;
+	bucket_ttls_seen.number = number;
+	if (slot != NULL)
+		bucket_ttls_seen.generation = pg_atomic_read_u32(&slot->generation);
+	if (slot != NULL && slot->number == number)
+	{
+		bucket_ttls_seen.min_ttl = slot->min_ttl;
+		bucket_ttls_seen.max_ttl = slot->max_ttl;
+	}
+	else
+	{
+		/* not the slot's bucket (an older one), or no slot: nothing to note */
+		bucket_ttls_seen.min_ttl = PG_INT64_MIN;
+		bucket_ttls_seen.max_ttl = PG_INT64_MAX;
+	}
+	LWLockRelease(bucket_shared->lock);
+}
+
+/*
+ * The time new claims go into bucket number before the next one is opened:
+ * dedup.bucket_interval, or when it is 0 the interval that follows the ttls
+ * written into that bucket (BUCKET_AUTO_MAX_USECS while none is known).
+ */
+int64
+dedup_bucket_interval_usecs(int32 number)
+{
+	int64		interval = BUCKET_AUTO_MAX_USECS;
+
+	if (dedup_bucket_interval > 0)
+		return (int64) dedup_bucket_interval * USECS_PER_SEC;
+	if (bucket_shared != NULL)
+	{
+		BucketTtls *slot;
+
+		LWLockAcquire(bucket_shared->lock, LW_SHARED);
+		slot = bucket_ttls_slot(dedup_relation_lookup(DEDUP_REL_BUCKETS), false, number);
+		if (slot != NULL && slot->number == number && slot->noted)
+			interval = Max(slot->min_ttl / 4, slot->max_ttl / (DEDUP_MAX_BUCKETS / 2));
+		LWLockRelease(bucket_shared->lock);
+	}
+	return Min(Max(interval, BUCKET_AUTO_MIN_USECS), BUCKET_AUTO_MAX_USECS);
+}
+
+/*
+ * The size of a bucket's primary key at which the next bucket is opened, in
+ * bytes; 0 for none.  dedup.bucket_max_size, or by default (-1) a sixteenth
+ * of shared_buffers, at least 8MB.
+ */
+int64
+dedup_bucket_max_bytes(void)
+{
+	if (dedup_bucket_max_size == 0)
+		return 0;
+	if (dedup_bucket_max_size < 0)
+		return Max((int64) NBuffers * BLCKSZ / 16, (int64) 8 * 1024 * 1024);
+	return (int64) dedup_bucket_max_size * 1024;
+}
+
+/*
+ * Whether the current bucket (number, opened at opened_at, its primary key
+ * index) is due for a switch at now, live buckets holding rows that have
+ * not expired: by time, or by size while fewer than half of
+ * DEDUP_MAX_BUCKETS do (a long ttl at a high rate would otherwise fill the
+ * list with small buckets, and then keep the current one growing, with a
+ * warning every pass, until the oldest retire).
+ */
+static bool
+bucket_is_due(int32 number, TimestampTz opened_at, Oid index, TimestampTz now, int live)
+{
+	int64		max_bytes = dedup_bucket_max_bytes();
+	Relation	rel;
+	int64		bytes;
+
+	if (opened_at == DT_NOBEGIN)
+		return false;			/* bucket 0 of a new database, not yet listed */
+	if (now >= opened_at + dedup_bucket_interval_usecs(number))
+		return true;
+	if (max_bytes == 0 || live >= DEDUP_MAX_BUCKETS / 2)
+		return false;
+	rel = index_open(index, AccessShareLock);
+	bytes = (int64) RelationGetNumberOfBlocks(rel) * BLCKSZ;
+	index_close(rel, AccessShareLock);
+	return bytes >= max_bytes;
+}
+
+/*
+ * Whether the ttls noted for bucket number are all within BUCKET_TTL_SPREAD
+ * of one another: its rows all expire within a few of its intervals.
+ */
+#define BUCKET_TTL_SPREAD	8
+
+static bool
+bucket_ttls_close(int32 number)
+{
+	bool		close = false;
+
+	if (bucket_shared != NULL)
+	{
+		BucketTtls *slot;
+
+		LWLockAcquire(bucket_shared->lock, LW_SHARED);
+		slot = bucket_ttls_slot(dedup_relation_lookup(DEDUP_REL_BUCKETS), false, number);
+		close = slot != NULL && slot->number == number && slot->noted &&
+			slot->max_ttl / BUCKET_TTL_SPREAD <= slot->min_ttl;
+		LWLockRelease(bucket_shared->lock);
+	}
+	return close;
+}
+
+/*
+ * Whether the cleanup leaves the rows that expired in the current bucket to
+ * go with it rather than deleting them one by one: when the bucket is due
+ * for a switch the open step can make (the list has room), and the ttls
+ * written into it are close (BUCKET_TTL_SPREAD), so that its drop comes
+ * soon after: short ttls then cost no row deletes, no dead tuples.  With
+ * ttls far apart, the short ones' rows are deleted, not kept until the long
+ * ones' expire.
+ */
+bool
+dedup_bucket_keep_expired(void)
+{
+	BucketRow  *rows;
+	int			n = bucket_read(&rows);
+	int			live = 0;
+	const BucketRow *current = NULL;
+	bool		keep = false;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].state == BUCKET_CURRENT)
+			current = &rows[i];
+		if (rows[i].state != BUCKET_RETIRED)
+			live++;
+	}
+	/* as the open step decides (bucket_open_next) */
+	if (current != NULL && n < BUCKET_MAX_ROWS && live < DEDUP_MAX_BUCKETS &&
+		bucket_ttls_close(current->number))
+		keep = bucket_is_due(current->number, current->opened_at, bucket_index(current),
+							 GetCurrentTimestamp(), live);
+	pfree(rows);
+	return keep;
+}
+
+/* ---------------------------------------------------------------------
  * The cleanup's steps
  * ---------------------------------------------------------------------
  */
@@ -545,6 +870,7 @@ bucket_open_next(BucketRow *rows, int n)
 		bucket_sql("INSERT INTO dedup.buckets (bucket, relid, state, opened_at) "
 				   "VALUES (0, 'dedup.claims'::pg_catalog.regclass, 'c', pg_catalog.now())",
 				   0, NULL, NULL);
+		bucket_ttls_reset(0);
 		return;
 	}
 	for (int i = 0; i < n; i++)
@@ -560,7 +886,7 @@ bucket_open_next(BucketRow *rows, int n)
 			live++;
 	}
 	if (current == NULL ||
-		now < current->opened_at + (int64) dedup_bucket_interval * USECS_PER_SEC)
+		!bucket_is_due(current->number, current->opened_at, bucket_index(current), now, live))
 		return;
 
 	/*
@@ -586,7 +912,7 @@ bucket_open_next(BucketRow *rows, int n)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("dedup.claims keeps its current bucket: %d buckets hold rows that have not expired",
 						live),
-				 errhint("Raise dedup.bucket_interval: a bucket should span a good part of the longest ttl.")));
+				 errhint("Raise dedup.bucket_max_size or dedup.bucket_interval: 64 buckets should hold the claims of the longest ttl.")));
 		return;
 	}
 
@@ -634,6 +960,7 @@ bucket_switch(BucketRow *rows, int n)
 	bucket_sql("UPDATE dedup.buckets SET state = 'c', opened_at = pg_catalog.now() "
 			   "WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
 	bucket_list_invalidate();
+	bucket_ttls_reset(next->number);
 }
 
 /*
@@ -761,6 +1088,31 @@ bucket_retire(BucketRow *rows, int n, DedupBucketFold fold, DedupBucketExpire ex
 }
 
 /*
+ * The rows a retired bucket holds, by kind.  A small bucket is read for
+ * them; a larger one (more than BUCKET_COUNT_MAX_READ rows when sealed) is
+ * not: reading a million rows takes the drop over a tenth of a second of
+ * I/O and CPU, at the claims' expense, for a figure.  It counts the rows it held when
+ * sealed, as dedup.buckets keeps them, which also counts the few that moved
+ * out of it since (a record whose new version went into a newer bucket, a
+ * released claim).
+ */
+#define BUCKET_COUNT_MAX_READ	10000
+
+static void
+bucket_rows_held(const BucketRow *row, int64 *claims, int64 *records)
+{
+	TimestampTz max;
+
+	if (row->claims + row->records <= BUCKET_COUNT_MAX_READ)
+		(void) bucket_scan(row->relid, &max, claims, records);
+	else
+	{
+		*claims = row->claims;
+		*records = row->records;
+	}
+}
+
+/*
  * Step 5: drop the retired buckets no call reads any more; bucket 0,
  * dedup.claims itself, is emptied instead.  Counts the rows they held.
  */
@@ -773,7 +1125,6 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 	{
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(rows[i].number)};
-		TimestampTz max;
 		int64		claims;
 		int64		records;
 
@@ -790,7 +1141,7 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
 			continue;
 		/* what it holds now: records moved out of it since it was sealed */
-		(void) bucket_scan(rows[i].relid, &max, &claims, &records);
+		bucket_rows_held(&rows[i], &claims, &records);
 		if (rows[i].number == 0)
 			bucket_sql("TRUNCATE ONLY dedup.claims", 0, NULL, NULL);
 		else

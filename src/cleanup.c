@@ -23,7 +23,10 @@
  * no row of it is deleted.  Rows of the current bucket that expire while
  * it is still current (a ttl shorter than dedup.bucket_interval) are
  * deleted as the other tables' rows are, so that they do not wait for
- * their bucket to close; with buckets shorter than the ttls there are few.
+ * their bucket to close; with buckets shorter than the ttls there are few
+ * (by default a bucket's interval follows the ttls written into it), and
+ * none while the current bucket is due for the switch the pass makes and
+ * its ttls are close (bucket.c): it is dropped soon after.
  * Claims of a scope with a history are the exception: they stay until
  * their bucket retires, which folds them into the history first: the
  * cleanup drives a bucket's retire, fold and drop, giving the bucket steps
@@ -179,6 +182,16 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 		/* the current bucket, where rows with a ttl shorter than it expire */
 		rel = dedup_relation_open(table, RowExclusiveLock);
 		table_close(rel, RowExclusiveLock);
+
+		/*
+		 * unless it is due for a switch, which this pass makes, and its
+		 * ttls are close: its rows then go with it soon, dropped whole
+		 */
+		if (dedup_bucket_storage() && dedup_bucket_keep_expired())
+		{
+			*position = InvalidBlockNumber;
+			return 0;
+		}
 		rel = dedup_bucket_open_current(RowExclusiveLock);
 	}
 	else

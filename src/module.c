@@ -10,8 +10,9 @@
  *
  * The library works both loaded on demand by CREATE EXTENSION and loaded
  * through shared_preload_libraries; only the cleanup worker, its figures
- * (cleanup_stats.c), the scopes' counters (scope_counters.c) and the
- * buckets' filters (filter.c) need the latter.
+ * (cleanup_stats.c), the scopes' counters (scope_counters.c), the
+ * buckets' filters (filter.c) and the ttls that set the buckets' interval
+ * (bucket.c) need the latter.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -25,6 +26,7 @@
 #include "utils/elog.h"
 #include "utils/memutils.h"
 
+#include "bucket.h"
 #include "cleanup_stats.h"
 #include "filter.h"
 #include "history.h"
@@ -77,6 +79,7 @@ dedup_shmem_request(void)
 	dedup_stats_shmem_request();
 	dedup_scopestats_shmem_request();
 	dedup_filter_shmem_request();
+	dedup_bucket_shmem_request();
 }
 
 static void
@@ -87,6 +90,7 @@ dedup_shmem_startup(void)
 	dedup_stats_shmem_startup();
 	dedup_scopestats_shmem_startup();
 	dedup_filter_shmem_startup();
+	dedup_bucket_shmem_startup();
 }
 
 /*

@@ -34,7 +34,8 @@ char	   *dedup_cleanup_role = NULL;
 int			dedup_cleanup_interval = 60;
 bool		dedup_cleanup_enabled = true;
 int			dedup_outbox_max_attempts = 10;
-int			dedup_bucket_interval = 6 * 3600;
+int			dedup_bucket_interval = 0;
+int			dedup_bucket_max_size = -1;	/* kB */
 bool		dedup_require_declared_scopes = false;
 bool		dedup_outbox_fast_path = true;
 int			dedup_bucket_filter_memory = 64;	/* MB */
@@ -110,11 +111,20 @@ dedup_settings_define(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dedup.bucket_interval",
 							"Time new claims go into one bucket of dedup.claims before the cleanup opens the next.",
-							"Shorter keeps the index new keys go into smaller; every bucket "
-							"that still holds a live row is read by each new claim.",
+							"0 follows the ttls written into the bucket: a quarter of the shortest, at least "
+							"the longest over 32, within 1s and 6h.  Every bucket that still holds a live "
+							"row is read by each new claim.",
 							&dedup_bucket_interval,
-							6 * 3600, 1, 365 * 86400,
+							0, 0, 365 * 86400,
 							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dedup.bucket_max_size",
+							"Size of the current bucket's primary key at which the cleanup opens the next bucket.",
+							"-1 means a sixteenth of shared_buffers, at least 8MB; 0 switches by time only.  "
+							"Beyond the cache, each new key costs a full-page image after every checkpoint.",
+							&dedup_bucket_max_size,
+							-1, -1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("dedup.require_declared_scopes",
 							 "Whether writes under a scope dedup_set_scope() never declared are refused.",

@@ -19,7 +19,8 @@ extern char *dedup_cleanup_role;
 extern int	dedup_cleanup_interval;	/* seconds */
 extern bool dedup_cleanup_enabled;
 extern int	dedup_outbox_max_attempts;
-extern int	dedup_bucket_interval;	/* seconds */
+extern int	dedup_bucket_interval;	/* seconds; 0: follows the ttls */
+extern int	dedup_bucket_max_size;	/* kB of the current bucket's index; -1: derived; 0: none */
 extern bool dedup_require_declared_scopes;
 extern bool dedup_outbox_fast_path;	/* outbox_fast.c */
 extern int	dedup_bucket_filter_memory;	/* MB: the sealed buckets' filters (filter.c) */

@@ -165,6 +165,7 @@ store_open_buckets(KeyStore *ks)
 
 			part->heap_oid = list->buckets[i].heap;
 			part->index_oid = list->buckets[i].index;
+			part->number = list->buckets[i].number;
 			part->sealed = list->buckets[i].sealed;
 			part->closed_at = list->buckets[i].closed_at;
 			part->opened = false;
@@ -751,8 +752,13 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 		nulls[Anum_claims_record - 1] = true;
 		nulls[Anum_claims_history - 1] = (ks->history_id == 0);
 	}
-	return key_store_write(ks, fp, row, heap_form_tuple(RelationGetDescr(ks->heap), values, nulls),
-						   busy);
+	if (!key_store_write(ks, fp, row, heap_form_tuple(RelationGetDescr(ks->heap), values, nulls),
+						 busy))
+		return false;
+	/* the ttls written into the current bucket set its interval (bucket.c) */
+	if (ks->bucketed)
+		dedup_bucket_note_ttl(ks->parts[ks->current].number, ks->now, expires_at);
+	return true;
 }
 
 /*
@@ -1011,4 +1017,6 @@ key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
 	store_batch_flush(ks, &batch, keys);
 	for (int i = 0; i < STORE_BATCH_ROWS; i++)
 		ExecDropSingleTupleTableSlot(batch.slots[i]);
+	if (ks->bucketed && ks->wrote)
+		dedup_bucket_note_ttl(ks->parts[ks->current].number, ks->now, expires_at);
 }

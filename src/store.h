@@ -112,6 +112,7 @@ typedef struct KeyStorePart
 {
 	Oid			heap_oid;
 	Oid			index_oid;
+	int32		number;			/* a bucket's number (bucket.c) */
 	bool		opened;			/* a sealed bucket is opened when first needed */
 	bool		sealed;			/* a sealed bucket: its filter may be asked */
 	TimestampTz closed_at;		/* of a sealed bucket: names its filter */

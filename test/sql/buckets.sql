@@ -45,7 +45,9 @@ SELECT deleted, next_position FROM dedup_cleanup_batch((3::bigint << 32) + 1);
 SELECT * FROM buckets;
 COMMIT;
 -- the next pass switches to bucket 1 and seals bucket 0: its latest expiry
--- is that of its rows (the record's lease plus its ttl); nothing is deleted
+-- is that of its rows (the record's lease plus its ttl); nothing is deleted,
+-- not even the expired claim: bucket 0 being due for the switch, its first
+-- stage leaves it to go with the bucket
 CALL dedup_cleanup();
 SELECT * FROM buckets;
 SELECT max_expires_at = (SELECT max(expires_at) FROM ONLY dedup.claims) AS sealed_at_latest_expiry
@@ -188,8 +190,120 @@ CALL dedup_cleanup();
 SELECT * FROM buckets;
 SELECT dedup_claim('b', 'while-held') AS again;
 
--- dedup.bucket_interval: at least a second, set by superusers
-SELECT regress_try($$SET dedup.bucket_interval = 0$$);
+-- The drop counts the rows a bucket held without reading a bucket of more
+-- than 10,000 rows: it counts those it held when sealed
+CALL regress_reset_buckets();
+CALL dedup_cleanup();
+SELECT count(*) FROM generate_series(0, 10) b,
+  LATERAL dedup_claim_batch('big', ARRAY(SELECT 'k-' || (b * 1000 + g) FROM generate_series(1, 1000) g));
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+UPDATE dedup.buckets SET max_expires_at = clock_timestamp() - interval '1 second' WHERE bucket = 0;
+SELECT deleted FROM dedup_cleanup_batch((3::bigint << 32) + 3);
+BEGIN;
+SELECT pg_stat_get_xact_tuples_returned('dedup.claims'::regclass) AS read \gset
+SELECT deleted FROM dedup_cleanup_batch((3::bigint << 32) + 4);
+SELECT pg_stat_get_xact_tuples_returned('dedup.claims'::regclass) - :read AS rows_read_by_the_drop;
+COMMIT;
+SELECT * FROM buckets;
+
+-- Switch by size: once the current bucket's primary key reaches
+-- dedup.bucket_max_size (default -1: a sixteenth of shared_buffers), the
+-- next pass switches, however young the bucket.  Here 64kB: a few thousand
+-- keys.  The current bucket, young and small, stays through a pass
+SHOW dedup.bucket_max_size;
+CALL regress_reset_buckets();
+CALL dedup_cleanup();
+SET dedup.bucket_max_size = '64kB';
+SELECT count(*) FROM dedup_claim_batch('size', ARRAY(SELECT 'k-' || g FROM generate_series(1, 100) g));
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+-- 4,000 keys more make its index over 64kB: the pass switches to bucket 1;
+-- the pass's first stage deletes none of the rows that expired in it (one
+-- here): they go with the bucket, dropped whole
+SELECT count(*) FROM dedup_claim_batch('size', ARRAY(SELECT 'more-' || g FROM generate_series(1, 4000) g));
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute'
+WHERE key = pg_temp.key_fp('size', 'k-1');
+SELECT pg_relation_size('dedup.claims_pkey') >= 65536 AS index_over_64kb;
+SELECT deleted FROM dedup_cleanup_batch(0);
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+SELECT * FROM rows_by_bucket;
+SELECT dedup_claim('size', 'k-2') AS k2, dedup_claim('size', 'k-1') AS k1_expired;
+-- 0 switches by time only: the full bucket 1 stays
+SELECT count(*) FROM dedup_claim_batch('size', ARRAY(SELECT 'one-' || g FROM generate_series(1, 4000) g));
+SET dedup.bucket_max_size = 0;
+CALL dedup_cleanup();
+SELECT * FROM buckets;
+-- by size only while fewer than 32 buckets hold live rows: with 31 more
+-- listed (as sealed), the full bucket 1 stays; without, the next opens
+SET dedup.bucket_max_size = '64kB';
+BEGIN;
+INSERT INTO dedup.buckets (bucket, relid, state, opened_at, closed_at, max_expires_at, claims, records)
+  SELECT 1000 + g, (4000000000 + g)::oid::regclass, 's', now(), now(), now() + interval '1 day', 0, 0
+  FROM generate_series(1, 31) g;
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+ROLLBACK;
+BEGIN;
+SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
+SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
+ROLLBACK;
+SELECT regress_try($$SET dedup.bucket_max_size = -2$$);
+RESET dedup.bucket_max_size;
+
+-- dedup.bucket_interval: 0 (the default) follows the ttls written into the
+-- current bucket: a quarter of the shortest, at least the longest over 32,
+-- within 1 second and 6 hours.  After a switch, claims of ttl 1 hour: 15
+-- minutes; a bucket 10 minutes old stays, 20 minutes old switches
+SHOW dedup.bucket_interval;
+CALL regress_reset_buckets();
+CALL dedup_cleanup();
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+SELECT dedup_claim('ttl', 'h1', ttl => '1 hour');
+UPDATE dedup.buckets SET opened_at = opened_at - interval '10 minutes' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '10 minutes' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+-- claims of ttl 1 hour and 1 day in bucket 2: 45 minutes (1 day over 32),
+-- not 15, so that a day of claims keeps to 32 buckets
+SELECT dedup_claim('ttl', 'h2', ttl => '1 hour'), dedup_claim('ttl', 'd2', ttl => '1 day');
+UPDATE dedup.buckets SET opened_at = opened_at - interval '30 minutes' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '20 minutes' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+-- claims of a 2-second ttl (a batch): a bucket of 1 second, the least;
+-- their rows go with their buckets, none deleted one by one
+SELECT count(*) FROM dedup_claim_batch('ttl', ARRAY['s1', 's2'], ttl => '2 seconds');
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 second'
+WHERE key = pg_temp.key_fp('ttl', 's1');
+UPDATE dedup.buckets SET opened_at = opened_at - interval '1 second' WHERE state = 'c';
+SELECT deleted FROM dedup_cleanup_batch(0);
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+SELECT * FROM rows_by_bucket;
+-- a bucket that got no claim since the switch: 6 hours
+UPDATE dedup.buckets SET opened_at = opened_at - interval '5 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+-- a fixed interval ignores the ttls: 1 day here
+SET dedup.bucket_interval = '1d';
+SELECT dedup_claim('ttl', 's3', ttl => '2 seconds');
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '20 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+RESET dedup.bucket_interval;
+-- at least 0 seconds, set by superusers
+SELECT regress_try($$SET dedup.bucket_interval = -1$$);
 SHOW dedup.bucket_interval;
 RESET dedup.cleanup_pause;
 -- the tests after this one start from one empty bucket

@@ -11,7 +11,9 @@
 #   - a stage that cannot get its lock in time does not end the pass;
 #   - SIGTERM stops a worker in the middle of a pass within a second, and
 #     the launcher within a second; the postmaster restarts the launcher,
-#     and after a crash (kill -9) too.
+#     and after a crash (kill -9) too;
+#   - the worker switches buckets by size (dedup.bucket_max_size), and by
+#     default at an interval that follows the ttls written.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 use strict;
@@ -25,7 +27,10 @@ my $node = DedupNode->create(
 	conf => [
 		"dedup.cleanup_databases = 'app, missingdb, noext, closed'",
 		'dedup.cleanup_interval = 1',
-		'dedup.cleanup_pause = 0'
+		'dedup.cleanup_pause = 0',
+		# one bucket until a test switches: not the interval that follows the
+		# ttls (2 seconds and 1 hour here: 112 seconds), checked last
+		'dedup.bucket_interval = 6h'
 	]);
 $node->safe_psql('postgres',
 	'CREATE DATABASE app; CREATE DATABASE noext; CREATE DATABASE closed ALLOW_CONNECTIONS false;');
@@ -201,5 +206,28 @@ ok( wait_for(
 	'after a crash restart the launcher is back');
 sql(q{SELECT count(*) FROM dedup_claim_batch('short', ARRAY(SELECT 'crash-' || i FROM generate_series(1, 100) i))});
 ok(wait_for('SELECT count(*) FROM dedup.claims', '3020', 30), 'and cleaning');
+
+# 8. the worker switches to a new bucket by size, however young the current
+# one: its primary key past dedup.bucket_max_size (64kB here)
+my $current = sql(q{SELECT bucket FROM dedup.buckets WHERE state = 'c'});
+reload(q{dedup.bucket_max_size = '64kB'});
+sql(q{SELECT count(*) FROM dedup_claim_batch('long', ARRAY(SELECT 'size-' || i FROM generate_series(1, 5000) i))});
+ok(wait_for("SELECT bool_or(bucket > $current) FROM dedup.buckets WHERE state = 'c'", 't', 30),
+	'the worker switched buckets by size');
+reload('dedup.bucket_max_size = -1');
+
+# 9. by default the interval follows the ttls written into the current
+# bucket: claims of a 2-second ttl alone make it 1 second; the worker
+# switches, and the bucket goes whole, none of its rows deleted one by one
+$current = sql(q{SELECT bucket FROM dedup.buckets WHERE state = 'c'});
+reload('dedup.bucket_interval = 0');
+my $deleted = sql(q{SELECT sum(rows_deleted) FROM dedup_cleanup_stats()});
+sql(q{SELECT count(*) FROM dedup_claim_batch('short', ARRAY(SELECT 'auto-' || i FROM generate_series(1, 100) i))});
+ok(wait_for("SELECT bool_or(bucket > $current) FROM dedup.buckets WHERE state = 'c'", 't', 30),
+	'the worker switched buckets after the short ttls');
+ok(wait_for("SELECT count(*) FROM dedup.buckets WHERE bucket = $current", '0', 30),
+	'and dropped the bucket once they expired');
+is(sql('SELECT count(*) FROM dedup.claims'), '8020', 'the short claims went with it, the rest stayed');
+is(sql("SELECT sum(rows_deleted) - $deleted FROM dedup_cleanup_stats()"), '100', 'counted as removed');
 
 done_testing();
