@@ -65,6 +65,7 @@
 #include "catalog/pg_type_d.h"
 #include "commands/async.h"
 #include "commands/sequence.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -139,13 +140,19 @@ put_event_key(DedupFingerprint *fp)
 static void
 put_lock_aggregate(const text *topic, text *aggregate_id)
 {
-	DedupFingerprint afp;
 	LOCKTAG		tag;
-	uint32		stripe;
+	uint64		stripe;
 
-	dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &afp);
-	memcpy(&stripe, afp.bytes, sizeof(stripe));
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, stripe % PUT_LOCK_STRIPES, 0,
+	/*
+	 * Any hash of (topic, aggregate id) will do, as only puts take these
+	 * locks: hash_bytes_extended(), not the fingerprint, which costs a
+	 * cryptographic hash
+	 */
+	stripe = hash_bytes_extended((const unsigned char *) VARDATA_ANY(aggregate_id),
+								 VARSIZE_ANY_EXHDR(aggregate_id),
+								 hash_bytes((const unsigned char *) VARDATA_ANY(topic),
+											VARSIZE_ANY_EXHDR(topic)));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (stripe % PUT_LOCK_STRIPES), 0,
 						 DEDUP_LOCKTAG_AGGREGATE);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
@@ -353,6 +360,20 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
 	IndexScanDesc scan;
 	bool		found;
 
+	if (!outbox_distributed())
+	{
+		/*
+		 * A table with no pages (these two have none unless events
+		 * failed) holds no event: no look-up
+		 */
+		bool		empty;
+
+		heap = dedup_relation_open(table, AccessShareLock);
+		empty = RelationGetNumberOfBlocks(heap) == 0;
+		table_close(heap, NoLock);
+		if (empty)
+			return false;
+	}
 	put_open(table, part, &heap, &index);
 	nkeys = put_id_scankeys(index, part, id, skey);
 	slot = table_slot_create(heap, NULL);
@@ -522,7 +543,7 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 {
 	Datum		values[PUT_INSERT_NARGS];
 	char		nulls[PUT_INSERT_NARGS] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	Oid			owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
+	Oid			owner;
 	Oid			save_userid;
 	int			save_sec_context;
 	bool		inserted;
@@ -534,6 +555,7 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 		put_insert_direct(part, id, topic, aggregate_type, aggregate_id, type, payload,
 							 headers))
 		return true;
+	owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -634,6 +656,8 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 	HeapTuple	tuple;
 	List	   *indexes;
 	ListCell   *lc;
+	Relation   *index_rels;
+	int			nindexes;
 	static Jsonb *empty_headers = NULL;
 
 	if (heap->trigdesc != NULL || heap->rd_rel->relrowsecurity)
@@ -667,19 +691,23 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 			return false;
 		}
 	indexes = RelationGetIndexList(heap);
+	nindexes = 0;
+	index_rels = palloc(sizeof(Relation) * Max(list_length(indexes), 1));
 	foreach(lc, indexes)
 	{
 		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
-		bool		plain = RelationGetIndexExpressions(index) == NIL &&
-			RelationGetIndexPredicate(index) == NIL && index->rd_index->indisready;
 
-		index_close(index, NoLock);
-		if (!plain)
+		index_rels[nindexes++] = index;
+		if (RelationGetIndexExpressions(index) != NIL ||
+			RelationGetIndexPredicate(index) != NIL || !index->rd_index->indisready)
 		{
+			for (int i = 0; i < nindexes; i++)
+				index_close(index_rels[i], NoLock);
 			table_close(heap, NoLock);
 			return false;
 		}
 	}
+	list_free(indexes);
 
 	if (empty_headers == NULL)
 	{
@@ -707,9 +735,9 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 #undef OUTBOX_SET
 	tuple = heap_form_tuple(desc, values, nulls);
 	heap_insert(heap, tuple, GetCurrentCommandId(true), 0, NULL);
-	foreach(lc, indexes)
+	for (int i = 0; i < nindexes; i++)
 	{
-		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		Relation	index = index_rels[i];
 		IndexInfo  *info = BuildIndexInfo(index);
 		Datum		ivalues[INDEX_MAX_KEYS];
 		bool		inulls[INDEX_MAX_KEYS];
@@ -726,7 +754,7 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 					 false, info);
 		index_close(index, NoLock);
 	}
-	list_free(indexes);
+	pfree(index_rels);
 	heap_freetuple(tuple);
 	table_close(heap, NoLock);
 	/* the next put of this statement looks the event up after this one */
