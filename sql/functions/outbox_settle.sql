@@ -92,7 +92,7 @@ BEGIN
         INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
                                         payload, headers, created_at, attempts, visible_at,
                                         last_error)
-        SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+        SELECT in_part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
                o.headers, o.created_at,
                CASE WHEN u.v = 'f' THEN u.t ELSE greatest(u.t - 1, 0) END, visible,
                CASE WHEN u.v = 'f' THEN error END

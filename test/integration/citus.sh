@@ -16,7 +16,10 @@
 #   - the outbox by partition, one a shard: an event and a business row of
 #     its aggregate commit on one node; puts from any node, idempotent; a
 #     relay on a worker drains every partition, each event once, each
-#     aggregate in order; the 1.0 relay calls fail with 0A000;
+#     aggregate in order; the 1.0 relay calls fail with 0A000; a relay on
+#     the coordinator nacks events back, then to their max_attempts (by
+#     nack_batch and by ack_batch's failed list): each dead in its
+#     partition with its error, never handed out again, then redriven;
 #   - what does not run on a cluster fails with 0A000 and writes nothing: a
 #     history, one epoch for many streams; a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
@@ -294,16 +297,56 @@ check "a batch taken on worker 1, extended from the coordinator and from worker 
 	"$(q -c "SELECT dedup_outbox_extend_batch($bid, '1 hour') > now() + interval '59 minutes'")|$(worker 2 -c "SELECT dedup_outbox_extend_batch($bid, '2 hours') > now() + interval '119 minutes'")|$(q -c "SELECT dedup_outbox_extend_batch($bid + 1) IS NULL")" \
 	"t|t|t"
 check "and acked from worker 2, whole" "$(worker 2 -c "SELECT dedup_outbox_ack_batch($bid)")" "${taken#* }"
-# dead letters in two partitions (written as the relay's bury would: a
-# nack at max_attempts dead-letters through an INSERT ... SELECT that
-# Citus's forced delegation refuses, a known defect of 1.1 on a cluster)
-q -c "INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type, payload, headers, created_at, attempts, last_error)
-      SELECT dedup.outbox_partition_of('dead-ev', 'agg-' || g), g, gen_random_uuid(), 'dead-ev', 'dead-ev', 'agg-' || g, 'dead-ev',
-             jsonb_build_object('i', g), '{}', now(), 1, 'broker down'
-      FROM generate_series(1, 8) g" >/dev/null
-check "dead letters of every partition, listed with their error from any node" \
-	"$(q -c "SELECT count(*), min(last_error) FROM dedup_outbox_dead('dead-ev')")|$(worker 1 -c "SELECT count(*) FROM dedup_outbox_dead('dead-ev', 100)")|$(q -c "SELECT count(DISTINCT part) > 1 FROM dedup.outbox_dead WHERE topic = 'dead-ev'")" \
-	"8|broker down|8|t"
+# dead letters, from a relay on the coordinator: a nack that brings an
+# event to its topic's max_attempts dead-letters it in its partition (from
+# the log, and from outbox_retry), by dedup_outbox_nack_batch and by
+# dedup_outbox_ack_batch's failed list; a nack below it sends it back
+take_all() {	# take_all TOPIC: every batch a relay on the coordinator can take now, "batch_id|id|i"
+	local rows out=
+	while rows=$(q -c "SELECT batch_id || '|' || id || '|' || (payload->>'i') FROM dedup_outbox_take_batch('$1', 100)") &&
+		[ -n "$rows" ]; do
+		out+="$rows"$'\n'
+	done
+	printf '%s' "$out"
+}
+q -c "SELECT scope FROM dedup_set_scope('dead-log', max_attempts => 1)" \
+  -c "SELECT scope FROM dedup_set_scope('dead-ev', max_attempts => 2)" \
+  -c "SELECT count(*) FROM generate_series(1, 8) g WHERE dedup_outbox_put('dead-log', 'd-' || g, jsonb_build_object('i', g), aggregate_id => 'agg-' || g) IS NOT NULL" \
+  -c "SELECT count(*) FROM generate_series(1, 8) g WHERE dedup_outbox_put('dead-ev', 'd-' || g, jsonb_build_object('i', g), aggregate_id => 'agg-' || g) IS NOT NULL" >/dev/null
+nacked=0
+for b in $(take_all dead-log | cut -d'|' -f1 | sort -u); do
+	nacked=$((nacked + $(q -c "SELECT dedup_outbox_nack_batch($b, '0', 'broker down')")))
+done
+check "a nack at max_attempts 1, from the coordinator: each event dead in its partition, with its error; none handed out again" \
+	"$nacked|$(q -c "SELECT count(*), min(last_error), max(last_error), min(attempts), max(attempts) FROM dedup_outbox_dead('dead-log')")|$(worker 1 -c "SELECT count(*) FROM dedup_outbox_dead('dead-log', 100)")|$(q -c "SELECT count(DISTINCT part) > 1, bool_and(part = dedup.outbox_partition_of(topic, aggregateid)) FROM dedup.outbox_dead WHERE topic = 'dead-log'")|$(take_all dead-log | wc -l)|$(q -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('dead-log')")" \
+	"8|8|broker down|broker down|1|1|8|t|t|0|0|0|8"
+# max_attempts 2: nacked once (back, through outbox_retry), then failed
+# in ack_batch's list (odd i) or nacked whole (the batches with no odd i)
+nacked=0
+for b in $(take_all dead-ev | cut -d'|' -f1 | sort -u); do
+	nacked=$((nacked + $(q -c "SELECT dedup_outbox_nack_batch($b, '0', 'first')")))
+done
+check "a nack below max_attempts: every event back, none dead" \
+	"$nacked|$(q -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('dead-ev')")|$(q -c "SELECT count(*) FROM dedup.outbox_retry WHERE topic = 'dead-ev' AND last_error = 'first'")" \
+	"8|8|0|0|8"
+acked=0
+take_all dead-ev >"$dir/dead-ev"
+for b in $(cut -d'|' -f1 "$dir/dead-ev" | sort -u); do
+	failed=$(awk -F'|' -v b="$b" '$1 == b && $3 % 2 == 1 { printf "%s%s", sep, $2; sep = "," }' "$dir/dead-ev")
+	if [ -n "$failed" ] && [ "$(awk -F'|' -v b="$b" '$1 == b && $3 % 2 == 0' "$dir/dead-ev" | wc -l)" -gt 0 ]; then
+		acked=$((acked + $(q -c "SELECT dedup_outbox_ack_batch($b, '{$failed}', '0', 'broker down')")))
+	elif [ -n "$failed" ]; then
+		q -c "SELECT dedup_outbox_nack_batch($b, '0', 'broker down')" >/dev/null
+	else
+		acked=$((acked + $(q -c "SELECT dedup_outbox_ack_batch($b)")))
+	fi
+done
+check "then failed at max_attempts 2 (ack_batch's failed list, nack_batch): the odd ones dead with their error, the even acked; none handed out again" \
+	"$(cut -d'|' -f2 "$dir/dead-ev" | sort -u | wc -l)|$acked|$(q -c "SELECT count(*), min(last_error), max(last_error), min(attempts), max(attempts), sum((payload->>'i')::int % 2) FROM dedup_outbox_dead('dead-ev')")|$(take_all dead-ev | wc -l)|$(q -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('dead-ev')")|$(q -c "SELECT count(*) FROM dedup.outbox_retry WHERE topic = 'dead-ev'")" \
+	"8|4|4|broker down|broker down|2|2|4|0|0|0|4|0"
+check "redriven from the coordinator: back in their partitions, handed out again" \
+	"$(q -c "SELECT dedup_outbox_redrive('dead-ev')")|$(q -c "SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-ev'")|$(take_all dead-ev | wc -l)" \
+	"4|0|4"
 check "a take that waits on a cluster: nothing there, no row once the wait passed" \
 	"$(worker 2 -c "SELECT count(*), clock_timestamp() - statement_timestamp() >= interval '300 milliseconds' FROM dedup_outbox_take_batch('wait-ev', 10, wait => '300 milliseconds')")" \
 	"0|t"
