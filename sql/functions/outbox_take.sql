@@ -371,7 +371,7 @@ BEGIN
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
         UPDATE dedup.outbox_batches AS x
         SET attempt = x.attempt + 1, lease_until = lease_end,
-            generation = b.generation % 2147483647 + 1
+            generation = b.generation % 2147483647 + 1, members = '{}'
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         b := dedup.outbox_batch_recount(in_part, b.slot);
         CONTINUE WHEN NOT b.busy;
@@ -610,7 +610,8 @@ BEGIN
             generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
             lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
             extra = x_seqs, retried = cardinality(r_ids), events = n,
-            aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a)
+            aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a),
+            members = '{}'
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         RETURN QUERY
         SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload, m.headers,
