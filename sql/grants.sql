@@ -76,7 +76,8 @@ AS $$
         '@extschema@.dedup_outbox_ack(uuid[], integer[])',
         '@extschema@.dedup_outbox_nack(uuid[], interval, text, integer[])',
         '@extschema@.dedup_outbox_stats(text)',
-        '@extschema@.dedup_outbox_dead(text, integer)'
+        '@extschema@.dedup_outbox_dead(text, integer)',
+        'dedup.outbox_batch_group(bigint, bigint[])'
     ]::regprocedure[]
     END
 $$;

@@ -2,18 +2,22 @@
  *
  * outbox_cluster.c
  *	  The relay on a Citus cluster: the calls that go through every
- *	  partition of the outbox (a take, a redrive, the figures), and the
- *	  partitions' SQL functions.
+ *	  partition of the outbox (a take, a redrive, the figures), those of a
+ *	  batch at its members (an ack, nack or heartbeat), and the partitions'
+ *	  SQL functions.
  *
  * The outbox is distributed by partition, each a shard of dedup.claims.  A
  * call of the relay made by a client runs, through dedup_call_on_shard, on
  * the node of each partition it concerns, as the same call forwarded by
  * that partition's part: there it works in that partition alone
- * (outbox_relay.c).  A take tries this node's partitions first, then the
- * others', each from where this backend's last take stopped, and hands out
- * the first batch it finds; an ack or nack of a batch goes to the
- * partition its id names (outbox_relay.c); redrive, the figures and the
- * list of dead events go to every partition.  The 1.0 calls, which name events by id (an id does not
+ * (outbox_relay.c).  A take fills its batch across the partitions, this
+ * node's first, then the others', each from where this backend's last take
+ * stopped: each partition's part is a batch of its own, the first one's
+ * (the leader) lists the others' (dedup.outbox_batches.members), and its id
+ * is the take's; an ack, nack or heartbeat of a batch goes to its members'
+ * partitions first (outbox_cluster_fan_out()), then to the partition its id
+ * names (outbox_relay.c); redrive, the figures and the list of dead events
+ * go to every partition.  The 1.0 calls, which name events by id (an id does not
  * say its partition), do not run on a cluster.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
@@ -21,11 +25,17 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type_d.h"
 #include "funcapi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/timestamp.h"
 
+#include "catalog.h"
 #include "fingerprint.h"
+#include "outbox.h"
 #include "outbox_cluster.h"
 #include "routing.h"
 #include "shards.h"
@@ -88,40 +98,213 @@ cluster_call_init(FunctionCallInfo fcinfo, ClusterCall *call)
 	}
 }
 
+/* The OID of dedup.outbox_batch_group(bigint, bigint[]) */
+static Oid
+cluster_group_function(void)
+{
+	return DatumGetObjectId(DirectFunctionCall1(regprocedurein,
+												CStringGetDatum(DEDUP_INTERNAL_SCHEMA
+																".outbox_batch_group(bigint,bigint[])")));
+}
+
 /*
- * dedup_outbox_take_batch() on a cluster: this node's partitions, then the
- * others', each from where this backend's last take stopped; the first
- * batch found is the take's (its rows in the call's result set, made the
- * first time); returns how many events it has.
+ * dedup.outbox_batch_group(leader, members) in the leader's partition, on
+ * its node, as the role that called (as the partitions' other calls in the
+ * transaction: Citus refuses a statement on a placement another role
+ * wrote in it): with members (not NULL) set first; the leader's members,
+ * or NULL (*n = -1) for a batch not handed out under that id or of a
+ * topic the caller may not relay.
+ */
+static int64 *
+cluster_group(int64 leader, ArrayType *members, int *n)
+{
+	DedupFingerprint part;
+	Datum		args[2];
+	bool		argnulls[2] = {false, members == NULL};
+	List	   *rows;
+	char	  **values;
+	int			ncols;
+	Datum	   *elems;
+	bool	   *elemnulls;
+	int64	   *ids;
+	ArrayType  *result;
+	Oid			input;
+	Oid			ioparam;
+
+	*n = -1;
+	if (!outbox_batch_part(leader, &part))
+		return NULL;
+	args[0] = Int64GetDatum(leader);
+	args[1] = PointerGetDatum(members);
+	dedup_cluster_lock_remote(DEDUP_REL_OUTBOX, &part);
+	rows = dedup_cluster_call(cluster_group_function(), args, argnulls, &part);
+	if (rows == NIL)
+		return NULL;
+	values = dedup_cluster_row_values(linitial(rows), &ncols);
+	if (ncols != 1 || values[0] == NULL)
+		return NULL;
+	getTypeInputInfo(INT8ARRAYOID, &input, &ioparam);
+	result = DatumGetArrayTypeP(OidInputFunctionCall(input, values[0], ioparam, -1));
+	deconstruct_array(result, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, &elemnulls, n);
+	ids = palloc(sizeof(int64) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		ids[i] = DatumGetInt64(elems[i]);
+	return ids;
+}
+
+/* Whether a row of a take's result (as text) was handed out before */
+static bool
+cluster_row_rehanded(char **values, int ncols)
+{
+	/* (batch_id, id, aggregatetype, aggregateid, type, payload, headers, attempts, ...) */
+	return ncols > 7 && values[7] != NULL && pg_strtoint32(values[7]) > 1;
+}
+
+/*
+ * dedup_outbox_take_batch() on a cluster: fills its batch across the
+ * partitions, this node's first, then the others', each from where this
+ * backend's last take stopped, each asked for the room left.  Each
+ * partition hands out a batch of its own; the first one's (the leader) is
+ * the take's: every row carries its id, and its row lists the others'
+ * (dedup.outbox_batch_group()), so that an ack, nack or heartbeat of that
+ * id reaches them all (outbox_cluster_fan_out()).  A partition that handed
+ * out a batch again (whole, whatever the room: its lease had passed) is
+ * asked again while room is left.  Returns how many events the take has
+ * (its rows in the call's result set, made the first time).
  */
 int
 outbox_cluster_take_batch(FunctionCallInfo fcinfo)
 {
 	ClusterCall call;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	AttInMetadata *meta;
+	int32		batch_size;
+	int			total = 0;
+	char	   *leader = NULL;
+	int64	   *members = NULL;
+	int			nmembers = 0;
+	int			last = -1;
 
 	cluster_call_init(fcinfo, &call);
-	if (((ReturnSetInfo *) fcinfo->resultinfo)->setResult == NULL)
+	if (rsinfo->setResult == NULL)
 		InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
+	/* (a bad batch_size is the first partition's error) */
+	batch_size = call.argnulls[1] ? 0 : DatumGetInt32(call.args[1]);
 	for (int pass = 0; pass < 2; pass++)
 	{
 		for (int j = 0; j < call.nparts; j++)
 		{
 			int			i = (cluster_next_partition + j) % call.nparts;
-			int			n;
+			bool		again = true;
 
 			if (call.local[i] != (pass == 0))
 				continue;
-			n = dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
-									   cluster_call_partition(fcinfo, call.args, call.argnulls,
-															  &call.parts[i]));
-			if (n > 0)
+			for (int round = 0; again && round < 4; round++)
 			{
-				cluster_next_partition = (i + 1) % call.nparts;
-				return n;
+				List	   *rows;
+				ListCell   *lc;
+
+				if (total > 0)
+					call.args[1] = Int32GetDatum(batch_size - total);
+				rows = cluster_call_partition(fcinfo, call.args, call.argnulls, &call.parts[i]);
+				again = false;
+				foreach(lc, rows)
+				{
+					int			ncols;
+					char	  **values = dedup_cluster_row_values(lfirst(lc), &ncols);
+
+					if (ncols != rsinfo->setDesc->natts || values[0] == NULL)
+						elog(ERROR, "a partition's take returned %d columns, not %d", ncols,
+							 rsinfo->setDesc->natts);
+					again = again || cluster_row_rehanded(values, ncols);
+					if (leader == NULL)
+						leader = values[0];
+					else if (strcmp(values[0], leader) != 0)
+					{
+						int64		member = pg_strtoint64(values[0]);
+
+						if (nmembers == 0 || members[nmembers - 1] != member)
+						{
+							members = members ? repalloc(members, sizeof(int64) * (nmembers + 1)) :
+								palloc(sizeof(int64));
+							members[nmembers++] = member;
+						}
+						values[0] = leader;
+					}
+					tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(meta, values));
+				}
+				total += list_length(rows);
+				if (rows != NIL)
+					last = i;
+				if (call.argnulls[1] || total >= batch_size)
+					goto filled;
 			}
 		}
 	}
-	return 0;
+filled:
+	if (last >= 0)
+		cluster_next_partition = (last + 1) % call.nparts;
+	if (nmembers > 0)
+	{
+		Datum	   *elems = palloc(sizeof(Datum) * nmembers);
+		int			n;
+
+		for (int k = 0; k < nmembers; k++)
+			elems[k] = Int64GetDatum(members[k]);
+		(void) cluster_group(pg_strtoint64(leader),
+							 construct_array(elems, nmembers, INT8OID, sizeof(int64),
+											 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE), &n);
+		if (n != nmembers)
+			elog(ERROR, "the batch %s of a take was not found in its partition", leader);
+	}
+	return total;
+}
+
+/*
+ * An ack, nack or heartbeat of a batch (its id, the call's first
+ * argument) made by a client on a cluster, at the members of the batch
+ * (the other partitions' batches of its take: none for a batch of one
+ * partition): the same call, with each member's id, in each member's
+ * partition.  Run before the call at the batch itself, which frees it.
+ * Returns how many members it has (-1: no batch handed out under that id
+ * that the caller may relay, nothing done); *sum, the sum of the members'
+ * integer results; *all, whether each member's result was not NULL.
+ */
+int
+outbox_cluster_fan_out(FunctionCallInfo fcinfo, int64 *sum, bool *all)
+{
+	ClusterCall call;
+	int64	   *members;
+	int			n;
+
+	*sum = 0;
+	*all = true;
+	if (PG_ARGISNULL(0))
+		return -1;
+	members = cluster_group(PG_GETARG_INT64(0), NULL, &n);
+	if (n <= 0)
+		return n;
+	cluster_call_init(fcinfo, &call);
+	for (int k = 0; k < n; k++)
+	{
+		DedupFingerprint part;
+		List	   *rows;
+		char	  **values;
+		int			ncols;
+
+		if (!outbox_batch_part(members[k], &part))
+			continue;
+		call.args[0] = Int64GetDatum(members[k]);
+		rows = cluster_call_partition(fcinfo, call.args, call.argnulls, &part);
+		values = rows ? dedup_cluster_row_values(linitial(rows), &ncols) : NULL;
+		if (values == NULL || ncols != 1 || values[0] == NULL)
+			*all = false;
+		else if (get_func_rettype(fcinfo->flinfo->fn_oid) == INT4OID)
+			*sum += pg_strtoint32(values[0]);
+	}
+	return n;
 }
 
 /*

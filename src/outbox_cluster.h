@@ -13,6 +13,7 @@
 #include "fmgr.h"
 
 extern int	outbox_cluster_take_batch(FunctionCallInfo fcinfo);
+extern int	outbox_cluster_fan_out(FunctionCallInfo fcinfo, int64 *sum, bool *all);
 extern void outbox_cluster_rows(FunctionCallInfo fcinfo);
 extern int32 outbox_cluster_redrive(FunctionCallInfo fcinfo);
 extern void outbox_cluster_stats(FunctionCallInfo fcinfo);

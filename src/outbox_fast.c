@@ -117,7 +117,7 @@ static const struct
 		"  FOR UPDATE SKIP LOCKED),"
 		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
 		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}', extra = '{}',"
-		"  retried = 0, events = $7, aggregates = $8"
+		"  retried = 0, events = $7, aggregates = $8, members = '{}'"
 		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
 		"  RETURNING x.slot),"
 		" position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
@@ -451,9 +451,9 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
  * call of the relay made by a client runs, through dedup_call_on_shard, on
  * the node of each partition it concerns, as the same call forwarded by
  * that partition's part: there it works in that partition alone (below).
- * A take tries this node's partitions first, then the others', each from
- * where this backend's last take stopped, and hands out the first batch it
- * finds; an ack or nack of a batch goes to the partition its id names;
+ * A take fills its batch across the partitions, this node's first, each
+ * partition's part a batch of its own (outbox_cluster.c); an ack or nack
+ * of a batch goes to its members' partitions and to the one its id names;
  * redrive and the figures go to every partition.  The 1.0 calls, which name
  * events by id (an id does not say its partition), do not run on a
  * cluster.

@@ -4,7 +4,8 @@
  *	  The relay's public functions, one C entry each: dedup_outbox_take_batch,
  *	  _ack_batch, _nack_batch, _extend_batch (a batch's heartbeat), the 1.0
  *	  calls _take, _ack, _nack, and _redrive, _stats and _dead (the dead
- *	  letters, for relays).  Each checks its arguments, finds the partition
+ *	  letters, for relays); and dedup.outbox_batch_group, the members of
+ *	  a batch of a take across a cluster's partitions.  Each checks its arguments, finds the partition
  *	  it works in, and runs the PL/pgSQL function of the same name in
  *	  schema dedup (sql/functions/outbox_take.sql, outbox_settle.sql,
  *	  outbox_admin.sql), which owns the relay's rules; the take and the ack
@@ -23,7 +24,8 @@
  * dedup.outbox_<name>($1, $2, ...)": the calling role's OID, the
  * partition, then the public function's own arguments.  On a Citus
  * cluster a call works in the partition forwarded to it, or that of its
- * batch's id, or goes through every partition (outbox_cluster.c).
+ * batch's id, or goes through every partition (outbox_cluster.c); a
+ * client's call of a batch goes to its members too (relay_batch_call()).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -67,6 +69,7 @@ typedef enum RelayOp
 	RELAY_STATS,
 	RELAY_EXTEND_BATCH,
 	RELAY_DEAD,
+	RELAY_GROUP,
 	RELAY_NOPS
 } RelayOp;
 
@@ -89,6 +92,7 @@ static const struct
 	[RELAY_STATS] = {"dedup_outbox_stats", "outbox_stats", true, -1},
 	[RELAY_EXTEND_BATCH] = {"dedup_outbox_extend_batch", "outbox_extend_batch", false, -1},
 	[RELAY_DEAD] = {"dedup_outbox_dead", "outbox_dead", true, -1},
+	[RELAY_GROUP] = {"dedup.outbox_batch_group", "outbox_group", false, -1},
 };
 
 /* The number of the call's own arguments op's PL/pgSQL function is passed */
@@ -466,15 +470,40 @@ relay_batch_partition(FunctionCallInfo fcinfo, DedupFingerprint *part, Datum *re
 }
 
 /*
- * dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
- *						  retry_delay interval DEFAULT '0', error text DEFAULT NULL)
- *	RETURNS integer
- *
- * A batch acked whole (no failed event) tries the fast path first.
+ * A call of a batch (an ack, nack or heartbeat: its id first) made by a
+ * client on a Citus cluster, where the batch may be the leader of a take
+ * across partitions: the same call at its members first
+ * (outbox_cluster.c), then the batch's own (at, which runs it in its
+ * partition).  Its result: the members' counts added (an ack's or nack's),
+ * or NULL if one of them was not handed out under its id any more (a
+ * heartbeat's).  Anywhere else, at alone.
  */
-PG_FUNCTION_INFO_V1(dedup_outbox_ack_batch);
-Datum
-dedup_outbox_ack_batch(PG_FUNCTION_ARGS)
+static Datum
+relay_batch_call(FunctionCallInfo fcinfo, Datum (*at) (FunctionCallInfo fcinfo))
+{
+	int64		sum = 0;
+	bool		all = true;
+	int			members = 0;
+	Datum		result;
+
+	if (outbox_distributed() && dedup_cluster_forwarded_key() == NULL)
+		members = outbox_cluster_fan_out(fcinfo, &sum, &all);
+	result = at(fcinfo);
+	if (members <= 0 || fcinfo->isnull)
+		return result;
+	if (!all)
+		PG_RETURN_NULL();
+	if (get_func_rettype(fcinfo->flinfo->fn_oid) == INT4OID)
+		return Int32GetDatum((int32) Min(DatumGetInt32(result) + sum, PG_INT32_MAX));
+	return result;
+}
+
+/*
+ * dedup_outbox_ack_batch at the batch itself: a batch acked whole (no
+ * failed event) tries the fast path first.
+ */
+static Datum
+relay_ack_batch_at(FunctionCallInfo fcinfo)
 {
 	DedupFingerprint part;
 	Datum		result;
@@ -483,7 +512,6 @@ dedup_outbox_ack_batch(PG_FUNCTION_ARGS)
 	int32		acked = -1;
 	bool		isnull;
 
-	relay_start(RELAY_ACK_BATCH);
 	if (!relay_batch_partition(fcinfo, &part, &result))
 		return result;
 	whole = !PG_ARGISNULL(0) && !PG_ARGISNULL(2) &&
@@ -509,6 +537,37 @@ dedup_outbox_ack_batch(PG_FUNCTION_ARGS)
 }
 
 /*
+ * dedup_outbox_ack_batch(batch_id bigint, failed uuid[] DEFAULT NULL,
+ *						  retry_delay interval DEFAULT '0', error text DEFAULT NULL)
+ *	RETURNS integer
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_ack_batch);
+Datum
+dedup_outbox_ack_batch(PG_FUNCTION_ARGS)
+{
+	relay_start(RELAY_ACK_BATCH);
+	return relay_batch_call(fcinfo, relay_ack_batch_at);
+}
+
+/* A call of a batch that runs its PL/pgSQL function in its partition */
+static Datum
+relay_batch_run(FunctionCallInfo fcinfo, RelayOp op)
+{
+	DedupFingerprint part;
+	Datum		result;
+
+	if (!relay_batch_partition(fcinfo, &part, &result))
+		return result;
+	return relay_run(fcinfo, op, &part);
+}
+
+static Datum
+relay_nack_batch_at(FunctionCallInfo fcinfo)
+{
+	return relay_batch_run(fcinfo, RELAY_NACK_BATCH);
+}
+
+/*
  * dedup_outbox_nack_batch(batch_id bigint, retry_delay interval DEFAULT '0',
  *						   error text DEFAULT NULL) RETURNS integer
  */
@@ -516,13 +575,8 @@ PG_FUNCTION_INFO_V1(dedup_outbox_nack_batch);
 Datum
 dedup_outbox_nack_batch(PG_FUNCTION_ARGS)
 {
-	DedupFingerprint part;
-	Datum		result;
-
 	relay_start(RELAY_NACK_BATCH);
-	if (!relay_batch_partition(fcinfo, &part, &result))
-		return result;
-	return relay_run(fcinfo, RELAY_NACK_BATCH, &part);
+	return relay_batch_call(fcinfo, relay_nack_batch_at);
 }
 
 /* The 1.0 ack and nack: by ids, on one server only. */
@@ -617,20 +671,37 @@ dedup_outbox_stats(PG_FUNCTION_ARGS)
  *
  * The heartbeat of a batch: see dedup.outbox_extend_batch().
  */
+static Datum
+relay_extend_batch_at(FunctionCallInfo fcinfo)
+{
+	return relay_batch_run(fcinfo, RELAY_EXTEND_BATCH);
+}
+
 PG_FUNCTION_INFO_V1(dedup_outbox_extend_batch);
 Datum
 dedup_outbox_extend_batch(PG_FUNCTION_ARGS)
 {
-	DedupFingerprint part;
-	Datum		result;
-
 	relay_start(RELAY_EXTEND_BATCH);
 	if (!PG_ARGISNULL(1))
 		dedup_check_interval(PG_GETARG_INTERVAL_P(1), "lease", false,
 							 GetCurrentStatementStartTimestamp());
-	if (!relay_batch_partition(fcinfo, &part, &result))
-		return result;
-	return relay_run(fcinfo, RELAY_EXTEND_BATCH, &part);
+	return relay_batch_call(fcinfo, relay_extend_batch_at);
+}
+
+/*
+ * dedup.outbox_batch_group(batch_id bigint, members bigint[])
+ *	RETURNS bigint[]
+ *
+ * The members of a batch handed out by a take across a cluster's
+ * partitions, set first with members: see dedup.outbox_group().  Called by
+ * outbox_cluster.c, in the batch's partition, as the role that called.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_group);
+Datum
+dedup_outbox_batch_group(PG_FUNCTION_ARGS)
+{
+	relay_start(RELAY_GROUP);
+	return relay_batch_run(fcinfo, RELAY_GROUP);
 }
 
 /*

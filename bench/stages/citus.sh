@@ -8,7 +8,8 @@
 # same with the order's event (its partition in the same shard); then
 # the business table distributed by another column (Citus's two-phase
 # commit between two workers); and a relay draining the outbox through the
-# coordinator against one on the single server.  The CPU time each node
+# coordinator against one on the single server, and a check that a take
+# there fills its batch across the partitions (100 when 100 are free).  The CPU time each node
 # spent per transaction gives the projection for N workers.
 # Only with --only citus.
 #
@@ -87,8 +88,8 @@ for rep in $(seq 1 "$REPS"); do
 	cq -c "TRUNCATE dedup.claims, orders, dedup.outbox, dedup.outbox_topics" >/dev/null
 	citus_run citus_event_colocated dedup_claim_business_event_colocated.sql
 done
-# a relay draining the outbox, through the coordinator (every partition, a
-# batch of one a take), against the same on the single server
+# a relay draining the outbox, through the coordinator (a take fills its
+# batch across the partitions), against the same on the single server
 CITUS_DRAIN_BATCHES=500
 citus_drain() {	# NAME PSQL_FUNCTION: fill, then drain CITUS_DRAIN_BATCHES batches of 100 events
 	local name=$1 conn=$2 tps left
@@ -101,8 +102,7 @@ citus_drain() {	# NAME PSQL_FUNCTION: fill, then drain CITUS_DRAIN_BATCHES batch
 		-f "$W/dedup_outbox_drain.sql" >"$OUT/log/$name.txt" 2>&1 || { cat "$OUT/log/$name.txt"; exit 1; }
 	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$OUT/log/$name.txt" | tail -n 1)
 	left=$($conn -c "SELECT coalesce(sum(pending + in_flight), 0) FROM dedup_outbox_stats('bench-drain')")
-	# events drained a second: a take of the cluster hands out one
-	# partition's batch, short at a partition's end
+	# events drained a second
 	RUNS_TPS[$name]="${RUNS_TPS[$name]:-} $(calc "($CITUS_DRAIN_BATCHES * 100 - $left) * $tps / $CITUS_DRAIN_BATCHES")"
 	TPS[$name]=$(echo "${RUNS_TPS[$name]}" | median)
 	TPS[$name-left]=$left
@@ -113,6 +113,18 @@ for rep in $(seq 1 "$REPS"); do
 	citus_drain dedup_outbox_drain_single q
 	cq -c "TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry" >/dev/null
 	citus_drain citus_outbox_drain cq
+	# a take fills its batch across the partitions: 100 when 100 are free
+	# (150 events of 150 aggregates, put through the coordinator, over
+	# its 32 partitions), in one batch, acked whole by its id
+	cq -c "SELECT count(*) FROM generate_series(1, 150) i,
+	       LATERAL dedup_outbox_put('bench-fill', 'f-$rep-' || i, '{}', aggregate_id => 'fill-' || i)" >/dev/null
+	fill=$(cq -c "CREATE TEMP TABLE fill AS SELECT * FROM dedup_outbox_take_batch('bench-fill', 100)" \
+	          -c "SELECT count(*) || '/' || count(DISTINCT batch_id) || '/' || dedup_outbox_ack_batch(max(batch_id)) FROM fill")
+	say "  take_batch('bench-fill', 100) with 150 free: events/batches/acked $fill"
+	RUNS_TPS[citus_take_fill]="${RUNS_TPS[citus_take_fill]:-} ${fill%%/*}"
+	TPS[citus_take_fill]=$(echo "${RUNS_TPS[citus_take_fill]}" | tr ' ' '\n' | grep -v '^$' | sort -n | head -n 1)
+	TPS[citus_take_fill-all]=$fill
+	cq -c "TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry" >/dev/null
 done
 # the business table distributed by message_id, not co-located with the claims
 cq -c "DROP TABLE orders" \
@@ -148,6 +160,10 @@ citus_figures() {
 	figure "Citus: outbox drain through the coordinator vs one server, events/s" \
 		"${TPS[citus_outbox_drain]}" "${TPS[dedup_outbox_drain_single]}" \
 		"$(calc "${TPS[citus_outbox_drain]} / ${TPS[dedup_outbox_drain_single]}")" "-" ""
+	figure "Citus: take_batch(..., 100) with 150 free, events (least of the runs)" \
+		"${TPS[citus_take_fill]}" "100" "$(calc "${TPS[citus_take_fill]} / 100")" ">=" "1"
+	figure "  (events / batch ids / acked by one ack of its id, last run)" \
+		"${TPS[citus_take_fill-all]}" "" "" "-" ""
 	figure "  (events left undrained: cluster / one server)" \
 		"${TPS[citus_outbox_drain-left]}/${TPS[dedup_outbox_drain_single-left]}" "" "" "-" ""
 	figure "  (CPU per co-located transaction: coordinator / all workers, us)" \

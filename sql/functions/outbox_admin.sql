@@ -23,7 +23,7 @@ BEGIN
     )
     INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
                                     payload, headers, created_at, last_error)
-    SELECT r.part, r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
+    SELECT in_part, r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
            r.headers, r.created_at, r.last_error
     FROM revived AS r
     ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;

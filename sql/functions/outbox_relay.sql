@@ -82,3 +82,18 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dedup_outbox_stats' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_stats(text) IS
     'per topic: events pending (including leases that passed), in flight, dead, and the age of the oldest not yet published';
+
+-- A batch's members on a Citus cluster (src/outbox_cluster.c): the ids of
+-- the other partitions' batches of the take that handed out batch_id, as
+-- its row lists them; with members, these set first.  NULL for a batch
+-- not handed out under that id, and for one of a topic the caller may not
+-- relay.  For the relay's calls through the partitions only, which route
+-- it to the batch's partition through dedup.call_on_shard as the role that
+-- called (as every call there: Citus refuses a statement on a partition
+-- another role wrote in the transaction): internal, in schema dedup, and
+-- executable by the relay roles (dedup.functions_of('relay')), not PUBLIC.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_group(batch_id bigint, members bigint[])
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_group' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION dedup.outbox_batch_group(bigint, bigint[]) IS
+    'the other partitions'' batches of a take on a Citus cluster, as the batch it handed out lists them (set first, with members); for dedup''s relay calls only';

@@ -92,7 +92,7 @@ BEGIN
         INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
                                         payload, headers, created_at, attempts, visible_at,
                                         last_error)
-        SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+        SELECT in_part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
                o.headers, o.created_at,
                CASE WHEN u.v = 'f' THEN u.t ELSE greatest(u.t - 1, 0) END, visible,
                CASE WHEN u.v = 'f' THEN error END
@@ -436,3 +436,41 @@ BEGIN
     RETURN until;
 END
 $$;
+
+-- The members of batch bid, busy in partition in_part (the other
+-- partitions' batches of its take on a Citus cluster), set to members
+-- first unless that is NULL; NULL for a batch not handed out under that
+-- id, and for one of a topic the caller may not relay (answered alike).
+CREATE OR REPLACE FUNCTION dedup.outbox_group(caller oid, in_part @extschema@.dedup_fingerprint, bid bigint,
+    members bigint[])
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    m bigint[];
+BEGIN
+    IF bid IS NULL THEN
+        RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
+    END IF;
+    t := dedup.outbox_batch_topic(caller, in_part, bid);
+    IF t IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF members IS NULL THEN
+        SELECT x.members INTO m FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t;
+    ELSE
+        UPDATE dedup.outbox_batches AS x SET members = outbox_group.members
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
+        RETURNING x.members INTO m;
+    END IF;
+    RETURN m;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_group(oid, @extschema@.dedup_fingerprint, bigint, bigint[]) FROM PUBLIC;

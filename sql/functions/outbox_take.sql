@@ -102,7 +102,12 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_lock_slot' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_lock_slot(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 -- Move events to the dead letters: from the log (by seq) or from
--- outbox_retry (by id), with their attempts and last error.
+-- outbox_retry (by id), with their attempts and last error.  An INSERT ...
+-- SELECT of the outbox writes in_part itself as its rows' part, not the
+-- column read: on a Citus cluster this runs delegated to the partition's
+-- node, where Citus runs a statement only if it names the distribution
+-- argument as the value it writes (as every INSERT of these functions
+-- does: outbox_settle's into outbox_retry, outbox_redrive's).
 CREATE OR REPLACE FUNCTION dedup.outbox_bury(in_part @extschema@.dedup_fingerprint, for_topic text, log_seqs bigint[],
     log_attempts integer, retry_ids uuid[], error text)
 RETURNS integer
@@ -116,7 +121,7 @@ BEGIN
     IF cardinality(log_seqs) > 0 THEN
         INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type,
                                        payload, headers, created_at, attempts, last_error)
-        SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type,
+        SELECT in_part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type,
                o.payload, o.headers, o.created_at, log_attempts, error
         FROM dedup.outbox AS o
         WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = for_topic AND o.seq = ANY (log_seqs)
@@ -130,7 +135,7 @@ BEGIN
         )
         INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type,
                                        payload, headers, created_at, attempts, last_error)
-        SELECT g.part, g.seq, g.id, g.topic, g.aggregatetype, g.aggregateid, g.type,
+        SELECT in_part, g.seq, g.id, g.topic, g.aggregatetype, g.aggregateid, g.type,
                g.payload, g.headers, g.created_at, g.attempts, coalesce(error, g.last_error)
         FROM gone AS g
         ON CONFLICT ON CONSTRAINT outbox_dead_pkey DO NOTHING;
@@ -366,7 +371,7 @@ BEGIN
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
         UPDATE dedup.outbox_batches AS x
         SET attempt = x.attempt + 1, lease_until = lease_end,
-            generation = b.generation % 2147483647 + 1
+            generation = b.generation % 2147483647 + 1, members = '{}'
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         b := dedup.outbox_batch_recount(in_part, b.slot);
         CONTINUE WHEN NOT b.busy;
@@ -605,7 +610,8 @@ BEGIN
             generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
             lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
             extra = x_seqs, retried = cardinality(r_ids), events = n,
-            aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a)
+            aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a),
+            members = '{}'
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         RETURN QUERY
         SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload, m.headers,

@@ -31,7 +31,12 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s
 -- nacked one by one), and the events of dedup.outbox_retry that name the batch
 -- (retried of them); events counts them all, aggregates holds hashtext()
 -- of their aggregate ids.  attempt is that of its events from the log; a
--- busy slot whose lease passed is handed out again whole.
+-- busy slot whose lease passed is handed out again whole.  On a Citus
+-- cluster a take fills its batch across partitions: each partition's part
+-- is a batch of its own, and the first one's (the leader, whose id every
+-- event of the take carries) lists the others' ids in members, so that an
+-- ack, nack or heartbeat of the leader's id reaches them all (empty for
+-- any other batch).
 CREATE TABLE dedup.outbox_batches (
     slot        integer NOT NULL,
     topic       text COLLATE "C" NOT NULL,
@@ -46,6 +51,7 @@ CREATE TABLE dedup.outbox_batches (
     retried     integer NOT NULL DEFAULT 0,
     events      integer NOT NULL DEFAULT 0,
     aggregates  integer[] NOT NULL DEFAULT '{}',
+    members     bigint[] NOT NULL DEFAULT '{}',
     part        @extschema@.dedup_fingerprint NOT NULL,
     CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
 ) USING heap WITH (fillfactor = 20);

@@ -16,7 +16,16 @@
 #   - the outbox by partition, one a shard: an event and a business row of
 #     its aggregate commit on one node; puts from any node, idempotent; a
 #     relay on a worker drains every partition, each event once, each
-#     aggregate in order; the 1.0 relay calls fail with 0A000;
+#     aggregate in order; the 1.0 relay calls fail with 0A000; a relay on
+#     the coordinator nacks events back, then to their max_attempts (by
+#     nack_batch and by ack_batch's failed list): each dead in its
+#     partition with its error, never handed out again, then redriven;
+#     a take of 100 fills its batch across the partitions (100 of 120
+#     free, one batch id, each aggregate's first events), its heartbeat,
+#     ack and an ack with one failed event reach every partition's part
+#     (the failed one's aggregate back, in order, the rest acked), a
+#     relay that dies has its batch whole again after the lease, under a
+#     new id; with dedup.outbox_fast_path on and off; and as a relay role;
 #   - what does not run on a cluster fails with 0A000 and writes nothing: a
 #     history, one epoch for many streams; a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
@@ -294,16 +303,127 @@ check "a batch taken on worker 1, extended from the coordinator and from worker 
 	"$(q -c "SELECT dedup_outbox_extend_batch($bid, '1 hour') > now() + interval '59 minutes'")|$(worker 2 -c "SELECT dedup_outbox_extend_batch($bid, '2 hours') > now() + interval '119 minutes'")|$(q -c "SELECT dedup_outbox_extend_batch($bid + 1) IS NULL")" \
 	"t|t|t"
 check "and acked from worker 2, whole" "$(worker 2 -c "SELECT dedup_outbox_ack_batch($bid)")" "${taken#* }"
-# dead letters in two partitions (written as the relay's bury would: a
-# nack at max_attempts dead-letters through an INSERT ... SELECT that
-# Citus's forced delegation refuses, a known defect of 1.1 on a cluster)
-q -c "INSERT INTO dedup.outbox_dead (part, seq, id, topic, aggregatetype, aggregateid, type, payload, headers, created_at, attempts, last_error)
-      SELECT dedup.outbox_partition_of('dead-ev', 'agg-' || g), g, gen_random_uuid(), 'dead-ev', 'dead-ev', 'agg-' || g, 'dead-ev',
-             jsonb_build_object('i', g), '{}', now(), 1, 'broker down'
-      FROM generate_series(1, 8) g" >/dev/null
-check "dead letters of every partition, listed with their error from any node" \
-	"$(q -c "SELECT count(*), min(last_error) FROM dedup_outbox_dead('dead-ev')")|$(worker 1 -c "SELECT count(*) FROM dedup_outbox_dead('dead-ev', 100)")|$(q -c "SELECT count(DISTINCT part) > 1 FROM dedup.outbox_dead WHERE topic = 'dead-ev'")" \
-	"8|broker down|8|t"
+# dead letters, from a relay on the coordinator: a nack that brings an
+# event to its topic's max_attempts dead-letters it in its partition (from
+# the log, and from outbox_retry), by dedup_outbox_nack_batch and by
+# dedup_outbox_ack_batch's failed list; a nack below it sends it back
+take_all() {	# take_all TOPIC: every batch a relay on the coordinator can take now, "batch_id|id|i"
+	local rows out=
+	while rows=$(q -c "SELECT batch_id || '|' || id || '|' || (payload->>'i') FROM dedup_outbox_take_batch('$1', 100)") &&
+		[ -n "$rows" ]; do
+		out+="$rows"$'\n'
+	done
+	printf '%s' "$out"
+}
+q -c "SELECT scope FROM dedup_set_scope('dead-log', max_attempts => 1)" \
+  -c "SELECT scope FROM dedup_set_scope('dead-ev', max_attempts => 2)" \
+  -c "SELECT count(*) FROM generate_series(1, 8) g WHERE dedup_outbox_put('dead-log', 'd-' || g, jsonb_build_object('i', g), aggregate_id => 'agg-' || g) IS NOT NULL" \
+  -c "SELECT count(*) FROM generate_series(1, 8) g WHERE dedup_outbox_put('dead-ev', 'd-' || g, jsonb_build_object('i', g), aggregate_id => 'agg-' || g) IS NOT NULL" >/dev/null
+nacked=0
+for b in $(take_all dead-log | cut -d'|' -f1 | sort -u); do
+	nacked=$((nacked + $(q -c "SELECT dedup_outbox_nack_batch($b, '0', 'broker down')")))
+done
+check "a nack at max_attempts 1, from the coordinator: each event dead in its partition, with its error; none handed out again" \
+	"$nacked|$(q -c "SELECT count(*), min(last_error), max(last_error), min(attempts), max(attempts) FROM dedup_outbox_dead('dead-log')")|$(worker 1 -c "SELECT count(*) FROM dedup_outbox_dead('dead-log', 100)")|$(q -c "SELECT count(DISTINCT part) > 1, bool_and(part = dedup.outbox_partition_of(topic, aggregateid)) FROM dedup.outbox_dead WHERE topic = 'dead-log'")|$(take_all dead-log | wc -l)|$(q -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('dead-log')")" \
+	"8|8|broker down|broker down|1|1|8|t|t|0|0|0|8"
+# max_attempts 2: nacked once (back, through outbox_retry), then failed
+# in ack_batch's list (odd i) or nacked whole (the batches with no odd i)
+nacked=0
+for b in $(take_all dead-ev | cut -d'|' -f1 | sort -u); do
+	nacked=$((nacked + $(q -c "SELECT dedup_outbox_nack_batch($b, '0', 'first')")))
+done
+check "a nack below max_attempts: every event back, none dead" \
+	"$nacked|$(q -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('dead-ev')")|$(q -c "SELECT count(*) FROM dedup.outbox_retry WHERE topic = 'dead-ev' AND last_error = 'first'")" \
+	"8|8|0|0|8"
+acked=0
+take_all dead-ev >"$dir/dead-ev"
+for b in $(cut -d'|' -f1 "$dir/dead-ev" | sort -u); do
+	failed=$(awk -F'|' -v b="$b" '$1 == b && $3 % 2 == 1 { printf "%s%s", sep, $2; sep = "," }' "$dir/dead-ev")
+	if [ -n "$failed" ] && [ "$(awk -F'|' -v b="$b" '$1 == b && $3 % 2 == 0' "$dir/dead-ev" | wc -l)" -gt 0 ]; then
+		acked=$((acked + $(q -c "SELECT dedup_outbox_ack_batch($b, '{$failed}', '0', 'broker down')")))
+	elif [ -n "$failed" ]; then
+		q -c "SELECT dedup_outbox_nack_batch($b, '0', 'broker down')" >/dev/null
+	else
+		acked=$((acked + $(q -c "SELECT dedup_outbox_ack_batch($b)")))
+	fi
+done
+check "then failed at max_attempts 2 (ack_batch's failed list, nack_batch): the odd ones dead with their error, the even acked; none handed out again" \
+	"$(cut -d'|' -f2 "$dir/dead-ev" | sort -u | wc -l)|$acked|$(q -c "SELECT count(*), min(last_error), max(last_error), min(attempts), max(attempts), sum((payload->>'i')::int % 2) FROM dedup_outbox_dead('dead-ev')")|$(take_all dead-ev | wc -l)|$(q -c "SELECT pending, in_flight, dead FROM dedup_outbox_stats('dead-ev')")|$(q -c "SELECT count(*) FROM dedup.outbox_retry WHERE topic = 'dead-ev'")" \
+	"8|4|4|broker down|broker down|2|2|4|0|0|0|4|0"
+check "redriven from the coordinator: back in their partitions, handed out again" \
+	"$(q -c "SELECT dedup_outbox_redrive('dead-ev')")|$(q -c "SELECT count(*) FROM dedup.outbox_dead WHERE topic = 'dead-ev'")|$(take_all dead-ev | wc -l)" \
+	"4|0|4"
+# a take fills its batch across the partitions (issue 33 item 2): one
+# batch id, the first partition's (the leader), which an ack, nack or
+# heartbeat carries to every partition's part; on both paths of the take
+# and ack (dedup.outbox_fast_path on every node)
+set_fast_path() {	# set_fast_path on|off: on every node
+	q -c "ALTER SYSTEM SET dedup.outbox_fast_path = $1" -c "SELECT pg_reload_conf()" >/dev/null
+	for n in 1 2; do worker "$n" -c "ALTER SYSTEM SET dedup.outbox_fast_path = $1" -c "SELECT pg_reload_conf()" >/dev/null; done
+	sleep 0.3
+}
+take_to() {	# take_to FILE NODE TOPIC N [LEASE]: one take of N on NODE (0: the coordinator), "batch_id|id|aggregate|i|attempts" in FILE
+	local stmt="SELECT batch_id || '|' || id || '|' || aggregateid || '|' || (payload->>'i') || '|' || attempts FROM dedup_outbox_take_batch('$3', $4, lease => '${5:-1 hour}') ORDER BY aggregateid, seq"
+	if [ "$2" -eq 0 ]; then q -c "$stmt"; else worker "$2" -c "$stmt"; fi >"$1"
+}
+figures() {	# figures TOPIC N: pending, in flight (and dead, N = 3) summed, 0 for none
+	q -c "SELECT coalesce(sum(pending), 0), coalesce(sum(in_flight), 0)$([ "$2" -eq 3 ] && echo ", coalesce(sum(dead), 0)") FROM dedup_outbox_stats('$1')"
+}
+prefixes() {	# prefixes FILE: aggregates whose events taken are not the first of theirs (i = r, r + 24, ...)
+	awk -F'|' '{ r = $4 % 24; if (r == 0) r = 24; want = (seen[$3] == "" ? r : last[$3] + 24); if ($4 != want) bad++; seen[$3] = 1; last[$3] = $4 } END { print bad + 0 }' "$1"
+}
+for mode in on off; do
+	set_fast_path "$mode"
+	t=fill-$mode
+	worker 1 -c "SELECT count(*) FROM generate_series(1, 60) g WHERE dedup_outbox_put('$t', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'f-' || g % 24) IS NOT NULL" >/dev/null
+	worker 2 -c "SELECT count(*) FROM generate_series(61, 120) g WHERE dedup_outbox_put('$t', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'f-' || g % 24) IS NOT NULL" >/dev/null
+	take_to "$dir/fill1" 0 "$t" 100
+	leader=$(cut -d'|' -f1 "$dir/fill1" | sort -u | head -n 1)
+	check "fast path $mode: 120 events free over the partitions, take_batch(100) on the coordinator: 100 in one batch, from several partitions, each aggregate's first" \
+		"$(wc -l <"$dir/fill1")|$(cut -d'|' -f1 "$dir/fill1" | sort -u | wc -l)|$(q -c "SELECT count(DISTINCT dedup.outbox_partition_of('$t', a)) > 2 FROM unnest(string_to_array('$(cut -d'|' -f3 "$dir/fill1" | sort -u | tr '\n' ',' | sed 's/,$//')', ',')) a")|$(prefixes "$dir/fill1")|$(figures "$t" 2)|$(q -c "SELECT count(*) > 1, count(*) FILTER (WHERE cardinality(members) > 0), max(cardinality(members)) = count(*) - 1 FROM dedup.outbox_batches WHERE busy AND topic = '$t'")" \
+		"100|1|t|0|20|100|t|1|t"
+	check "fast path $mode: its heartbeat from worker 2 extends every partition's part; its ack from worker 1 acks all 100" \
+		"$(worker 2 -c "SELECT dedup_outbox_extend_batch($leader, '2 hours') > now() + interval '119 minutes'")|$(q -c "SELECT bool_and(lease_until > now() + interval '119 minutes') FROM dedup.outbox_batches WHERE busy AND topic = '$t'")|$(worker 1 -c "SELECT dedup_outbox_ack_batch($leader)")|$(figures "$t" 2)|$(q -c "SELECT count(*) FROM dedup.outbox_batches WHERE busy AND topic = '$t'")" \
+		"t|t|100|20|0|0"
+	take_to "$dir/fill2" 1 "$t" 100
+	check "fast path $mode: the 20 left, in one take from worker 1, acked" \
+		"$(wc -l <"$dir/fill2")|$(cut -d'|' -f1 "$dir/fill2" | sort -u | wc -l)|$(q -c "SELECT dedup_outbox_ack_batch($(cut -d'|' -f1 "$dir/fill2" | head -n 1))")|$(figures "$t" 3)" \
+		"20|1|20|0|0|0"
+	# each partition has its position now: the take's fast path where it applies
+	worker 2 -c "SELECT count(*) FROM generate_series(121, 240) g WHERE dedup_outbox_put('$t', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'f-' || g % 24) IS NOT NULL" >/dev/null
+	take_to "$dir/fill3" 0 "$t" 100
+	leader=$(cut -d'|' -f1 "$dir/fill3" | head -n 1)
+	agg=$(cut -d'|' -f3 "$dir/fill3" | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }')
+	m=$(grep -c "|$agg|" "$dir/fill3")
+	first=$(grep "|$agg|" "$dir/fill3" | head -n 1 | cut -d'|' -f2)
+	check "fast path $mode: 100 of 120 more in one batch; one event failed in the leader's ack: it and its aggregate's later ones back, the rest acked" \
+		"$(wc -l <"$dir/fill3")|$(cut -d'|' -f1 "$dir/fill3" | sort -u | wc -l)|$((m > 1))|$(q -c "SELECT dedup_outbox_ack_batch($leader, ARRAY['$first']::uuid[], '0', 'boom')")|$(figures "$t" 2)|$(q -c "SELECT count(*), count(*) FILTER (WHERE last_error = 'boom') FROM dedup.outbox_retry WHERE topic = '$t'")" \
+		"100|1|1|$((100 - m))|$((20 + m))|0|$m|1"
+	take_to "$dir/fill4" 0 "$t" 100
+	check "fast path $mode: the next take: the failed aggregate's events again, in order, with the 20 others, in one batch; acked" \
+		"$(wc -l <"$dir/fill4")|$(cut -d'|' -f1 "$dir/fill4" | sort -u | wc -l)|$(grep "|$agg|" "$dir/fill4" | head -n "$m" | cut -d'|' -f2 | tr '\n' ' ')|$(grep "|$agg|" "$dir/fill4" | head -n "$m" | cut -d'|' -f5 | tr '\n' ' ')|$(q -c "SELECT dedup_outbox_ack_batch($(cut -d'|' -f1 "$dir/fill4" | head -n 1))")|$(figures "$t" 3)" \
+		"$((20 + m))|1|$(grep "|$agg|" "$dir/fill3" | cut -d'|' -f2 | tr '\n' ' ')|2 $(printf '1 %.0s' $(seq 2 "$m"))|$((20 + m))|0|0|0"
+	# a relay that dies with its batch: after the lease, the whole batch
+	# again under a new id, in one take; the old id acks nothing
+	worker 1 -c "SELECT count(*) FROM generate_series(241, 340) g WHERE dedup_outbox_put('$t', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'f-' || g % 24) IS NOT NULL" >/dev/null
+	take_to "$dir/fill5" 2 "$t" 100 "2 seconds"
+	take_to "$dir/fill6" 0 "$t" 100
+	sleep 2.2
+	take_to "$dir/fill7" 0 "$t" 100
+	check "fast path $mode: a relay dies with 100: none free meanwhile; after the lease all 100 again in one take, attempt 2, a new id; the old acks none" \
+		"$(wc -l <"$dir/fill5")|$(wc -l <"$dir/fill6")|$(wc -l <"$dir/fill7")|$(cut -d'|' -f1 "$dir/fill7" | sort -u | wc -l)|$([ "$(cut -d'|' -f2 "$dir/fill5" | sort)" = "$(cut -d'|' -f2 "$dir/fill7" | sort)" ] && echo same)|$(cut -d'|' -f5 "$dir/fill7" | sort -u | tr '\n' ' ')|$([ "$(head -n 1 "$dir/fill5" | cut -d'|' -f1)" != "$(head -n 1 "$dir/fill7" | cut -d'|' -f1)" ] && echo new)|$(q -c "SELECT dedup_outbox_ack_batch($(head -n 1 "$dir/fill5" | cut -d'|' -f1))")|$(q -c "SELECT dedup_outbox_ack_batch($(head -n 1 "$dir/fill7" | cut -d'|' -f1))")|$(figures "$t" 3)" \
+		"100|0|100|1|same|2 |new|0|100|0|0|0"
+done
+set_fast_path on
+# as a relay role (not the owner: every call on a partition as that role,
+# which Citus wants of a transaction's statements on a placement it wrote)
+q -c "CREATE ROLE citus_relay LOGIN" -c "SELECT dedup_grant_relay('citus_relay', ARRAY['fill-role'])" \
+  -c "CREATE ROLE citus_other_relay LOGIN" -c "SELECT dedup_grant_relay('citus_other_relay', ARRAY['other'])" >/dev/null
+worker 2 -c "SELECT count(*) FROM generate_series(1, 120) g WHERE dedup_outbox_put('fill-role', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'f-' || g % 24) IS NOT NULL" >/dev/null
+check "a relay role, in one transaction on the coordinator: 100 of 120 in one batch, acked whole; a role that may not relay the topic acks none of the next" \
+	"$(psql -X -q -At -v ON_ERROR_STOP=1 -U citus_relay -c "BEGIN" -c "CREATE TEMP TABLE taken AS SELECT * FROM dedup_outbox_take_batch('fill-role', 100)" \
+		-c "SELECT count(*) || '|' || count(DISTINCT batch_id) || '|' || dedup_outbox_ack_batch(max(batch_id)) FROM taken" -c "COMMIT")|$(psql -X -q -At -v ON_ERROR_STOP=1 -U citus_other_relay -c "SELECT dedup_outbox_ack_batch($(worker 1 -U citus_relay -c "SELECT max(batch_id) FROM dedup_outbox_take_batch('fill-role', 100)"))" 2>&1)|$(figures fill-role 2)" \
+	"100|1|100|0|0|20"
 check "a take that waits on a cluster: nothing there, no row once the wait passed" \
 	"$(worker 2 -c "SELECT count(*), clock_timestamp() - statement_timestamp() >= interval '300 milliseconds' FROM dedup_outbox_take_batch('wait-ev', 10, wait => '300 milliseconds')")" \
 	"0|t"

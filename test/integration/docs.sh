@@ -96,12 +96,12 @@ done
 
 # Drift: the grant lists documented are the helpers' own
 grant_list() {	# grant_list FILE PRIVILEGE: the names the page's table row lists
-	perl -ne 'chomp; if (/^\|\s*`'"$2"'`\s*\|/) { my @f = split /\|/; print "$1\n" while $f[-1] =~ /`(dedup_\w+)`/g }' "$1" |
-		sort -u | tr '\n' ' '
+	perl -ne 'chomp; if (/^\|\s*`'"$2"'`\s*\|/) { my @f = split /\|/; print "$1\n" while $f[-1] =~ /`(dedup[._]\w+)`/g }' "$1" |
+		LC_ALL=C sort -u | tr '\n' ' '
 }
 for privilege in usage relay; do
-	want=$(q -c "CREATE EXTENSION IF NOT EXISTS dedup" -c "SELECT DISTINCT p.proname FROM unnest(dedup.functions_of('$privilege')) AS f JOIN pg_proc AS p ON p.oid = f ORDER BY 1" |
-		tr '\n' ' ')
+	want=$(q -c "CREATE EXTENSION IF NOT EXISTS dedup" -c "SELECT DISTINCT coalesce(CASE WHEN p.pronamespace = 'dedup'::regnamespace THEN 'dedup.' END, '') || p.proname FROM unnest(dedup.functions_of('$privilege')) AS f JOIN pg_proc AS p ON p.oid = f" |
+		LC_ALL=C sort | tr '\n' ' ')
 	check "doc/privileges.md lists what dedup_grant_$privilege grants" \
 		"$(grant_list doc/privileges.md "$privilege")" "$want"
 done

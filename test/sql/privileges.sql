@@ -81,6 +81,8 @@ SELECT (SELECT count(*) FROM dedup.claims) - claims AS new_claims,
 FROM before;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM regress_app, regress_relay;
+-- (and the relay's internal function on a cluster, dedup.outbox_batch_group)
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA dedup FROM regress_app, regress_relay;
 DROP ROLE regress_app;
 DROP ROLE regress_relay;
 DROP ROLE regress_none;

@@ -130,6 +130,8 @@ SELECT has_function_privilege('regress_sec_app', 'dedup_claim(text, text, interv
 TRUNCATE dedup.streams;
 SET client_min_messages = warning;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM regress_sec_app, regress_sec_relay;
+-- (and the relay's internal function on a cluster, dedup.outbox_batch_group)
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA dedup FROM regress_sec_app, regress_sec_relay;
 DROP ROLE regress_sec_app;
 DROP ROLE regress_sec_relay;
 DO $$
