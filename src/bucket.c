@@ -741,8 +741,13 @@ bucket_ttls_close(int32 number)
  * written into it are close (BUCKET_TTL_SPREAD), so that its drop comes
  * soon after: short ttls then cost no row deletes, no dead tuples.  With
  * ttls far apart, the short ones' rows are deleted, not kept until the long
- * ones' expire.
+ * ones' expire.  Only for BUCKET_KEEP_PASSES passes of the cleanup after it
+ * became due (the next bucket's opening, or else the end of its interval):
+ * a switch that keeps failing (its wait for the calls on the bucket times
+ * out, behind a long transaction) does not keep expired rows meanwhile.
  */
+#define BUCKET_KEEP_PASSES	2
+
 bool
 dedup_bucket_keep_expired(void)
 {
@@ -750,20 +755,31 @@ dedup_bucket_keep_expired(void)
 	int			n = bucket_read(&rows);
 	int			live = 0;
 	const BucketRow *current = NULL;
+	const BucketRow *next = NULL;
+	TimestampTz now = GetCurrentTimestamp();
 	bool		keep = false;
 
 	for (int i = 0; i < n; i++)
 	{
 		if (rows[i].state == BUCKET_CURRENT)
 			current = &rows[i];
+		if (rows[i].state == BUCKET_NEXT)
+			next = &rows[i];
 		if (rows[i].state != BUCKET_RETIRED)
 			live++;
 	}
 	/* as the open step decides (bucket_open_next) */
-	if (current != NULL && n < BUCKET_MAX_ROWS && live < DEDUP_MAX_BUCKETS &&
+	if (current != NULL && current->opened_at != DT_NOBEGIN &&
+		n < BUCKET_MAX_ROWS && live < DEDUP_MAX_BUCKETS &&
 		bucket_ttls_close(current->number))
-		keep = bucket_is_due(current->number, current->opened_at, bucket_index(current),
-							 GetCurrentTimestamp(), live);
+	{
+		TimestampTz due_since = next != NULL ? next->opened_at :
+			current->opened_at + dedup_bucket_interval_usecs(current->number);
+
+		if (now < due_since + BUCKET_KEEP_PASSES * (int64) dedup_cleanup_interval * USECS_PER_SEC)
+			keep = bucket_is_due(current->number, current->opened_at, bucket_index(current),
+								 now, live);
+	}
 	pfree(rows);
 	return keep;
 }

@@ -286,6 +286,12 @@ UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 second'
 WHERE key = pg_temp.key_fp('ttl', 's1');
 UPDATE dedup.buckets SET opened_at = opened_at - interval '1 second' WHERE state = 'c';
 SELECT deleted FROM dedup_cleanup_batch(0);
+-- but only for two passes (dedup.cleanup_interval: 1 minute here): a bucket
+-- due for more, its switch failing meanwhile (a transaction on it outlasts
+-- the wait), has its expired rows deleted one by one
+SHOW dedup.cleanup_interval;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '3 minutes' WHERE state = 'c';
+SELECT deleted FROM dedup_cleanup_batch(0);
 CALL dedup_cleanup();
 SELECT bucket, state FROM buckets;
 SELECT * FROM rows_by_bucket;
