@@ -472,11 +472,16 @@ dedup_bucket_storage(void)
  * over) and holds the range of the current bucket: the switch (and the
  * listing of bucket 0) starts it again, and a writer that notes a ttl for
  * another bucket (one that has not seen the switch yet) is not heard.
+ * Slots are kept until the server stops; when all are taken, the slots of
+ * databases that no longer exist are freed (bucket_ttls_acquire), and a
+ * database that still gets none has the interval BUCKET_AUTO_MAX_USECS: its
+ * backends ask again every BUCKET_TTL_RETRY_USECS, not at every claim.
  * ---------------------------------------------------------------------
  */
 #define BUCKET_AUTO_MIN_USECS	USECS_PER_SEC
 #define BUCKET_AUTO_MAX_USECS	(6 * USECS_PER_HOUR)
 #define BUCKET_TTL_SLOTS		64
+#define BUCKET_TTL_RETRY_USECS	(10 * USECS_PER_SEC)
 
 typedef struct BucketTtls
 {
@@ -506,6 +511,7 @@ static struct
 	int32		number;
 	int64		min_ttl;		/* a ttl within these needs no noting */
 	int64		max_ttl;
+	TimestampTz retry_at;		/* when slot is NULL: when to ask again */
 }			bucket_ttls_seen;
 
 void
@@ -571,6 +577,54 @@ bucket_ttls_slot(Oid buckets, bool create, int32 number)
 }
 
 /*
+ * The slot of this database's extension, taken if need be, with the lock
+ * held exclusive (the caller releases it); NULL when every slot is taken.
+ * Then the slots of databases that no longer exist are freed first: their
+ * database OIDs are looked up in pg_database with the lock released (a
+ * catalog read may wait), and only the slots that still hold them after
+ * are freed.
+ */
+static BucketTtls *
+bucket_ttls_acquire(Oid buckets, int32 number)
+{
+	BucketTtls *slot;
+	Oid			dboids[BUCKET_TTL_SLOTS];
+	bool		dropped = false;
+
+	LWLockAcquire(bucket_shared->lock, LW_EXCLUSIVE);
+	slot = bucket_ttls_slot(buckets, true, number);
+	if (slot != NULL)
+		return slot;
+	for (int i = 0; i < BUCKET_TTL_SLOTS; i++)
+		dboids[i] = bucket_shared->slots[i].dboid;
+	LWLockRelease(bucket_shared->lock);
+
+	for (int i = 0; i < BUCKET_TTL_SLOTS; i++)
+	{
+		if (OidIsValid(dboids[i]) && dboids[i] != MyDatabaseId &&
+			!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboids[i])))
+			dropped = true;
+		else
+			dboids[i] = InvalidOid;
+	}
+
+	LWLockAcquire(bucket_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; dropped && i < BUCKET_TTL_SLOTS; i++)
+	{
+		BucketTtls *other = &bucket_shared->slots[i];
+
+		if (OidIsValid(dboids[i]) && other->dboid == dboids[i])
+		{
+			other->dboid = InvalidOid;
+			other->buckets = InvalidOid;
+			other->noted = false;
+			pg_atomic_fetch_add_u32(&other->generation, 1);
+		}
+	}
+	return bucket_ttls_slot(buckets, true, number);
+}
+
+/*
  * A switch to bucket number (or bucket 0 listed): the ttls noted from now
  * on are that bucket's.  Not transactional: a switch rolled back leaves no
  * ttl noted until it is made again (the interval is then the longest).
@@ -578,12 +632,13 @@ bucket_ttls_slot(Oid buckets, bool create, int32 number)
 static void
 bucket_ttls_reset(int32 number)
 {
+	Oid			buckets;
 	BucketTtls *slot;
 
 	if (bucket_shared == NULL)
 		return;
-	LWLockAcquire(bucket_shared->lock, LW_EXCLUSIVE);
-	slot = bucket_ttls_slot(dedup_relation_lookup(DEDUP_REL_BUCKETS), true, number);
+	buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+	slot = bucket_ttls_acquire(buckets, number);
 	if (slot != NULL)
 	{
 		slot->number = number;
@@ -597,7 +652,8 @@ bucket_ttls_reset(int32 number)
  * Note the ttl of a row written into bucket number (the current bucket as
  * the writer knows it): expires_at less the time of the call.  Touches
  * shared memory only to read the slot's generation, unless the ttl is
- * outside the range this backend last saw noted for that bucket.
+ * outside the range this backend last saw noted for that bucket; with no
+ * slot to be had, at most every BUCKET_TTL_RETRY_USECS.
  */
 void
 dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
@@ -615,9 +671,12 @@ dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
 		pg_atomic_read_u32(&slot->generation) == bucket_ttls_seen.generation &&
 		ttl >= bucket_ttls_seen.min_ttl && ttl <= bucket_ttls_seen.max_ttl)
 		return;
+	/* no slot for this database: asked again only every BUCKET_TTL_RETRY_USECS */
+	if (slot == NULL && bucket_ttls_seen.buckets == buckets &&
+		now < bucket_ttls_seen.retry_at)
+		return;
 
-	LWLockAcquire(bucket_shared->lock, LW_EXCLUSIVE);
-	slot = bucket_ttls_slot(buckets, true, number);
+	slot = bucket_ttls_acquire(buckets, number);
 	if (slot != NULL && slot->number == number)
 	{
 		slot->min_ttl = slot->noted ? Min(slot->min_ttl, ttl) : ttl;
@@ -627,6 +686,7 @@ dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
 	bucket_ttls_seen.slot = slot;
 	bucket_ttls_seen.buckets = buckets;
 	bucket_ttls_seen.number = number;
+	bucket_ttls_seen.retry_at = now + BUCKET_TTL_RETRY_USECS;
 	if (slot != NULL)
 		bucket_ttls_seen.generation = pg_atomic_read_u32(&slot->generation);
 	if (slot != NULL && slot->number == number)
@@ -723,10 +783,11 @@ bucket_ttls_close(int32 number)
 
 	if (bucket_shared != NULL)
 	{
+		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
 		BucketTtls *slot;
 
 		LWLockAcquire(bucket_shared->lock, LW_SHARED);
-		slot = bucket_ttls_slot(dedup_relation_lookup(DEDUP_REL_BUCKETS), false, number);
+		slot = bucket_ttls_slot(buckets, false, number);
 		close = slot != NULL && slot->number == number && slot->noted &&
 			slot->max_ttl / BUCKET_TTL_SPREAD <= slot->min_ttl;
 		LWLockRelease(bucket_shared->lock);

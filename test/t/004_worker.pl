@@ -13,7 +13,9 @@
 #     the launcher within a second; the postmaster restarts the launcher,
 #     and after a crash (kill -9) too;
 #   - the worker switches buckets by size (dedup.bucket_max_size), and by
-#     default at an interval that follows the ttls written.
+#     default at an interval that follows the ttls written;
+#   - a 65th database gets no slot for its ttls until one of the 64 that
+#     hold them is dropped.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 use strict;
@@ -229,5 +231,31 @@ ok(wait_for("SELECT count(*) FROM dedup.buckets WHERE bucket = $current", '0', 3
 	'and dropped the bucket once they expired');
 is(sql('SELECT count(*) FROM dedup.claims'), '8020', 'the short claims went with it, the rest stayed');
 is(sql("SELECT sum(rows_deleted) - $deleted FROM dedup_cleanup_stats()"), '100', 'counted as removed');
+
+# 10. the ttls are noted in 64 slots, one a database: with 64 databases that
+# wrote claims, a 65th gets none (its interval is 6 hours), until one of the
+# 64 is dropped: its slot is taken again.  The 65th ("late") has its own
+# cleanup here, by hand: claims of a 2-second ttl, a bucket 1 minute old.
+$node->safe_psql('postgres', 'CREATE DATABASE tmpl');
+$node->safe_psql('tmpl', 'CREATE EXTENSION dedup');
+for my $i (1 .. 64)
+{
+	$node->safe_psql('postgres', "CREATE DATABASE slot$i TEMPLATE tmpl");
+	$node->safe_psql("slot$i", q{SELECT dedup_claim('s', 'k', ttl => '1 hour')});
+}
+$node->safe_psql('postgres', 'CREATE DATABASE late TEMPLATE tmpl');
+my $late_pass = q{
+SET dedup.cleanup_pause = 0;
+SELECT dedup_claim('s', 'k' || clock_timestamp(), ttl => '2 seconds');
+UPDATE dedup.buckets SET opened_at = now() - interval '1 minute' WHERE state = 'c';
+CALL dedup_cleanup();
+CALL dedup_cleanup();
+SELECT string_agg(bucket || state, ',' ORDER BY bucket) FROM dedup.buckets;
+};
+$node->safe_psql('late', 'SET dedup.cleanup_pause = 0; CALL dedup_cleanup()');
+like($node->safe_psql('late', $late_pass), qr/^0c$/m, 'a 65th database gets no slot: 6 hours');
+$node->safe_psql('postgres', 'DROP DATABASE slot1');
+like($node->safe_psql('late', $late_pass), qr/^0[xs],1c$/m,
+	'the slot of a dropped database is taken again: 1 second');
 
 done_testing();
