@@ -455,8 +455,12 @@ dedup_bucket_storage(void)
  * that follows the ttls written into the current bucket: a quarter of the
  * shortest, so that short ttls expire with their bucket's drop rather than
  * row by row, but at least the longest over half of DEDUP_MAX_BUCKETS, so
- * that the buckets holding live rows stay well within DEDUP_MAX_BUCKETS,
- * and within BUCKET_AUTO_MIN_USECS .. BUCKET_AUTO_MAX_USECS.  By size: once
+ * that the buckets holding live rows stay well within DEDUP_MAX_BUCKETS;
+ * the quarter capped at BUCKET_AUTO_MAX_USECS, the longest's share not (a
+ * longest ttl over 32 times that cap, 8 days, would otherwise keep more than
+ * half of DEDUP_MAX_BUCKETS live, with no switch by size, and over 16 days
+ * have the open step stop at DEDUP_MAX_BUCKETS, warning every pass), and
+ * the whole at least BUCKET_AUTO_MIN_USECS.  By size: once
  * the bucket's primary key, the index every new key goes into, reaches
  * dedup.bucket_max_size (by default a sixteenth of shared_buffers), beyond
  * which its pages no longer stay in cache and every checkpoint brings back
@@ -717,15 +721,17 @@ dedup_bucket_interval_usecs(int32 number)
 		return (int64) dedup_bucket_interval * USECS_PER_SEC;
 	if (bucket_shared != NULL)
 	{
+		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
 		BucketTtls *slot;
 
 		LWLockAcquire(bucket_shared->lock, LW_SHARED);
-		slot = bucket_ttls_slot(dedup_relation_lookup(DEDUP_REL_BUCKETS), false, number);
+		slot = bucket_ttls_slot(buckets, false, number);
 		if (slot != NULL && slot->number == number && slot->noted)
-			interval = Max(slot->min_ttl / 4, slot->max_ttl / (DEDUP_MAX_BUCKETS / 2));
+			interval = Max(Min(slot->min_ttl / 4, BUCKET_AUTO_MAX_USECS),
+						   slot->max_ttl / (DEDUP_MAX_BUCKETS / 2));
 		LWLockRelease(bucket_shared->lock);
 	}
-	return Min(Max(interval, BUCKET_AUTO_MIN_USECS), BUCKET_AUTO_MAX_USECS);
+	return Max(interval, BUCKET_AUTO_MIN_USECS);
 }
 
 /*

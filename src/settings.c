@@ -112,7 +112,7 @@ dedup_settings_define(void)
 	DefineCustomIntVariable("dedup.bucket_interval",
 							"Time new claims go into one bucket of dedup.claims before the cleanup opens the next.",
 							"0 follows the ttls written into the bucket: a quarter of the shortest, at least "
-							"the longest over 32, within 1s and 6h.  Every bucket that still holds a live "
+							"the longest over 32, within 1s and 6h unless the longest needs more.  Every bucket that still holds a live "
 							"row is read by each new claim.",
 							&dedup_bucket_interval,
 							0, 0, 365 * 86400,

@@ -255,8 +255,9 @@ RESET dedup.bucket_max_size;
 
 -- dedup.bucket_interval: 0 (the default) follows the ttls written into the
 -- current bucket: a quarter of the shortest, at least the longest over 32,
--- within 1 second and 6 hours.  After a switch, claims of ttl 1 hour: 15
--- minutes; a bucket 10 minutes old stays, 20 minutes old switches
+-- within 1 second and 6 hours (more for the longest, below).  After a
+-- switch, claims of ttl 1 hour: 15 minutes; a bucket 10 minutes old
+-- stays, 20 minutes old switches
 SHOW dedup.bucket_interval;
 CALL regress_reset_buckets();
 CALL dedup_cleanup();
@@ -308,6 +309,19 @@ UPDATE dedup.buckets SET opened_at = opened_at - interval '20 hours' WHERE state
 CALL dedup_cleanup();
 SELECT bucket, state FROM buckets;
 RESET dedup.bucket_interval;
+-- a longest ttl over 8 days (32 times 6 hours): its 32nd, past 6 hours, so
+-- that its claims keep to 32 buckets.  10 days: 7.5 hours; a bucket 7 hours
+-- old stays, 8 hours old switches
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+SELECT dedup_claim('ttl', 'd10', ttl => '10 days');
+UPDATE dedup.buckets SET opened_at = opened_at - interval '7 hours' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
+UPDATE dedup.buckets SET opened_at = opened_at - interval '1 hour' WHERE state = 'c';
+CALL dedup_cleanup();
+SELECT bucket, state FROM buckets;
 -- at least 0 seconds, set by superusers
 SELECT regress_try($$SET dedup.bucket_interval = -1$$);
 SHOW dedup.bucket_interval;
