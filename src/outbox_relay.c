@@ -334,9 +334,16 @@ relay_take_sleep(TimestampTz deadline, long *sleep_ms)
  * finds nothing polls again, after a short sleep, until it hands out a
  * batch or the wait has passed: each poll reads with snapshots of its own,
  * so it sees what committed meanwhile; between polls it holds no lock a
- * producer waits for, and lets its topic's relay lock go when the poll
- * wrote nothing (the transaction has no id), so that another relay of the
- * topic is not kept waiting.  No LISTEN: it works through a pooler.
+ * producer waits for, and lets its topic's relay lock go, so that another
+ * relay of the topic is not kept waiting.  It can let it go only when the
+ * transaction wrote nothing (has no id): a poll that handed out nothing may
+ * still have written (locked a retry slot not yet due, held an aggregate
+ * back) or the transaction may have before it (an ack), and then the lock
+ * stays to the end of the transaction, so the take returns no row at once
+ * rather than sleep with it.  "Now", for leases and retries falling due, is
+ * the statement's start (statement_timestamp()) in every poll: what falls
+ * due during the wait is seen by the next take, not by this one.  No
+ * LISTEN: it works through a pooler.
  */
 static Datum
 relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
@@ -376,7 +383,13 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			relay_not_on_cluster(op);
 		if (dedup_cluster_forwarded_key() == NULL)
 		{
-			/* the wait is the coordinator's: each partition is polled once */
+			/*
+			 * The wait is the coordinator's: each partition is polled once
+			 * a poll.  The forwarded takes keep the relay locks of the
+			 * partitions they went through (their remote transactions stay
+			 * open to this one's end), so while this take waits another
+			 * relay's take of the topic passes those partitions.
+			 */
 			while (outbox_cluster_take_batch(fcinfo) == 0 && wait != NULL &&
 				   relay_take_sleep(deadline, &sleep_ms))
 				;
@@ -416,14 +429,13 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (;;)
 	{
-		bool		had_xid = TransactionIdIsValid(GetCurrentTransactionIdIfAny());
-
 		relay_take_once(fcinfo, op, with_id, &part, fast, lease, &settings);
 		if (wait == NULL || forwarded ||
 			tuplestore_tuple_count(((ReturnSetInfo *) fcinfo->resultinfo)->setResult) > 0)
 			break;
-		if (!had_xid && !TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
-			outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
+		if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+			break;
+		outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
 		if (!relay_take_sleep(deadline, &sleep_ms))
 			break;
 	}
