@@ -289,6 +289,14 @@ relay_not_on_cluster(RelayOp op)
 #define RELAY_POLL_MAX_MS 100
 
 /*
+ * The longest wait of a take: a waiting take holds its statement's snapshot,
+ * and so keeps vacuum from the rows deleted since it started; a minute
+ * bounds that, and a relay loses nothing by taking again (pgmq's
+ * read_with_poll waits 5 seconds by default, SQS at most 20).
+ */
+#define RELAY_WAIT_MAX_SECS 60
+
+/*
  * One poll of a take, into its result set: the fast path, else the PL/pgSQL
  * take; as the owner.
  */
@@ -310,8 +318,9 @@ relay_take_once(FunctionCallInfo fcinfo, RelayOp op, bool with_id, const DedupFi
 /*
  * Sleep before the next poll of a take that waits until deadline: false,
  * without sleeping, once it passed.  *sleep_ms doubles, up to its maximum.
- * The sleep holds no lock and no snapshot of the take's (each poll's
- * statements take their own); a cancel or a shutdown ends it.
+ * The sleep holds no lock a producer waits for; it holds its statement's
+ * snapshot, like any running statement, so the database's xmin horizon
+ * (hence the cap on wait).  A cancel or a shutdown ends it.
  */
 static bool
 relay_take_sleep(TimestampTz deadline, long *sleep_ms)
@@ -371,6 +380,14 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 		{
 			wait = PG_GETARG_INTERVAL_P(3);
 			dedup_check_interval(wait, "wait", true, now);
+			if (dedup_timestamp_plus(now, wait) - now > RELAY_WAIT_MAX_SECS * USECS_PER_SEC)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("wait must be at most %d seconds", RELAY_WAIT_MAX_SECS),
+						 errdetail("The value given was %s.",
+								   DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(wait)))),
+						 errhint("A waiting take holds its statement's snapshot, and so the database's "
+								 "xmin horizon: wait briefly and take again.")));
 			deadline = dedup_timestamp_plus(GetCurrentTimestamp(), wait);
 		}
 	}
