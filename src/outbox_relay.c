@@ -350,9 +350,9 @@ relay_take_sleep(TimestampTz deadline, long *sleep_ms)
  * back) or the transaction may have before it (an ack), and then the lock
  * stays to the end of the transaction, so the take returns no row at once
  * rather than sleep with it.  "Now", for leases and retries falling due, is
- * the statement's start (statement_timestamp()) in every poll: what falls
- * due during the wait is seen by the next take, not by this one.  No
- * LISTEN: it works through a pooler.
+ * each poll's clock (both paths read clock_timestamp()), so a lease that
+ * passes during the wait is seen by the next poll.  No LISTEN: it works
+ * through a pooler.
  */
 static Datum
 relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
