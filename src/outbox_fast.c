@@ -101,7 +101,7 @@ static const struct
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
 		" x.slot, x.generation, x.busy,"
-		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp(), x.aggregates"
+		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
 		" FROM dedup.outbox_topics AS t LEFT JOIN dedup.outbox_batches AS x"
 		"  ON x.part %1$s t.part AND x.topic OPERATOR(pg_catalog.=) t.topic"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2"

@@ -289,6 +289,14 @@ relay_not_on_cluster(RelayOp op)
 #define RELAY_POLL_MAX_MS 100
 
 /*
+ * The longest wait of a take: a waiting take holds its statement's snapshot,
+ * and so keeps vacuum from the rows deleted since it started; a minute
+ * bounds that, and a relay loses nothing by taking again (pgmq's
+ * read_with_poll waits 5 seconds by default, SQS at most 20).
+ */
+#define RELAY_WAIT_MAX_SECS 60
+
+/*
  * One poll of a take, into its result set: the fast path, else the PL/pgSQL
  * take; as the owner.
  */
@@ -310,8 +318,9 @@ relay_take_once(FunctionCallInfo fcinfo, RelayOp op, bool with_id, const DedupFi
 /*
  * Sleep before the next poll of a take that waits until deadline: false,
  * without sleeping, once it passed.  *sleep_ms doubles, up to its maximum.
- * The sleep holds no lock and no snapshot of the take's (each poll's
- * statements take their own); a cancel or a shutdown ends it.
+ * The sleep holds no lock a producer waits for; it holds its statement's
+ * snapshot, like any running statement, so the database's xmin horizon
+ * (hence the cap on wait).  A cancel or a shutdown ends it.
  */
 static bool
 relay_take_sleep(TimestampTz deadline, long *sleep_ms)
@@ -334,9 +343,16 @@ relay_take_sleep(TimestampTz deadline, long *sleep_ms)
  * finds nothing polls again, after a short sleep, until it hands out a
  * batch or the wait has passed: each poll reads with snapshots of its own,
  * so it sees what committed meanwhile; between polls it holds no lock a
- * producer waits for, and lets its topic's relay lock go when the poll
- * wrote nothing (the transaction has no id), so that another relay of the
- * topic is not kept waiting.  No LISTEN: it works through a pooler.
+ * producer waits for, and lets its topic's relay lock go, so that another
+ * relay of the topic is not kept waiting.  It can let it go only when the
+ * transaction wrote nothing (has no id): a poll that handed out nothing may
+ * still have written (locked a retry slot not yet due, held an aggregate
+ * back) or the transaction may have before it (an ack), and then the lock
+ * stays to the end of the transaction, so the take returns no row at once
+ * rather than sleep with it.  "Now", for leases and retries falling due, is
+ * each poll's clock (both paths read clock_timestamp()), so a lease that
+ * passes during the wait is seen by the next poll.  No LISTEN: it works
+ * through a pooler.
  */
 static Datum
 relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
@@ -364,6 +380,14 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 		{
 			wait = PG_GETARG_INTERVAL_P(3);
 			dedup_check_interval(wait, "wait", true, now);
+			if (dedup_timestamp_plus(now, wait) - now > RELAY_WAIT_MAX_SECS * USECS_PER_SEC)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("wait must be at most %d seconds", RELAY_WAIT_MAX_SECS),
+						 errdetail("The value given was %s.",
+								   DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(wait)))),
+						 errhint("A waiting take holds its statement's snapshot, and so the database's "
+								 "xmin horizon: wait briefly and take again.")));
 			deadline = dedup_timestamp_plus(GetCurrentTimestamp(), wait);
 		}
 	}
@@ -376,7 +400,13 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			relay_not_on_cluster(op);
 		if (dedup_cluster_forwarded_key() == NULL)
 		{
-			/* the wait is the coordinator's: each partition is polled once */
+			/*
+			 * The wait is the coordinator's: each partition is polled once
+			 * a poll.  The forwarded takes keep the relay locks of the
+			 * partitions they went through (their remote transactions stay
+			 * open to this one's end), so while this take waits another
+			 * relay's take of the topic passes those partitions.
+			 */
 			while (outbox_cluster_take_batch(fcinfo) == 0 && wait != NULL &&
 				   relay_take_sleep(deadline, &sleep_ms))
 				;
@@ -416,14 +446,13 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (;;)
 	{
-		bool		had_xid = TransactionIdIsValid(GetCurrentTransactionIdIfAny());
-
 		relay_take_once(fcinfo, op, with_id, &part, fast, lease, &settings);
 		if (wait == NULL || forwarded ||
 			tuplestore_tuple_count(((ReturnSetInfo *) fcinfo->resultinfo)->setResult) > 0)
 			break;
-		if (!had_xid && !TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
-			outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
+		if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+			break;
+		outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
 		if (!relay_take_sleep(deadline, &sleep_ms))
 			break;
 	}

@@ -287,6 +287,10 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- "now" for leases passed and retries due: the clock as this call
+    -- starts, not the statement's start, so that each poll of a take that
+    -- waits sees what fell due meanwhile
+    take_now timestamptz := pg_catalog.clock_timestamp();
     lease interval;
     max_attempts integer;
     pos bigint;
@@ -342,12 +346,12 @@ BEGIN
     -- events handed out max_attempts times, which go dead
     FOR b IN SELECT * FROM dedup.outbox_batches AS x
              WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
-               AND x.busy AND x.lease_until <= pg_catalog.statement_timestamp()
+               AND x.busy AND x.lease_until <= take_now
              ORDER BY x.lease_until
     LOOP
         SELECT * INTO b
         FROM dedup.outbox_batch(in_part, dedup.outbox_batch_id(in_part, b.slot, b.generation)) AS x
-        WHERE x.lease_until <= pg_catalog.statement_timestamp();
+        WHERE x.lease_until <= take_now;
         CONTINUE WHEN NOT FOUND;
         bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
         dying := ARRAY(SELECT r.id FROM dedup.outbox_retry AS r
@@ -459,20 +463,20 @@ BEGIN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r
             WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic AND r.batch IS NULL
-              AND r.visible_at <= pg_catalog.statement_timestamp()
+              AND r.visible_at <= take_now
               AND r.attempts >= max_attempts);
         PERFORM dedup.outbox_bury(in_part, topic, '{}', 0, dying, NULL);
         WITH due AS (
             SELECT r.id AS rid
             FROM dedup.outbox_retry AS r
             WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic AND r.batch IS NULL
-              AND r.visible_at <= pg_catalog.statement_timestamp()
+              AND r.visible_at <= take_now
               AND pg_catalog.hashtext(r.aggregateid) <> ALL (blocked)
               AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS e
                               WHERE e.part OPERATOR(@extschema@.=) in_part AND e.topic = r.topic
                                 AND e.aggregateid = r.aggregateid AND e.seq < r.seq
                                 AND (one_per_aggregate OR e.batch IS NOT NULL
-                                     OR e.visible_at > pg_catalog.statement_timestamp()))
+                                     OR e.visible_at > take_now))
             ORDER BY r.seq
             LIMIT batch_size
             FOR UPDATE OF r SKIP LOCKED

@@ -84,6 +84,21 @@ BEGIN READ ONLY;
 SELECT * FROM dedup_cleanup_batch();
 ROLLBACK;
 SELECT count(*) AS kept FROM dedup.claims;
+-- nor in a subtransaction (a DO block with an EXCEPTION clause), which
+-- cannot commit: refused (2D000) before its first batch, nothing deleted
+SELECT count(*) FROM dedup_claim_batch('cleanup', ARRAY['s-1', 's-2', 's-3']);
+UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 minute';
+SELECT count(*) AS expired_before FROM dedup.claims WHERE expires_at <= clock_timestamp();
+DO $$
+DECLARE
+  d bigint;
+BEGIN
+  CALL dedup_cleanup(1, d);
+EXCEPTION WHEN OTHERS THEN
+  RAISE NOTICE 'sqlstate %: %', SQLSTATE, SQLERRM;
+END
+$$;
+SELECT count(*) AS expired_after FROM dedup.claims WHERE expires_at <= clock_timestamp();
 
 
 -- figures (the test server preloads dedup): what committed batches deleted,

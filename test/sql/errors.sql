@@ -180,6 +180,9 @@ INSERT INTO cases2 (stmt) VALUES
   ($$SELECT count(*) FROM dedup_outbox_take('t', 10001)$$),
   ($$SELECT count(*) FROM dedup_outbox_take_batch(NULL)$$),
   ($$SELECT count(*) FROM dedup_outbox_take_batch('t', 10001)$$),
+  -- a wait past a minute (22023): a waiting take holds its snapshot
+  ($$SELECT count(*) FROM dedup_outbox_take_batch('t', 10, wait => '61 seconds')$$),
+  ($$SELECT count(*) FROM dedup_outbox_take_batch('t', 10, wait => '1 day')$$),
   -- a topic past the scope limit, refused before any look-up (22001): the
   -- fast take once copied it into a fixed buffer and crashed the server
   ($$SELECT count(*) FROM dedup_outbox_take(repeat('x', 300), 10)$$),
