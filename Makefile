@@ -107,6 +107,9 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 # PGOPTIONS, so that every take and ack runs the PL/pgSQL functions that own
 # the relay's rules (src/outbox_fast.c), against the same expected files.
 # scripts/test runs it after the isolation specs (its rule is after PGXS's).
+# scopestats is left out: it asserts the server's shared counters as a fresh
+# server has them, and its first run filled their table (4,032 scopes).
+SLOW_PATH_REGRESS = $(filter-out scopestats,$(REGRESS))
 SLOW_PATH_ISOLATION = $(filter outbox-% extension-recreate,$(ISOLATION))
 
 # TAP tests: test/t/NNN_name.pl, PostgreSQL's own harness
@@ -144,7 +147,7 @@ PROVE_FLAGS = -I test/perl
 .PHONY: installcheck-slow-path
 installcheck-slow-path:
 	PGOPTIONS="$(PGOPTIONS) -c dedup.outbox_fast_path=off" $(MAKE) installcheck \
-		REGRESS="$(REGRESS)" ISOLATION="$(SLOW_PATH_ISOLATION)" TAP_TESTS=
+		REGRESS="$(SLOW_PATH_REGRESS)" ISOLATION="$(SLOW_PATH_ISOLATION)" TAP_TESTS=
 
 $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@
