@@ -215,6 +215,26 @@ dedup_advance(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(moved);
 }
 
+/*
+ * Element i (from 0) of a batch's streams, checked as a stream name is:
+ * not empty, at most DEDUP_MAX_SCOPE_BYTES.
+ */
+static text *
+stream_batch_name(Datum name, int i)
+{
+	text	   *stream = DatumGetTextPP(name);
+	Size		len = VARSIZE_ANY_EXHDR(stream);
+
+	if (len == 0 || len > DEDUP_MAX_SCOPE_BYTES)
+		ereport(ERROR,
+				(errcode(len == 0 ? ERRCODE_INVALID_PARAMETER_VALUE :
+						 ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg(len == 0 ? "stream must not be empty" : "stream name is too long"),
+				 errdetail("Element %d has %zu bytes; the limit is %d.", i + 1, len,
+						   DEDUP_MAX_SCOPE_BYTES)));
+	return stream;
+}
+
 static int
 stream_advance_cmp(const void *x, const void *y)
 {
@@ -342,22 +362,12 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 	adv = palloc(sizeof(StreamAdvance) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
-		Size		len;
-
 		if (name_nulls[i] || seq_nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("streams and seqs must not contain null"),
 					 errdetail("Element %d is null.", i + 1)));
-		adv[i].stream = DatumGetTextPP(names[i]);
-		len = VARSIZE_ANY_EXHDR(adv[i].stream);
-		if (len == 0 || len > DEDUP_MAX_SCOPE_BYTES)
-			ereport(ERROR,
-					(errcode(len == 0 ? ERRCODE_INVALID_PARAMETER_VALUE :
-							 ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-					 errmsg(len == 0 ? "stream must not be empty" : "stream name is too long"),
-					 errdetail("Element %d has %zu bytes; the limit is %d.", i + 1, len,
-							   DEDUP_MAX_SCOPE_BYTES)));
+		adv[i].stream = stream_batch_name(names[i], i);
 		adv[i].seq = DatumGetInt64(seqs[i]);
 		adv[i].has_epoch = epochs != NULL && !epoch_nulls[i];
 		adv[i].epoch = adv[i].has_epoch ? DatumGetInt64(epochs[i]) : 0;
@@ -547,22 +557,12 @@ dedup_new_epoch_batch(PG_FUNCTION_ARGS)
 	adv = palloc0(sizeof(StreamAdvance) * n);
 	for (int i = 0; i < n; i++)
 	{
-		Size		len;
-
 		if (name_nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("streams must not contain null"),
 					 errdetail("Element %d is null.", i + 1)));
-		adv[i].stream = DatumGetTextPP(names[i]);
-		len = VARSIZE_ANY_EXHDR(adv[i].stream);
-		if (len == 0 || len > DEDUP_MAX_SCOPE_BYTES)
-			ereport(ERROR,
-					(errcode(len == 0 ? ERRCODE_INVALID_PARAMETER_VALUE :
-							 ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-					 errmsg(len == 0 ? "stream must not be empty" : "stream name is too long"),
-					 errdetail("Element %d has %zu bytes; the limit is %d.", i + 1, len,
-							   DEDUP_MAX_SCOPE_BYTES)));
+		adv[i].stream = stream_batch_name(names[i], i);
 		adv[i].pos = i;
 		dedup_stream_key(scope, adv[i].stream, &adv[i].fp);
 	}
