@@ -12,6 +12,15 @@
 # (index dropped and built again); after each run its rows are deleted
 # again, so that every run of a size starts from that size.
 #
+# Then by size: the same claims with the buckets left to their defaults
+# (dedup.bucket_interval 0: an interval that follows the ttls in use, a
+# day's here, so 6 hours; dedup.bucket_max_size: a sixteenth of
+# shared_buffers), the keys claimed through dedup_claim_batch with a pass
+# of the cleanup after each 100,000, as the worker would run: the claim's
+# tps and WAL at SCALE_BYSIZE_SIZES (default "1 10") million keys, all
+# claimed within what would be one 6-hour bucket.  SCALE_PARTS (default
+# "steady bysize") picks the parts to run.
+#
 # Sourced by scripts/bench (the driver) at the top level, with bench/lib.sh's
 # helpers and the driver's settings; defines scale_figures, which the driver
 # calls for the stage's lines of figures.txt.
@@ -43,8 +52,12 @@ bulk_seed() {	# COUNT PREFIX: COUNT keys, half random and half time-ordered (a d
 	  -c "ALTER TABLE seed_idem ADD PRIMARY KEY (key)" \
 	  -c "CREATE INDEX seed_idem_expires_at ON seed_idem (expires_at)" >/dev/null
 }
+SCALE_PARTS=${SCALE_PARTS:-steady bysize}
+SCALE_BYSIZE_SIZES=${SCALE_BYSIZE_SIZES:-1 10}
+scale_part() { case " $SCALE_PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 live=0
 half=$((SCALE_BUCKET_KEYS / 2))
+scale_part steady || SCALE_SIZES=
 for size in $SCALE_SIZES; do
 	n=$((size * 1000000))
 	say "  filling to $size million keys"
@@ -88,6 +101,29 @@ for size in $SCALE_SIZES; do
 		done
 	done
 done
+if scale_part bysize; then
+say "== scale by size: buckets at their defaults, $SCALE_BYSIZE_SIZES million keys claimed"
+fresh
+q -c "CALL dedup_cleanup()" >/dev/null
+claimed=0
+for size in $SCALE_BYSIZE_SIZES; do
+	n=$((size * 1000000))
+	say "  claiming to $size million keys"
+	while [ "$claimed" -lt "$n" ]; do
+		q -c "SELECT count(*) FROM dedup_claim_batch('bench', ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 100000)))" \
+		  >/dev/null
+		q -c "CALL dedup_cleanup()" >/dev/null
+		claimed=$((claimed + 100000))
+	done
+	q -c "VACUUM ANALYZE" >/dev/null
+	TPS[bysize_${size}_buckets]=$(q -c "SELECT count(*) FROM dedup.buckets WHERE state IN ('c', 's')")
+	say "  $size million: $(q -c "SELECT string_agg(bucket || ':' || state::text, ' ' ORDER BY bucket) FROM dedup.buckets");" \
+		"current bucket's index $(q -c "SELECT pg_size_pretty(pg_relation_size(relid::text || '_pkey')) FROM dedup.buckets WHERE state = 'c'")"
+	run "bysize_${size}_dedup_v4" dedup_scale_v4.sql
+	claimed=$((claimed + $(q -c "SELECT count(*) FROM orders")))
+	q -c "TRUNCATE orders" >/dev/null
+done
+fi
 DURATION=$saved_duration
 q -c "ALTER SYSTEM RESET checkpoint_timeout" -c "ALTER SYSTEM RESET maintenance_work_mem" \
   -c "SELECT pg_reload_conf()" >/dev/null
@@ -96,7 +132,7 @@ scale_figures() {
 	local first last size kind
 	first=${SCALE_SIZES%% *}
 	last=${SCALE_SIZES##* }
-	for kind in v4 v7; do
+	[ -n "$SCALE_SIZES" ] && for kind in v4 v7; do
 		figure "scale, $kind keys: dedup tps at ${last}M live keys vs ${first}M" \
 			"${TPS[scale_${last}_dedup_$kind]}" "${TPS[scale_${first}_dedup_$kind]}" \
 			"$(calc "${TPS[scale_${last}_dedup_$kind]} / ${TPS[scale_${first}_dedup_$kind]}")" ">=" 0.85
@@ -121,4 +157,18 @@ scale_figures() {
 			"${TPS[scale_${size}_dedup_bytes]}" "${TPS[scale_${size}_seed_bytes]}" \
 			"$(calc "${TPS[scale_${size}_dedup_bytes]} / ${TPS[scale_${size}_seed_bytes]}")" "-" ""
 	done
+	if scale_part bysize; then
+	first=${SCALE_BYSIZE_SIZES%% *}
+	last=${SCALE_BYSIZE_SIZES##* }
+	figure "by size, defaults: claim tps at ${last}M keys claimed vs ${first}M" \
+		"${TPS[bysize_${last}_dedup_v4]}" "${TPS[bysize_${first}_dedup_v4]}" \
+		"$(calc "${TPS[bysize_${last}_dedup_v4]} / ${TPS[bysize_${first}_dedup_v4]}")" ">=" 0.85
+	figure "by size, defaults: WAL per claim + business at ${last}M vs ${first}M" \
+		"${WALTX[bysize_${last}_dedup_v4]}" "${WALTX[bysize_${first}_dedup_v4]}" \
+		"$(calc "${WALTX[bysize_${last}_dedup_v4]} / ${WALTX[bysize_${first}_dedup_v4]}")" "<=" 1.3
+	for size in $SCALE_BYSIZE_SIZES; do
+		figure "  (by size, ${size}M keys claimed: buckets holding them)" \
+			"${TPS[bysize_${size}_buckets]}" "" "" "-" ""
+	done
+	fi
 }
