@@ -4,15 +4,17 @@
  *	  Module entry point of the dedup extension, the top of its layers
  *	  (src/README.md): _PG_init defines the settings (settings.c), installs
  *	  the hooks by which the history tier (history.c) answers the layers
- *	  below it, and, when preloaded, the shared-memory hooks and the
- *	  cleanup launcher.  It also names the fix of a known slip in a call
+ *	  below it, and, when preloaded, the shared-memory hooks, the utility
+ *	  hook that notes the sessions listening on the outbox's channel
+ *	  (outbox.c) and the cleanup launcher.  It also names the fix of a known slip in a call
  *	  that matches no dedup function (dedup_emit_log).
  *
  * The library works both loaded on demand by CREATE EXTENSION and loaded
  * through shared_preload_libraries; only the cleanup worker, its figures
  * (cleanup_stats.c), the scopes' counters (scope_counters.c), the
- * buckets' filters (filter.c) and the ttls that set the buckets' interval
- * (bucket.c) need the latter.
+ * buckets' filters (filter.c), the ttls that set the buckets' interval
+ * (bucket.c) and the outbox's listeners (outbox.c: without, every put
+ * notifies) need the latter.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -22,7 +24,9 @@
 #include <string.h>
 
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "storage/ipc.h"
+#include "tcop/utility.h"
 #include "utils/elog.h"
 #include "utils/memutils.h"
 
@@ -30,6 +34,7 @@
 #include "cleanup_stats.h"
 #include "filter.h"
 #include "history.h"
+#include "outbox.h"
 #include "scope_counters.h"
 #include "settings.h"
 #include "store.h"
@@ -42,11 +47,16 @@ void		_PG_init(void);
 static void dedup_shmem_request(void);
 static void dedup_shmem_startup(void);
 static void dedup_emit_log(ErrorData *edata);
+static void dedup_process_utility(PlannedStmt *pstmt, const char *queryString,
+								  bool readOnlyTree, ProcessUtilityContext context,
+								  ParamListInfo params, QueryEnvironment *queryEnv,
+								  DestReceiver *dest, QueryCompletion *qc);
 static const char *dedup_nowait_as_ttl(const char *message);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static emit_log_hook_type prev_emit_log_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility_hook = NULL;
 
 void
 _PG_init(void)
@@ -66,6 +76,8 @@ _PG_init(void)
 		shmem_request_hook = dedup_shmem_request;
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = dedup_shmem_startup;
+		prev_process_utility_hook = ProcessUtility_hook;
+		ProcessUtility_hook = dedup_process_utility;
 		dedup_filter_register_hooks();
 		dedup_worker_register_launcher();
 	}
@@ -80,6 +92,7 @@ dedup_shmem_request(void)
 	dedup_scopestats_shmem_request();
 	dedup_filter_shmem_request();
 	dedup_bucket_shmem_request();
+	outbox_listeners_shmem_request();
 }
 
 static void
@@ -91,6 +104,26 @@ dedup_shmem_startup(void)
 	dedup_scopestats_shmem_startup();
 	dedup_filter_shmem_startup();
 	dedup_bucket_shmem_startup();
+	outbox_listeners_shmem_startup();
+}
+
+/*
+ * Every utility statement: a LISTEN is noted for the outbox's wake-ups
+ * (outbox_note_listen(), before the LISTEN runs), then the statement runs.
+ */
+static void
+dedup_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					  ProcessUtilityContext context, ParamListInfo params,
+					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (IsA(pstmt->utilityStmt, ListenStmt))
+		outbox_note_listen(((ListenStmt *) pstmt->utilityStmt)->conditionname);
+	if (prev_process_utility_hook)
+		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context, params,
+								  queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
 }
 
 /*

@@ -21,6 +21,28 @@
  * The relay lock of a topic in a partition serializes its takes: each
  * sees what the one before committed.
  *
+ * Wake-ups.  A put that inserted an event wakes the relays that wait on
+ * NOTIFY dedup_outbox (outbox_wake()).  PostgreSQL serializes the commits
+ * of the transactions that notify (PreCommit_Notify holds a lock of the
+ * database from before the commit record until after it): the seed's
+ * INSERT with a pg_notify ran at 0.77x the seed's INSERT alone (2 clients,
+ * bench's put + business), which was the whole of what the put lacked of
+ * it.  So a put notifies only while a session of its database has run
+ * LISTEN dedup_outbox: each backend's entry in shared memory names the
+ * database it listens in, set as its LISTEN runs (module.c's utility
+ * hook), before the LISTEN commits, and cleared only when the backend
+ * exits (an UNLISTEN, or the LISTEN rolled back, leaves it: a wake-up too
+ * many, never one too few).  No wake-up is lost to the look before the
+ * LISTEN: a relay LISTENs, then takes, and a take first waits for the
+ * puts of its topic in progress (outbox_wait_puts()), even one that finds
+ * the log empty; a put looks after it holds its topic's lock, which it
+ * keeps until it commits, so a put that looked before the LISTEN is one
+ * the take after it waits for and then sees.
+ * Without shared memory (dedup not preloaded) every put notifies, as 1.0
+ * did.  A transaction whose put inserted an event cannot be prepared
+ * (0A000), whether or not it notified: whether PREPARE TRANSACTION works
+ * must not depend on another session listening.
+ *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
  */
@@ -28,11 +50,16 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
+#include "commands/async.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/backendid.h"
+#include "storage/ipc.h"
 #include "storage/lmgr.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 
@@ -40,6 +67,28 @@
 #include "fingerprint.h"
 #include "outbox.h"
 #include "shards.h"
+
+/*
+ * The backends listening on the outbox's channel, in shared memory: the
+ * number of them, and each backend's database (InvalidOid for one that
+ * does not listen), by backend id.
+ */
+typedef struct OutboxListeners
+{
+	pg_atomic_uint32 count;
+	pg_atomic_uint32 database[FLEXIBLE_ARRAY_MEMBER];
+} OutboxListeners;
+
+static OutboxListeners *outbox_listeners = NULL;
+static bool outbox_listening = false;	/* this backend's entry is set */
+
+/*
+ * The lowest transaction nesting level at which this transaction woke the
+ * relays, 0 for none: a subtransaction rolled back takes its wake-ups
+ * with it, as it takes its NOTIFYs.
+ */
+static int	outbox_woke_level = 0;
+static bool outbox_wake_callbacks = false;
 
 /* The kept plan of the sequence check on a cluster, and its type's OID */
 static SPIPlanPtr outbox_last_seq_plan = NULL;
@@ -260,7 +309,6 @@ outbox_stable_seq(const DedupFingerprint *part, text *topic)
 {
 	LOCAL_FCINFO(seqinfo, 1);
 	Datum		last;
-	LOCKTAG		tag;
 	int64		stable;
 	int64		in_log;
 
@@ -276,9 +324,32 @@ outbox_stable_seq(const DedupFingerprint *part, text *topic)
 	if (dedup_relation_hashed(DEDUP_REL_OUTBOX) &&
 		outbox_partition_last_seq(part, topic, &in_log) && in_log > stable)
 		stable = in_log;
+	outbox_wait_puts(topic);
+	return stable;
+}
+
+/*
+ * Wait for the puts of topic in progress (the holders of its topic lock)
+ * to end.  A take does, before it reads the relay's state, so that it sees
+ * every put that was in progress as it began: one that looked for a
+ * listener before the relay's LISTEN (the head of this file).
+ */
+void
+outbox_wait_puts(const text *topic)
+{
+	LOCKTAG		tag;
+
 	outbox_topic_locktag(&tag, topic);
 	WaitForLockers(tag, ShareLock, false);
-	return stable;
+}
+
+/* dedup.outbox_wait_puts(topic text) RETURNS void */
+PG_FUNCTION_INFO_V1(dedup_outbox_wait_puts);
+Datum
+dedup_outbox_wait_puts(PG_FUNCTION_ARGS)
+{
+	outbox_wait_puts(PG_GETARG_TEXT_PP(0));
+	PG_RETURN_VOID();
 }
 
 /* dedup.outbox_stable_seq(in_part dedup_fingerprint, topic text) RETURNS bigint */
@@ -330,4 +401,142 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 	*last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
 	return !isnull;
+}
+
+/* ---------------------------------------------------------------------
+ * Wake-ups: NOTIFY dedup_outbox, while a session of the database listens
+ * --------------------------------------------------------------------- */
+
+static Size
+outbox_listeners_size(void)
+{
+	return add_size(offsetof(OutboxListeners, database),
+					mul_size(MaxBackends, sizeof(pg_atomic_uint32)));
+}
+
+void
+outbox_listeners_shmem_request(void)
+{
+	RequestAddinShmemSpace(MAXALIGN(outbox_listeners_size()));
+}
+
+void
+outbox_listeners_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	outbox_listeners = ShmemInitStruct("dedup outbox listeners", outbox_listeners_size(), &found);
+	if (!found)
+	{
+		pg_atomic_init_u32(&outbox_listeners->count, 0);
+		for (int i = 0; i < MaxBackends; i++)
+			pg_atomic_init_u32(&outbox_listeners->database[i], InvalidOid);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* before_shmem_exit: this backend no longer listens */
+static void
+outbox_listener_exit(int code, Datum arg)
+{
+	if (!outbox_listening)
+		return;
+	pg_atomic_write_u32(&outbox_listeners->database[MyBackendId - 1], InvalidOid);
+	pg_atomic_fetch_sub_u32(&outbox_listeners->count, 1);
+	outbox_listening = false;
+}
+
+/*
+ * A LISTEN of channel runs in this backend (module.c's utility hook, before
+ * the LISTEN itself): from now until the backend exits, the outbox's puts
+ * in its database notify.
+ */
+void
+outbox_note_listen(const char *channel)
+{
+	if (outbox_listeners == NULL || outbox_listening || channel == NULL ||
+		strcmp(channel, OUTBOX_CHANNEL) != 0 ||
+		MyBackendId < 1 || MyBackendId > MaxBackends)
+		return;
+	before_shmem_exit(outbox_listener_exit, (Datum) 0);
+	pg_atomic_write_u32(&outbox_listeners->database[MyBackendId - 1], MyDatabaseId);
+	pg_atomic_fetch_add_u32(&outbox_listeners->count, 1);	/* a full barrier */
+	outbox_listening = true;
+}
+
+/* Whether a backend of this database listens (or may: no shared memory). */
+static bool
+outbox_listened(void)
+{
+	if (outbox_listeners == NULL)
+		return true;
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&outbox_listeners->count) == 0)
+		return false;
+	for (int i = 0; i < MaxBackends; i++)
+		if (pg_atomic_read_u32(&outbox_listeners->database[i]) == MyDatabaseId)
+			return true;
+	return false;
+}
+
+/* The transaction ends, or one of its subtransactions. */
+static void
+outbox_wake_xact(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (outbox_woke_level > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot prepare a transaction that put an event into the outbox"),
+						 errdetail("A put wakes the outbox's relays as its transaction commits, which a prepared transaction cannot do."),
+						 errhint("Put the event in a transaction that is not prepared.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			outbox_woke_level = 0;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+outbox_wake_subxact(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (event == SUBXACT_EVENT_ABORT_SUB && outbox_woke_level >= level)
+		outbox_woke_level = 0;
+	else if (event == SUBXACT_EVENT_COMMIT_SUB && outbox_woke_level == level)
+		outbox_woke_level = level - 1;
+}
+
+/*
+ * Wake the relays of topic when this transaction commits: NOTIFY
+ * dedup_outbox with the topic as payload, if a session of the database
+ * listens.  Called by a put that inserted an event, holding its topic's
+ * lock (see the head of this file).
+ */
+void
+outbox_wake(const char *topic)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (!outbox_wake_callbacks)
+	{
+		RegisterXactCallback(outbox_wake_xact, NULL);
+		RegisterSubXactCallback(outbox_wake_subxact, NULL);
+		outbox_wake_callbacks = true;
+	}
+	if (outbox_woke_level == 0 || level < outbox_woke_level)
+		outbox_woke_level = level;
+	if (outbox_listened())
+		Async_Notify(OUTBOX_CHANNEL, topic);
 }

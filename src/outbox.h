@@ -3,8 +3,9 @@
  * outbox.h
  *	  What the outbox's put and relay share (outbox.c): its partitions and
  *	  their numbers, batch ids, the producers' topic lock, the relay lock,
- *	  the settled sequence a take reads up to, and the check that kept
- *	  plans still name the fingerprint type of this database.
+ *	  the settled sequence a take reads up to, the check that kept plans
+ *	  still name the fingerprint type of this database, and the wake-ups
+ *	  of the relays that listen (NOTIFY dedup_outbox).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -37,7 +38,12 @@ extern bool outbox_lock_relay(const DedupFingerprint *part, const text *topic, b
 extern void outbox_unlock_relay(const DedupFingerprint *part, const text *topic);
 extern void outbox_check_isolation(void);
 extern int64 outbox_stable_seq(const DedupFingerprint *part, text *topic);
+extern void outbox_wait_puts(const text *topic);
 extern bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);
 extern bool outbox_plans_stale(Oid *made_with);
+extern void outbox_listeners_shmem_request(void);
+extern void outbox_listeners_shmem_startup(void);
+extern void outbox_note_listen(const char *channel);
+extern void outbox_wake(const char *topic);
 
 #endif							/* DEDUP_OUTBOX_H */

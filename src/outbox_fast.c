@@ -74,8 +74,10 @@ enum
  * fingerprint's equality operator, and InvalidOid in its argument types
  * for the fingerprint's type.
  *
- * FAST_STATE runs once the take holds its topic's relay lock, so that its
- * snapshot sees what the take that held it before committed: the topic's
+ * FAST_STATE runs once the take holds its topic's relay lock and has
+ * waited for the topic's puts in progress (outbox_wait_puts()), so that its
+ * snapshot sees what the take that held it before committed, and every put
+ * in progress as the take began: the topic's
  * position, whether outbox_retry or outbox_held has events of the topic
  * (one flag), whether the log
  * has any past the position, and the topic's slots (one row with no slot
@@ -249,6 +251,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 * aggregates the busy ones hold
 	 */
 	(void) outbox_lock_relay(part, topic, false);
+	outbox_wait_puts(topic);
 	args[0] = PointerGetDatum(part);
 	args[1] = PointerGetDatum(topic);
 	fast_run(FAST_STATE, args, 0);

@@ -46,7 +46,8 @@
  * aggregate of its key, and locks it too: another put may name that key
  * as its aggregate.
  *
- * A new event notifies channel dedup_outbox with the topic as payload;
+ * A new event notifies channel dedup_outbox with the topic as payload
+ * while a session of the database listens there (outbox_wake(), outbox.c);
  * PostgreSQL folds a transaction's identical notifications into one, so
  * relays are woken once per committing transaction and topic.
  *
@@ -63,7 +64,6 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_type_d.h"
-#include "commands/async.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -859,7 +859,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		 * for Citus's two-phase commit
 		 */
 		if (!outbox_distributed())
-			Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
+			outbox_wake(text_to_cstring(topic));
 		dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_PUT, 1);
 	}
 	/* the event is in the log (or not to be put): other puts of it may look */

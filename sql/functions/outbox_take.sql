@@ -88,6 +88,14 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_stable_seq' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_stable_seq(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
+-- Waits for the puts of topic in progress: a take does, before it reads
+-- the relay's state, so that it sees every put that was in progress as it
+-- began, even one that found no session listening on dedup_outbox and sent
+-- no NOTIFY (src/outbox.c: a relay LISTENs, then takes).
+CREATE OR REPLACE FUNCTION dedup.outbox_wait_puts(topic text) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_outbox_wait_puts' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_wait_puts(text) FROM PUBLIC;
+
 -- The relay lock of a topic in a partition, held until the transaction
 -- ends: the takes of a topic in a partition go one after another.
 CREATE OR REPLACE FUNCTION dedup.outbox_lock_relay(in_part @extschema@.dedup_fingerprint, topic text) RETURNS void
@@ -329,8 +337,10 @@ BEGIN
     FROM @extschema@.dedup_scope(topic) AS s;
 
     -- the topic's relays take one at a time (its relay lock, until the
-    -- transaction ends); each statement after sees what the take before did
+    -- transaction ends); each statement after sees what the take before did,
+    -- and every put of the topic that was in progress as the take began
     PERFORM dedup.outbox_lock_relay(in_part, topic);
+    PERFORM dedup.outbox_wait_puts(topic);
     SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
     WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
     -- a topic gets its position once a take reads its log (below)

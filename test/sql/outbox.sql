@@ -49,6 +49,36 @@ ROLLBACK;
 SELECT count(*) AS events_after_rollback FROM dedup.outbox WHERE topic = 'orders';
 SELECT dedup_outbox_put('orders', 'o-3-created', '{"order": 3}') IS NOT NULL AS put_again;
 SELECT count(*) AS events FROM dedup.outbox WHERE payload = '{"order": 3}';
+-- a transaction whose put inserted an event cannot be prepared (0A000,
+-- nothing written), whether or not a session listens on dedup_outbox; one
+-- whose put was rolled back to a savepoint, or found its event there, can
+\set VERBOSITY sqlstate
+BEGIN;
+SELECT dedup_outbox_put('orders', 'o-prepared', '{}') IS NOT NULL AS put;
+PREPARE TRANSACTION 'dedup_put';
+BEGIN;
+SAVEPOINT s;
+SELECT dedup_outbox_put('orders', 'o-prepared', '{}') IS NOT NULL AS put;
+RELEASE SAVEPOINT s;
+PREPARE TRANSACTION 'dedup_put';
+LISTEN dedup_outbox;
+BEGIN;
+SELECT dedup_outbox_put('orders', 'o-prepared', '{}') IS NOT NULL AS put;
+PREPARE TRANSACTION 'dedup_put';
+UNLISTEN dedup_outbox;
+\set VERBOSITY default
+BEGIN;
+SELECT dedup_outbox_put('orders', 'o-prepared', '{}') IS NOT NULL AS put;
+PREPARE TRANSACTION 'dedup_put';
+SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid = 'dedup_put';
+BEGIN;
+SAVEPOINT s;
+SELECT dedup_outbox_put('orders', 'o-prepared', '{}') IS NOT NULL AS put;
+ROLLBACK TO SAVEPOINT s;
+SELECT dedup_outbox_put('orders', 'o-2-created', '{"order": 2}') IS NOT NULL AS put_found;
+PREPARE TRANSACTION 'dedup_put';
+COMMIT PREPARED 'dedup_put';
+SELECT count(*) AS events FROM dedup.outbox WHERE aggregateid = 'o-prepared';
 -- a key put by dedup 1.0 is kept in dedup.outbox_keys until its retention
 -- passes (a database created at 1.1 never has one there): a put finds it
 BEGIN;
