@@ -12,8 +12,10 @@
 # relays at once), as events/s; and a held xmin horizon: a relay keeping
 # up with producers at HOLD_RATE puts/s, its take + ack latency and the
 # dead tuples of schema dedup per event put, with and without a
-# transaction holding the horizon for HOLD_SECONDS.  OUTBOX_PARTS (default
-# all: "put drain live hot hold") picks the parts to run.
+# transaction holding the horizon for HOLD_SECONDS, and PgQ's (of schema
+# pgq) with the horizon held, ticked before each batch (when installed).
+# OUTBOX_PARTS (default all: "put drain live hot hold") picks the parts to
+# run.
 #
 # Sourced by scripts/bench (the driver) at the top level, with bench/lib.sh's
 # helpers and the driver's settings; defines outbox_figures, which the driver
@@ -53,8 +55,8 @@ hot_run() {	# NAME CLIENTS: relays drain bench-hot in batches of 100 until it is
 	echo "$name,$rate,,,,,,$HOT_EVENTS,$(relation_bytes)" >>"$OUT/results.csv"
 	say "  $name: $rate events/s; held rows left $(q -c "SELECT count(*) FROM dedup.outbox_held"), retry rows $(q -c "SELECT count(*) FROM dedup.outbox_retry")"
 }
-hold_run() {	# NAME HOLD: producers at HOLD_RATE puts/s and a relay for HOLD_SECONDS, the horizon held or not
-	local name=$1 hold=$2 holder= dead0 dead1 puts lat
+hold_run() {	# NAME HOLD [pgq]: producers at HOLD_RATE puts/s and a relay for HOLD_SECONDS, the horizon held or not; pgq: PgQ's
+	local name=$1 hold=$2 sys=${3:-dedup} holder= dead0 dead1 puts lat
 	say "run $name (${HOLD_SECONDS}s, $HOLD_RATE puts/s, horizon held: $hold)"
 	if [ "$hold" = yes ]; then
 		psql -X -q -h "$dir" -p "$port" -U postgres -d postgres \
@@ -63,23 +65,22 @@ hold_run() {	# NAME HOLD: producers at HOLD_RATE puts/s and a relay for HOLD_SEC
 		holder=$!
 		sleep 1
 	fi
-	dead0=$(q -c "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = 'dedup'")
-	puts=$(q -c "SELECT count(*) FROM dedup.outbox")
+	dead0=$(q -c "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = '$sys'")
 	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -j 1 -R "$HOLD_RATE" -T "$HOLD_SECONDS" \
-		-f "$W/dedup_outbox_hold_put.sql" >"$OUT/log/${name}_puts.txt" 2>&1 &
+		-f "$W/${sys}_outbox_hold_put.sql" >"$OUT/log/${name}_puts.txt" 2>&1 &
 	local producers=$!
 	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -j 1 -R 50 -T "$HOLD_SECONDS" \
-		-f "$W/dedup_outbox_hold_relay.sql" >"$OUT/log/$name.txt" 2>&1 || { cat "$OUT/log/$name.txt"; exit 1; }
+		-f "$W/${sys}_outbox_hold_relay.sql" >"$OUT/log/$name.txt" 2>&1 || { cat "$OUT/log/$name.txt"; exit 1; }
 	wait "$producers" || { cat "$OUT/log/${name}_puts.txt"; exit 1; }
 	sleep 1.2	# let the backends' statistics reach the shared counters
-	dead1=$(q -c "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = 'dedup'")
-	puts=$(( $(q -c "SELECT count(*) FROM dedup.outbox") - puts ))
+	dead1=$(q -c "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = '$sys'")
+	puts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/log/${name}_puts.txt")
 	lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$OUT/log/$name.txt")
 	[ -n "$holder" ] && wait "$holder"
 	TPS[$name]=$lat
 	TPS[${name}_dead]=$(calc "($dead1 - $dead0) / $puts")
 	echo "$name,,$lat,,,,$(calc "($dead1 - $dead0) / $puts"),$puts,$(relation_bytes)" >>"$OUT/results.csv"
-	say "  $name: take + ack $lat ms; $((dead1 - dead0)) dead tuples in dedup for $puts events put"
+	say "  $name: take + ack $lat ms; $((dead1 - dead0)) dead tuples in schema $sys for $puts events put"
 }
 drain_run() {	# NAME SCRIPT CHECK_SQL [CLIENTS]
 	local name=$1 script=$2 check=$3 clients=${4:-1} tps left
@@ -168,6 +169,15 @@ fresh
 hold_run dedup_outbox_hold_none no
 fresh
 hold_run dedup_outbox_hold_held yes
+# PgQ at the same cadence: a tick before each batch (ticker_max_count 1),
+# next_batch, get_batch_events, finish_batch
+if [ -n "$(q -c "SELECT 1 FROM pg_extension WHERE extname = 'pgq'")" ]; then
+	fresh
+	q -c "SELECT pgq.create_queue('bench-hold')" -c "SELECT pgq.set_queue_config('bench-hold', 'ticker_max_count', '1')" \
+	  -c "SELECT pgq.register_consumer('bench-hold', 'relay')" -c "CHECKPOINT" >/dev/null
+	hold_run pgq_hold_held yes pgq
+	q -c "SELECT pgq.unregister_consumer('bench-hold', 'relay')" -c "SELECT pgq.drop_queue('bench-hold')" >/dev/null
+fi
 fi
 
 if outbox_part live; then
@@ -239,6 +249,9 @@ outbox_figures() {
 		"$(calc "${TPS[dedup_outbox_hold_held]} / ${TPS[dedup_outbox_hold_none]}")" "<=" 1.5
 	figure "outbox dead tuples in dedup per event put, horizon held" \
 		"${TPS[dedup_outbox_hold_held_dead]}" "" "${TPS[dedup_outbox_hold_held_dead]}" "<" 0.05
+	[ -n "${TPS[pgq_hold_held_dead]:-}" ] &&
+	figure "  (PgQ at the same batch cadence: dead tuples in pgq per event put, held)" \
+		"${TPS[pgq_hold_held_dead]}" "" "${TPS[pgq_hold_held_dead]}" "-" ""
 	fi
 	if outbox_part live; then
 	figure "  (outbox latency from put to take, relay on NOTIFY: p50 ms)" \
