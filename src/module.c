@@ -6,8 +6,8 @@
  *	  the hooks by which the history tier (history.c) answers the layers
  *	  below it, and, when preloaded, the shared-memory hooks, the utility
  *	  hook that notes the sessions listening on the outbox's channel
- *	  (outbox.c) and the cleanup launcher.  It also names the fix of a known slip in a call
- *	  that matches no dedup function (dedup_emit_log).
+ *	  (outbox.c) and the cleanup launcher.  It also names the fix of a
+ *	  known slip in a call that matches no dedup function (dedup_emit_log).
  *
  * The library works both loaded on demand by CREATE EXTENSION and loaded
  * through shared_preload_libraries; only the cleanup worker, its figures
