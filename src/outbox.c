@@ -525,7 +525,7 @@ outbox_wake_subxact(SubXactEvent event, SubTransactionId mySubid,
  * lock (see the head of this file).
  */
 void
-outbox_wake(const char *topic)
+outbox_wake(const text *topic)
 {
 	int			level = GetCurrentTransactionNestLevel();
 
@@ -538,5 +538,5 @@ outbox_wake(const char *topic)
 	if (outbox_woke_level == 0 || level < outbox_woke_level)
 		outbox_woke_level = level;
 	if (outbox_listened())
-		Async_Notify(OUTBOX_CHANNEL, topic);
+		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
 }

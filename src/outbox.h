@@ -44,6 +44,6 @@ extern bool outbox_plans_stale(Oid *made_with);
 extern void outbox_listeners_shmem_request(void);
 extern void outbox_listeners_shmem_startup(void);
 extern void outbox_note_listen(const char *channel);
-extern void outbox_wake(const char *topic);
+extern void outbox_wake(const text *topic);
 
 #endif							/* DEDUP_OUTBOX_H */

@@ -859,7 +859,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		 * for Citus's two-phase commit
 		 */
 		if (!outbox_distributed())
-			outbox_wake(text_to_cstring(topic));
+			outbox_wake(topic);
 		dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_PUT, 1);
 	}
 	/* the event is in the log (or not to be put): other puts of it may look */
