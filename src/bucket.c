@@ -469,9 +469,14 @@ dedup_bucket_storage(void)
  *
  * The ttls are noted in shared memory, one slot a database (when dedup is
  * preloaded; without, the interval is BUCKET_AUTO_MAX_USECS): a writer
- * notes the ttl of each row it writes into the current bucket, but takes
- * the slot's lock only when the ttl falls outside the range it last saw
- * there, so a claim normally touches no shared memory.  A slot is tied to
+ * notes the ttl and the expiry of each row it writes into the current
+ * bucket, but takes the slot's lock only when the ttl falls outside the
+ * range it last saw there, or the expiry before the earliest it saw, so a
+ * claim normally touches no shared memory.  The earliest expiry tells the
+ * cleanup when rows of the current bucket may have expired: until then its
+ * row deletes do not read it (dedup_bucket_skip_current).  It is known
+ * only for a bucket the slot has followed since its switch (complete): not
+ * for bucket 0, nor for a bucket written into before the server started.  A slot is tied to
  * dedup.buckets's relation (an extension dropped and created again starts
  * over) and holds the range of the current bucket: the switch (and the
  * listing of bucket 0) starts it again, and a writer that notes a ttl for
@@ -496,6 +501,9 @@ typedef struct BucketTtls
 	bool		noted;			/* whether any is */
 	int64		min_ttl;		/* microseconds */
 	int64		max_ttl;
+	bool		complete;		/* noted since its switch: every row written is */
+	bool		expiry_noted;	/* whether a row written is */
+	TimestampTz min_expires;	/* the earliest expiry of a row written */
 } BucketTtls;
 
 typedef struct BucketShared
@@ -515,6 +523,7 @@ static struct
 	int32		number;
 	int64		min_ttl;		/* a ttl within these needs no noting */
 	int64		max_ttl;
+	TimestampTz min_expires;	/* nor an expiry from this one on */
 	TimestampTz retry_at;		/* when slot is NULL: when to ask again */
 }			bucket_ttls_seen;
 
@@ -574,7 +583,9 @@ bucket_ttls_slot(Oid buckets, bool create, int32 number)
 		mine->dboid = MyDatabaseId;
 		mine->buckets = buckets;
 		mine->number = number;
+		mine->complete = false;
 		mine->noted = false;
+		mine->expiry_noted = false;
 		pg_atomic_fetch_add_u32(&mine->generation, 1);
 	}
 	return mine;
@@ -621,7 +632,9 @@ bucket_ttls_acquire(Oid buckets, int32 number)
 		{
 			other->dboid = InvalidOid;
 			other->buckets = InvalidOid;
+			other->complete = false;
 			other->noted = false;
+			other->expiry_noted = false;
 			pg_atomic_fetch_add_u32(&other->generation, 1);
 		}
 	}
@@ -632,9 +645,11 @@ bucket_ttls_acquire(Oid buckets, int32 number)
  * A switch to bucket number (or bucket 0 listed): the ttls noted from now
  * on are that bucket's.  Not transactional: a switch rolled back leaves no
  * ttl noted until it is made again (the interval is then the longest).
+ * empty: the bucket is new, no row can be in it yet (a switch, made before
+ * it commits), so that what is noted from now on is all it holds.
  */
 static void
-bucket_ttls_reset(int32 number)
+bucket_ttls_reset(int32 number, bool empty)
 {
 	Oid			buckets;
 	BucketTtls *slot;
@@ -646,34 +661,39 @@ bucket_ttls_reset(int32 number)
 	if (slot != NULL)
 	{
 		slot->number = number;
+		slot->complete = empty;
 		slot->noted = false;
+		slot->expiry_noted = false;
 		pg_atomic_fetch_add_u32(&slot->generation, 1);
 	}
 	LWLockRelease(bucket_shared->lock);
 }
 
 /*
- * Note the ttl of a row written into bucket number (the current bucket as
- * the writer knows it): expires_at less the time of the call.  Touches
+ * Note a row written into bucket number (the bucket it went into, the
+ * current one as the writer knows it, or a newer one): its ttl, expires_at
+ * less the time of the call (when positive), and its expiry.  Touches
  * shared memory only to read the slot's generation, unless the ttl is
- * outside the range this backend last saw noted for that bucket; with no
- * slot to be had, at most every BUCKET_TTL_RETRY_USECS.
+ * outside the range, or the expiry before the earliest, this backend last
+ * saw noted for that bucket; with no slot to be had, at most every
+ * BUCKET_TTL_RETRY_USECS.
  */
 void
-dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
+dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at)
 {
 	int64		ttl = expires_at - now;
 	Oid			buckets;
 	BucketTtls *slot;
 
-	if (bucket_shared == NULL || ttl <= 0)
+	if (bucket_shared == NULL)
 		return;
 	buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
 	slot = bucket_ttls_seen.slot;
 	if (slot != NULL && bucket_ttls_seen.buckets == buckets &&
 		bucket_ttls_seen.number == number &&
 		pg_atomic_read_u32(&slot->generation) == bucket_ttls_seen.generation &&
-		ttl >= bucket_ttls_seen.min_ttl && ttl <= bucket_ttls_seen.max_ttl)
+		(ttl <= 0 || (ttl >= bucket_ttls_seen.min_ttl && ttl <= bucket_ttls_seen.max_ttl)) &&
+		expires_at >= bucket_ttls_seen.min_expires)
 		return;
 	/* no slot for this database: asked again only every BUCKET_TTL_RETRY_USECS */
 	if (slot == NULL && bucket_ttls_seen.buckets == buckets &&
@@ -683,9 +703,15 @@ dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
 	slot = bucket_ttls_acquire(buckets, number);
 	if (slot != NULL && slot->number == number)
 	{
-		slot->min_ttl = slot->noted ? Min(slot->min_ttl, ttl) : ttl;
-		slot->max_ttl = slot->noted ? Max(slot->max_ttl, ttl) : ttl;
-		slot->noted = true;
+		if (ttl > 0)
+		{
+			/* a row written expired (a lease's tombstone) sets no ttl */
+			slot->min_ttl = slot->noted ? Min(slot->min_ttl, ttl) : ttl;
+			slot->max_ttl = slot->noted ? Max(slot->max_ttl, ttl) : ttl;
+			slot->noted = true;
+		}
+		slot->min_expires = slot->expiry_noted ? Min(slot->min_expires, expires_at) : expires_at;
+		slot->expiry_noted = true;
 	}
 	bucket_ttls_seen.slot = slot;
 	bucket_ttls_seen.buckets = buckets;
@@ -695,14 +721,17 @@ dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at)
 		bucket_ttls_seen.generation = pg_atomic_read_u32(&slot->generation);
 	if (slot != NULL && slot->number == number)
 	{
-		bucket_ttls_seen.min_ttl = slot->min_ttl;
-		bucket_ttls_seen.max_ttl = slot->max_ttl;
+		/* with no ttl noted yet (only an expired row), every one is new */
+		bucket_ttls_seen.min_ttl = slot->noted ? slot->min_ttl : PG_INT64_MAX;
+		bucket_ttls_seen.max_ttl = slot->noted ? slot->max_ttl : PG_INT64_MIN;
+		bucket_ttls_seen.min_expires = slot->min_expires;
 	}
 	else
 	{
 		/* not the slot's bucket (an older one), or no slot: nothing to note */
 		bucket_ttls_seen.min_ttl = PG_INT64_MIN;
 		bucket_ttls_seen.max_ttl = PG_INT64_MAX;
+		bucket_ttls_seen.min_expires = DT_NOBEGIN;
 	}
 	LWLockRelease(bucket_shared->lock);
 }
@@ -802,21 +831,49 @@ bucket_ttls_close(int32 number)
 }
 
 /*
- * Whether the cleanup leaves the rows that expired in the current bucket to
- * go with it rather than deleting them one by one: when the bucket is due
- * for a switch the open step can make (the list has room), and the ttls
- * written into it are close (BUCKET_TTL_SPREAD), so that its drop comes
- * soon after: short ttls then cost no row deletes, no dead tuples.  With
- * ttls far apart, the short ones' rows are deleted, not kept until the long
- * ones' expire.  Only for BUCKET_KEEP_PASSES passes of the cleanup after it
- * became due (the next bucket's opening, or else the end of its interval):
- * a switch that keeps failing (its wait for the calls on the bucket times
- * out, behind a long transaction) does not keep expired rows meanwhile.
+ * Whether no row written into bucket number can have expired at now: the
+ * slot has followed it since its switch (complete), and the earliest expiry
+ * noted, if any, is later.  False when that is not known.
+ */
+static bool
+bucket_none_expired(int32 number, TimestampTz now)
+{
+	bool		none = false;
+
+	if (bucket_shared != NULL)
+	{
+		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+		BucketTtls *slot;
+
+		LWLockAcquire(bucket_shared->lock, LW_SHARED);
+		slot = bucket_ttls_slot(buckets, false, number);
+		none = slot != NULL && slot->number == number && slot->complete &&
+			(!slot->expiry_noted || slot->min_expires > now);
+		LWLockRelease(bucket_shared->lock);
+	}
+	return none;
+}
+
+/*
+ * Whether the cleanup's row deletes pass over the current bucket this time.
+ * When none of its rows can have expired yet (bucket_none_expired): a
+ * bucket shorter than the ttls written into it, as the default interval
+ * makes it, is then never read by them, however large it grows.  And when
+ * the rows that expired in it go with it rather than one by one: the bucket
+ * is due for a switch the open step can make (the list has room), and the
+ * ttls written into it are close (BUCKET_TTL_SPREAD), so that its drop
+ * comes soon after: short ttls then cost no row deletes, no dead tuples.
+ * With ttls far apart, the short ones' rows are deleted, not kept until the
+ * long ones' expire.  Kept only for BUCKET_KEEP_PASSES passes of the cleanup
+ * after it became due (the next bucket's opening, or else the end of its
+ * interval): a switch that keeps failing (its wait for the calls on the
+ * bucket times out, behind a long transaction) does not keep expired rows
+ * meanwhile.
  */
 #define BUCKET_KEEP_PASSES	2
 
 bool
-dedup_bucket_keep_expired(void)
+dedup_bucket_skip_current(void)
 {
 	BucketRow  *rows;
 	int			n = bucket_read(&rows);
@@ -824,7 +881,7 @@ dedup_bucket_keep_expired(void)
 	const BucketRow *current = NULL;
 	const BucketRow *next = NULL;
 	TimestampTz now = GetCurrentTimestamp();
-	bool		keep = false;
+	bool		skip = false;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -835,20 +892,22 @@ dedup_bucket_keep_expired(void)
 		if (rows[i].state != BUCKET_RETIRED)
 			live++;
 	}
+	if (current != NULL && bucket_none_expired(current->number, now))
+		skip = true;
 	/* as the open step decides (bucket_open_next) */
-	if (current != NULL && current->opened_at != DT_NOBEGIN &&
-		n < BUCKET_MAX_ROWS && live < DEDUP_MAX_BUCKETS &&
-		bucket_ttls_close(current->number))
+	else if (current != NULL && current->opened_at != DT_NOBEGIN &&
+			 n < BUCKET_MAX_ROWS && live < DEDUP_MAX_BUCKETS &&
+			 bucket_ttls_close(current->number))
 	{
 		TimestampTz due_since = next != NULL ? next->opened_at :
 			current->opened_at + dedup_bucket_interval_usecs(current->number);
 
 		if (now < due_since + BUCKET_KEEP_PASSES * (int64) dedup_cleanup_interval * USECS_PER_SEC)
-			keep = bucket_is_due(current->number, current->opened_at, bucket_index(current),
+			skip = bucket_is_due(current->number, current->opened_at, bucket_index(current),
 								 now, live);
 	}
 	pfree(rows);
-	return keep;
+	return skip;
 }
 
 /* ---------------------------------------------------------------------
@@ -953,7 +1012,7 @@ bucket_open_next(BucketRow *rows, int n)
 		bucket_sql("INSERT INTO dedup.buckets (bucket, relid, state, opened_at) "
 				   "VALUES (0, 'dedup.claims'::pg_catalog.regclass, 'c', pg_catalog.now())",
 				   0, NULL, NULL);
-		bucket_ttls_reset(0);
+		bucket_ttls_reset(0, false);
 		return;
 	}
 	for (int i = 0; i < n; i++)
@@ -1043,7 +1102,7 @@ bucket_switch(BucketRow *rows, int n)
 	bucket_sql("UPDATE dedup.buckets SET state = 'c', opened_at = pg_catalog.now() "
 			   "WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
 	bucket_list_invalidate();
-	bucket_ttls_reset(next->number);
+	bucket_ttls_reset(next->number, true);
 }
 
 /*

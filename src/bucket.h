@@ -44,15 +44,17 @@ extern bool dedup_bucket_lock(Oid relid, LOCKMODE lockmode);
 extern void dedup_bucket_lock_written(Oid relid);
 
 /*
- * The ttls written into the current bucket, noted in shared memory (when
- * preloaded) for the interval that follows them (dedup.bucket_interval = 0).
+ * The ttls and expiries written into the current bucket, noted in shared
+ * memory (when preloaded) for the interval that follows them
+ * (dedup.bucket_interval = 0) and for the cleanup, which does not read the
+ * bucket before a row in it may have expired.
  */
 extern void dedup_bucket_shmem_request(void);
 extern void dedup_bucket_shmem_startup(void);
-extern void dedup_bucket_note_ttl(int32 number, TimestampTz now, TimestampTz expires_at);
+extern void dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at);
 extern int64 dedup_bucket_interval_usecs(int32 number);
 extern int64 dedup_bucket_max_bytes(void);
-extern bool dedup_bucket_keep_expired(void);
+extern bool dedup_bucket_skip_current(void);
 
 /*
  * The cleanup's work on buckets: steps of its first stage (cleanup.c).  The

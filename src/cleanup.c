@@ -184,10 +184,11 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 		table_close(rel, RowExclusiveLock);
 
 		/*
-		 * unless it is due for a switch, which this pass makes, and its
-		 * ttls are close: its rows then go with it soon, dropped whole
+		 * unless none of its rows can have expired yet, or it is due for a
+		 * switch, which this pass makes, and its ttls are close: its rows
+		 * then go with it soon, dropped whole
 		 */
-		if (dedup_bucket_storage() && dedup_bucket_keep_expired())
+		if (dedup_bucket_storage() && dedup_bucket_skip_current())
 		{
 			*position = InvalidBlockNumber;
 			return 0;

@@ -731,6 +731,17 @@ store_changed_under_us(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 }
 
 /*
+ * The part a key's new version goes into: the current bucket, or the bucket
+ * of the latest version when that one is newer (a call that has not yet
+ * seen the switch to it, bucket.c): never behind the latest version.
+ */
+static int
+store_write_target(const KeyStore *ks, const KeyRow *row)
+{
+	return row->state == KEY_ABSENT ? ks->current : Min(ks->current, row->part);
+}
+
+/*
  * Write a claim or record (dedup.claims, dedup.outbox_keys) with
  * key_store_write().
  */
@@ -740,6 +751,7 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 {
 	Datum		values[Natts_claims];
 	bool		nulls[Natts_claims] = {false, false, false, true};
+	int			target;
 
 	Assert(ks->table != DEDUP_REL_STREAMS);
 	values[Anum_key_key - 1] = PointerGetDatum(fp);
@@ -752,12 +764,18 @@ key_store_put(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row,
 		nulls[Anum_claims_record - 1] = true;
 		nulls[Anum_claims_history - 1] = (ks->history_id == 0);
 	}
+	target = store_write_target(ks, row);
 	if (!key_store_write(ks, fp, row, heap_form_tuple(RelationGetDescr(ks->heap), values, nulls),
 						 busy))
 		return false;
-	/* the ttls written into the current bucket set its interval (bucket.c) */
+
+	/*
+	 * the ttls written into the current bucket set its interval, and their
+	 * expiries when the cleanup reads it (bucket.c): noted for the bucket
+	 * written into, which may be newer than the one this call knows current
+	 */
 	if (ks->bucketed)
-		dedup_bucket_note_ttl(ks->parts[ks->current].number, ks->now, expires_at);
+		dedup_bucket_note_written(ks->parts[target].number, ks->now, expires_at);
 	return true;
 }
 
@@ -778,12 +796,7 @@ key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple
 
 	Assert(row->state != KEY_BUSY);
 
-	/*
-	 * The new version goes into the current bucket, or into the bucket of
-	 * the latest version when that one is newer (a call that has not yet
-	 * seen the switch to it, bucket.c): never behind the latest version.
-	 */
-	target = &ks->parts[row->state == KEY_ABSENT ? ks->current : Min(ks->current, row->part)];
+	target = &ks->parts[store_write_target(ks, row)];
 	store_part_will_write(ks, target);
 	if (row->state != KEY_ABSENT && target == &ks->parts[row->part])
 	{
@@ -1018,5 +1031,5 @@ key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
 	for (int i = 0; i < STORE_BATCH_ROWS; i++)
 		ExecDropSingleTupleTableSlot(batch.slots[i]);
 	if (ks->bucketed && ks->wrote)
-		dedup_bucket_note_ttl(ks->parts[ks->current].number, ks->now, expires_at);
+		dedup_bucket_note_written(ks->parts[ks->current].number, ks->now, expires_at);
 }

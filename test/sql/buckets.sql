@@ -274,17 +274,30 @@ SELECT bucket, state FROM buckets;
 -- claims of ttl 1 hour and 1 day in bucket 2: 45 minutes (1 day over 32),
 -- not 15, so that a day of claims keeps to 32 buckets
 SELECT dedup_claim('ttl', 'h2', ttl => '1 hour'), dedup_claim('ttl', 'd2', ttl => '1 day');
+-- ttls this far apart keep no expired row for the bucket's drop; but the
+-- cleanup's row deletes read the current bucket only once a row in it may
+-- have expired: here in an hour, from the earliest expiry written into it
+-- since its switch (noted in shared memory); none is read before
+SELECT relid AS current_bucket FROM dedup.buckets WHERE state = 'c' \gset
+BEGIN;
+SELECT pg_stat_get_xact_tuples_returned(:'current_bucket'::regclass) AS read \gset
+SELECT deleted FROM dedup_cleanup_batch(0);
+SELECT pg_stat_get_xact_tuples_returned(:'current_bucket'::regclass) - :read AS rows_read;
+COMMIT;
 UPDATE dedup.buckets SET opened_at = opened_at - interval '30 minutes' WHERE state = 'c';
 CALL dedup_cleanup();
 SELECT bucket, state FROM buckets;
 UPDATE dedup.buckets SET opened_at = opened_at - interval '20 minutes' WHERE state = 'c';
 CALL dedup_cleanup();
 SELECT bucket, state FROM buckets;
--- claims of a 2-second ttl (a batch): a bucket of 1 second, the least;
--- their rows go with their buckets, none deleted one by one
-SELECT count(*) FROM dedup_claim_batch('ttl', ARRAY['s1', 's2'], ttl => '2 seconds');
-UPDATE dedup.claims SET expires_at = clock_timestamp() - interval '1 second'
-WHERE key = pg_temp.key_fp('ttl', 's1');
+-- claims of 1- and 5-second ttls (one a batch): a bucket of 1 second, the
+-- least; their rows go with their buckets, none deleted one by one (s1
+-- expires by the clock: the cleanup knows when rows of the current bucket
+-- may have expired, from the expiries written into it, and does not look
+-- before, the next test)
+SELECT dedup_claim('ttl', 's1', ttl => '1 second');
+SELECT count(*) FROM dedup_claim_batch('ttl', ARRAY['s2'], ttl => '5 seconds');
+SELECT pg_sleep(1.1);
 UPDATE dedup.buckets SET opened_at = opened_at - interval '1 second' WHERE state = 'c';
 SELECT deleted FROM dedup_cleanup_batch(0);
 -- but only for two passes (dedup.cleanup_interval: 1 minute here): a bucket

@@ -5,7 +5,8 @@
 # time while the time buckets of dedup.claims switch.  Then: exactly one
 # business row per claimed key, no business row without its claim, no claim
 # without its business row, and the claims' index of every bucket agrees
-# with its table (amcheck, heapallindexed).
+# with its table (amcheck, heapallindexed).  Last, rows of the current
+# bucket written before a restart are still deleted once expired.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 use strict;
@@ -84,5 +85,23 @@ is($unclaimed, '0', "every order's key was claimed");
 is($checked, 't', "amcheck finds every bucket's index in agreement with its table");
 cmp_ok($node->log_count('automatic recovery in progress'), '>=', 2,
 	'the server went through crash recovery twice at least');
+
+# The cleanup reads the current bucket only once a row in it may have
+# expired, by the expiries noted in shared memory since its switch: a
+# restart loses them, and the rows written before it must still go.  A
+# claim of a 1-second ttl written before a crash, one of a day after (whose
+# expiry alone is noted then): the 1-second one is deleted once expired.
+$node->safe_psql('postgres', "$switch; CALL dedup_cleanup();");
+$node->safe_psql('postgres', q{SELECT dedup_claim('short', 's', ttl => '1 second')});
+$node->stop('immediate');
+$node->start;
+$node->safe_psql('postgres', q{SELECT dedup_claim('short', 'd', ttl => '1 day')});
+sleep 1.2;
+my $current = $node->safe_psql('postgres', q{SELECT relid FROM dedup.buckets WHERE state = 'c'});
+is($node->safe_psql('postgres', "SELECT count(*) FROM $current"), '2',
+	'the current bucket holds the two claims');
+$node->safe_psql('postgres', 'CALL dedup_cleanup()');
+is($node->safe_psql('postgres', "SELECT count(*) FROM $current"), '1',
+	'a row of the current bucket written before a restart is deleted once expired');
 
 done_testing();
