@@ -476,11 +476,12 @@ dedup_bucket_storage(void)
  * cleanup when rows of the current bucket may have expired: until then its
  * row deletes do not read it (dedup_bucket_skip_current).  It is known
  * only for a bucket the slot has followed since its switch (complete): not
- * for bucket 0, nor for a bucket written into before the server started.  A slot is tied to
- * dedup.buckets's relation (an extension dropped and created again starts
- * over) and holds the range of the current bucket: the switch (and the
- * listing of bucket 0) starts it again, and a writer that notes a ttl for
- * another bucket (one that has not seen the switch yet) is not heard.
+ * for bucket 0, nor for a bucket written into before the server started.
+ * A slot is tied to dedup.buckets's relation (an extension dropped and
+ * created again starts over) and holds the range of the current bucket:
+ * the switch (and the listing of bucket 0) starts it again, and a writer
+ * that notes a ttl for another bucket (one that has not seen the switch
+ * yet) is not heard.
  * Slots are kept until the server stops; when all are taken, the slots of
  * databases that no longer exist are freed (bucket_ttls_acquire), and a
  * database that still gets none has the interval BUCKET_AUTO_MAX_USECS: its

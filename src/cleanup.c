@@ -24,9 +24,11 @@
  * it is still current (a ttl shorter than dedup.bucket_interval) are
  * deleted as the other tables' rows are, so that they do not wait for
  * their bucket to close; with buckets shorter than the ttls there are few
- * (by default a bucket's interval follows the ttls written into it), and
- * none while the current bucket is due for the switch the pass makes and
- * its ttls are close (bucket.c): it is dropped soon after.
+ * (by default a bucket's interval follows the ttls written into it), the
+ * pass does not read the bucket before the first of its rows may have
+ * expired (bucket.c notes the earliest expiry written into it), and
+ * deletes none while the current bucket is due for the switch the pass
+ * makes and its ttls are close (bucket.c): it is dropped soon after.
  * Claims of a scope with a history are the exception: they stay until
  * their bucket retires, which folds them into the history first: the
  * cleanup drives a bucket's retire, fold and drop, giving the bucket steps
