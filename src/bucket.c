@@ -493,18 +493,24 @@ dedup_bucket_storage(void)
 #define BUCKET_TTL_SLOTS		64
 #define BUCKET_TTL_RETRY_USECS	(10 * USECS_PER_SEC)
 
-typedef struct BucketTtls
+/* What is noted of the rows written into a bucket. */
+typedef struct BucketWritten
 {
-	Oid			dboid;			/* InvalidOid: a free slot */
-	Oid			buckets;		/* dedup.buckets of that database: the extension's */
-	pg_atomic_uint32 generation;	/* advanced by each switch */
-	int32		number;			/* the current bucket, whose ttls these are */
-	bool		noted;			/* whether any is */
+	bool		noted;			/* whether a ttl is */
 	int64		min_ttl;		/* microseconds */
 	int64		max_ttl;
 	bool		complete;		/* noted since its switch: every row written is */
 	bool		expiry_noted;	/* whether a row written is */
 	TimestampTz min_expires;	/* the earliest expiry of a row written */
+} BucketWritten;
+
+typedef struct BucketTtls
+{
+	Oid			dboid;			/* InvalidOid: a free slot */
+	Oid			buckets;		/* dedup.buckets of that database: the extension's */
+	pg_atomic_uint32 generation;	/* advanced by each switch */
+	int32		number;			/* the current bucket, whose rows these are */
+	BucketWritten written;
 } BucketTtls;
 
 typedef struct BucketShared
@@ -584,9 +590,7 @@ bucket_ttls_slot(Oid buckets, bool create, int32 number)
 		mine->dboid = MyDatabaseId;
 		mine->buckets = buckets;
 		mine->number = number;
-		mine->complete = false;
-		mine->noted = false;
-		mine->expiry_noted = false;
+		memset(&mine->written, 0, sizeof(BucketWritten));
 		pg_atomic_fetch_add_u32(&mine->generation, 1);
 	}
 	return mine;
@@ -633,9 +637,7 @@ bucket_ttls_acquire(Oid buckets, int32 number)
 		{
 			other->dboid = InvalidOid;
 			other->buckets = InvalidOid;
-			other->complete = false;
-			other->noted = false;
-			other->expiry_noted = false;
+			memset(&other->written, 0, sizeof(BucketWritten));
 			pg_atomic_fetch_add_u32(&other->generation, 1);
 		}
 	}
@@ -662,9 +664,8 @@ bucket_ttls_reset(int32 number, bool empty)
 	if (slot != NULL)
 	{
 		slot->number = number;
-		slot->complete = empty;
-		slot->noted = false;
-		slot->expiry_noted = false;
+		memset(&slot->written, 0, sizeof(BucketWritten));
+		slot->written.complete = empty;
 		pg_atomic_fetch_add_u32(&slot->generation, 1);
 	}
 	LWLockRelease(bucket_shared->lock);
@@ -704,15 +705,17 @@ dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at)
 	slot = bucket_ttls_acquire(buckets, number);
 	if (slot != NULL && slot->number == number)
 	{
+		BucketWritten *w = &slot->written;
+
 		if (ttl > 0)
 		{
 			/* a row written expired (a lease's tombstone) sets no ttl */
-			slot->min_ttl = slot->noted ? Min(slot->min_ttl, ttl) : ttl;
-			slot->max_ttl = slot->noted ? Max(slot->max_ttl, ttl) : ttl;
-			slot->noted = true;
+			w->min_ttl = w->noted ? Min(w->min_ttl, ttl) : ttl;
+			w->max_ttl = w->noted ? Max(w->max_ttl, ttl) : ttl;
+			w->noted = true;
 		}
-		slot->min_expires = slot->expiry_noted ? Min(slot->min_expires, expires_at) : expires_at;
-		slot->expiry_noted = true;
+		w->min_expires = w->expiry_noted ? Min(w->min_expires, expires_at) : expires_at;
+		w->expiry_noted = true;
 	}
 	bucket_ttls_seen.slot = slot;
 	bucket_ttls_seen.buckets = buckets;
@@ -723,9 +726,9 @@ dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at)
 	if (slot != NULL && slot->number == number)
 	{
 		/* with no ttl noted yet (only an expired row), every one is new */
-		bucket_ttls_seen.min_ttl = slot->noted ? slot->min_ttl : PG_INT64_MAX;
-		bucket_ttls_seen.max_ttl = slot->noted ? slot->max_ttl : PG_INT64_MIN;
-		bucket_ttls_seen.min_expires = slot->min_expires;
+		bucket_ttls_seen.min_ttl = slot->written.noted ? slot->written.min_ttl : PG_INT64_MAX;
+		bucket_ttls_seen.max_ttl = slot->written.noted ? slot->written.max_ttl : PG_INT64_MIN;
+		bucket_ttls_seen.min_expires = slot->written.min_expires;
 	}
 	else
 	{
@@ -738,6 +741,33 @@ dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at)
 }
 
 /*
+ * What is noted of the rows written into bucket number, into *written;
+ * false when this database's slot does not follow that bucket (or there is
+ * none).
+ */
+static bool
+bucket_written(int32 number, BucketWritten *written)
+{
+	bool		found = false;
+
+	if (bucket_shared != NULL)
+	{
+		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+		BucketTtls *slot;
+
+		LWLockAcquire(bucket_shared->lock, LW_SHARED);
+		slot = bucket_ttls_slot(buckets, false, number);
+		if (slot != NULL && slot->number == number)
+		{
+			*written = slot->written;
+			found = true;
+		}
+		LWLockRelease(bucket_shared->lock);
+	}
+	return found;
+}
+
+/*
  * The time new claims go into bucket number before the next one is opened:
  * dedup.bucket_interval, or when it is 0 the interval that follows the ttls
  * written into that bucket (BUCKET_AUTO_MAX_USECS while none is known).
@@ -746,21 +776,13 @@ int64
 dedup_bucket_interval_usecs(int32 number)
 {
 	int64		interval = BUCKET_AUTO_MAX_USECS;
+	BucketWritten w;
 
 	if (dedup_bucket_interval > 0)
 		return (int64) dedup_bucket_interval * USECS_PER_SEC;
-	if (bucket_shared != NULL)
-	{
-		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
-		BucketTtls *slot;
-
-		LWLockAcquire(bucket_shared->lock, LW_SHARED);
-		slot = bucket_ttls_slot(buckets, false, number);
-		if (slot != NULL && slot->number == number && slot->noted)
-			interval = Max(Min(slot->min_ttl / 4, BUCKET_AUTO_MAX_USECS),
-						   slot->max_ttl / (DEDUP_MAX_BUCKETS / 2));
-		LWLockRelease(bucket_shared->lock);
-	}
+	if (bucket_written(number, &w) && w.noted)
+		interval = Max(Min(w.min_ttl / 4, BUCKET_AUTO_MAX_USECS),
+					   w.max_ttl / (DEDUP_MAX_BUCKETS / 2));
 	return Max(interval, BUCKET_AUTO_MIN_USECS);
 }
 
@@ -815,20 +837,10 @@ bucket_is_due(int32 number, TimestampTz opened_at, Oid index, TimestampTz now, i
 static bool
 bucket_ttls_close(int32 number)
 {
-	bool		close = false;
+	BucketWritten w;
 
-	if (bucket_shared != NULL)
-	{
-		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
-		BucketTtls *slot;
-
-		LWLockAcquire(bucket_shared->lock, LW_SHARED);
-		slot = bucket_ttls_slot(buckets, false, number);
-		close = slot != NULL && slot->number == number && slot->noted &&
-			slot->max_ttl / BUCKET_TTL_SPREAD <= slot->min_ttl;
-		LWLockRelease(bucket_shared->lock);
-	}
-	return close;
+	return bucket_written(number, &w) && w.noted &&
+		w.max_ttl / BUCKET_TTL_SPREAD <= w.min_ttl;
 }
 
 /*
@@ -839,20 +851,10 @@ bucket_ttls_close(int32 number)
 static bool
 bucket_none_expired(int32 number, TimestampTz now)
 {
-	bool		none = false;
+	BucketWritten w;
 
-	if (bucket_shared != NULL)
-	{
-		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
-		BucketTtls *slot;
-
-		LWLockAcquire(bucket_shared->lock, LW_SHARED);
-		slot = bucket_ttls_slot(buckets, false, number);
-		none = slot != NULL && slot->number == number && slot->complete &&
-			(!slot->expiry_noted || slot->min_expires > now);
-		LWLockRelease(bucket_shared->lock);
-	}
-	return none;
+	return bucket_written(number, &w) && w.complete &&
+		(!w.expiry_noted || w.min_expires > now);
 }
 
 /*
