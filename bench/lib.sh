@@ -190,14 +190,15 @@ cleanup_run() {	# NAME CLAIM_SCRIPT CLEANUP_SQL
 	else
 		# the pass, timed in its own session: the window holds no client's
 		# start (a psql and its backend cost as much CPU as a bucket's drop)
+		local pass_sql=$sql
 		if [ "$sql" = buckets ]; then
 			# the pass retires and drops the bucket of the expired rows
 			wait_bucket_expired
-			sql="CALL dedup_cleanup()"
+			pass_sql="CALL dedup_cleanup()"
 		fi
-		read -r t0 t1 < <(q -c "SELECT extract(epoch FROM clock_timestamp())" -c "$sql" \
+		read -r t0 t1 < <(q -c "SELECT extract(epoch FROM clock_timestamp())" -c "$pass_sql" \
 			-c "SELECT extract(epoch FROM clock_timestamp())" | sed -n '1h;$H;${x;s/\n/ /;p}')
-		if [ "$3" = buckets ] && [ "$(q -c "SELECT count(*) FROM dedup.buckets WHERE state IN ('s', 'r')")" != 0 ]; then
+		if [ "$sql" = buckets ] && [ "$(q -c "SELECT count(*) FROM dedup.buckets WHERE state IN ('s', 'r')")" != 0 ]; then
 			echo "bench: the pass did not drop the bucket" >&2
 			exit 1
 		fi
