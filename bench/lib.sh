@@ -87,6 +87,8 @@ run() {
 	case $name in
 		dedup_outbox_*) relwal=$(rel_wal "$lsn0" "$lsn1" dedup.outbox dedup.outbox_pkey \
 			dedup.outbox_topic_seq dedup.outbox_keys dedup.outbox_keys_pkey) ;;
+		seed_outbox_idem_*) relwal=$(rel_wal "$lsn0" "$lsn1" seed_outbox_idem seed_outbox_idem_pkey \
+			seed_outbox_idem_event_key_key seed_outbox_idem_unpublished) ;;
 		seed_outbox_*) relwal=$(rel_wal "$lsn0" "$lsn1" seed_outbox seed_outbox_pkey seed_outbox_unpublished) ;;
 		dedup_advance_*) relwal=$(rel_wal "$lsn0" "$lsn1" dedup.streams dedup.streams_pkey) ;;
 		dedup_*) relwal=$(rel_wal "$lsn0" "$lsn1" dedup.claims dedup.claims_pkey) ;;
@@ -114,7 +116,7 @@ fresh() {	# empty every table between workloads; dedup.claims back to one bucket
 	          EXECUTE format('DROP TABLE %s', b.relid);
 	        END LOOP;
 	        DELETE FROM dedup.buckets; END \$\$" \
-	  -c "TRUNCATE orders, seed_idem, seed_stripe, dedup.claims, seed_outbox, dedup.outbox,
+	  -c "TRUNCATE orders, seed_idem, seed_stripe, dedup.claims, seed_outbox, seed_outbox_idem, dedup.outbox,
 	            dedup.outbox_keys, dedup.outbox_dead, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_held,
 	            dedup.outbox_retry, dedup.history_generations, dedup.history_blocks" -c "VACUUM ANALYZE"
 }

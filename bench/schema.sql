@@ -32,5 +32,18 @@ CREATE TABLE seed_outbox (
     published     boolean NOT NULL DEFAULT false
 );
 CREATE INDEX seed_outbox_unpublished ON seed_outbox (id) WHERE NOT published;
+-- the same outbox made idempotent by hand: a unique event key, put with
+-- INSERT ... ON CONFLICT DO NOTHING (what dedup_outbox_put promises)
+CREATE TABLE seed_outbox_idem (
+    id            bigserial PRIMARY KEY,
+    event_key     text NOT NULL UNIQUE,
+    aggregatetype text NOT NULL,
+    aggregateid   text NOT NULL,
+    type          text NOT NULL,
+    payload       jsonb NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    published     boolean NOT NULL DEFAULT false
+);
+CREATE INDEX seed_outbox_idem_unpublished ON seed_outbox_idem (id) WHERE NOT published;
 -- PgQ (Debian's postgresql-15-pgq3), for the drain comparison
 CREATE EXTENSION IF NOT EXISTS pgq;

@@ -1,7 +1,7 @@
 // bench/e2e/e2e.js: scripts/bench's e2e stage, the client program.  One
 // Node process with both drivers (node-postgres and node-redis) handles a
 // queue of messages, some of them redeliveries, the way a consumer would,
-// in four modes:
+// in five modes:
 //
 //   dedup-in-insert  the claim written into the business INSERT, one
 //                    statement in autocommit:
@@ -11,6 +11,10 @@
 //   dedup-statement  the claim as a statement of its own in the business
 //                    transaction: BEGIN; SELECT dedup_claim(...); the
 //                    INSERT if it said new; COMMIT
+//   seed-statement   the seed's hand-written dedup table in its place: BEGIN;
+//                    INSERT INTO seed_idem ... ON CONFLICT DO NOTHING; the
+//                    INSERT if it inserted; COMMIT (the floor of a
+//                    statement of its own that writes the key)
 //   select-true      the floor of any statement of its own: BEGIN; SELECT
 //                    true; the INSERT if the id is new to this run (known
 //                    by the program itself); COMMIT
@@ -46,7 +50,7 @@ const { execFileSync } = require('child_process');
 const pg = require('pg');
 const redis = require('redis');
 
-const MODES = ['dedup-in-insert', 'redis-pair', 'dedup-statement', 'select-true'];
+const MODES = ['dedup-in-insert', 'redis-pair', 'dedup-statement', 'seed-statement', 'select-true'];
 const opt = {
 	messages: 20000, redeliveries: 0.2, workers: 4, reps: 3, seed: 42, warmup: 2000,
 	scope: 'bench', modes: MODES.join(','), csv: '', fresh: '', redis: '',
@@ -96,6 +100,10 @@ const INSERT_CLAIMED = {
 };
 const INSERT = { name: 'e2e_insert', text: 'INSERT INTO orders (message_id, amount) VALUES ($1::text, 1)' };
 const CLAIM = { name: 'e2e_claim', text: 'SELECT dedup_claim($1::text, $2::text) AS new' };
+const SEED_CLAIM = {
+	name: 'e2e_seed_claim',
+	text: "INSERT INTO seed_idem (key, expires_at) VALUES ($1::text, now() + interval '1 day') ON CONFLICT DO NOTHING",
+};
 const SELECT_TRUE = { name: 'e2e_select_true', text: 'SELECT true AS t' };
 
 // One message in each mode; returns whether it was handled as new.
@@ -110,6 +118,13 @@ const handle = {
 	'dedup-statement': async (w, id) => {
 		await w.pg.query('BEGIN');
 		const isNew = (await w.pg.query({ ...CLAIM, values: [opt.scope, id] })).rows[0].new === true;
+		if (isNew) await w.pg.query({ ...INSERT, values: [id] });
+		await w.pg.query('COMMIT');
+		return isNew;
+	},
+	'seed-statement': async (w, id) => {
+		await w.pg.query('BEGIN');
+		const isNew = (await w.pg.query({ ...SEED_CLAIM, values: [id] })).rowCount === 1;
 		if (isNew) await w.pg.query({ ...INSERT, values: [id] });
 		await w.pg.query('COMMIT');
 		return isNew;

@@ -1,6 +1,8 @@
 # bench/stages/outbox.sh: the outbox stage of scripts/bench.
 #
-# The outbox: put + business insert against the seed's plain INSERT; the
+# The outbox: put + business insert against the seed's plain INSERT, and
+# against the same seed made idempotent by hand (a unique event key and
+# INSERT ... ON CONFLICT DO NOTHING: what a put promises, and costs); the
 # drain of a prefilled outbox by one relay in batches of 100 (the batch
 # API, and the 1.0 API by ids) against the seed's poller and PgQ; four
 # relays at once on one topic of many aggregates; and a live run: producers
@@ -107,7 +109,7 @@ outbox_bytes() {
 if outbox_part put; then
 say "== outbox: put + business insert"
 for rep in $(seq 1 "$REPS"); do
-	for w in seed_outbox_business dedup_outbox_business; do
+	for w in seed_outbox_business seed_outbox_idem_business dedup_outbox_business; do
 		fresh
 		run "$w" "$w.sql"
 	done
@@ -217,6 +219,16 @@ outbox_figures() {
 	figure "outbox: WAL bytes per event, outbox tables; seed's in baseline" \
 		"${RELWALTX[dedup_outbox_business]}" "${RELWALTX[seed_outbox_business]}" \
 		"$(calc "${RELWALTX[dedup_outbox_business]} / ${RELWALTX[seed_outbox_business]}")" "<=" 1.3
+	# what idempotency costs a hand-written outbox, and the put against that
+	figure "  (seed made idempotent: tps vs the plain seed outbox INSERT + business)" \
+		"${TPS[seed_outbox_idem_business]}" "${TPS[seed_outbox_business]}" \
+		"$(calc "${TPS[seed_outbox_idem_business]} / ${TPS[seed_outbox_business]}")" "-" ""
+	figure "  (outbox put + business: tps vs the seed made idempotent)" \
+		"${TPS[dedup_outbox_business]}" "${TPS[seed_outbox_idem_business]}" \
+		"$(calc "${TPS[dedup_outbox_business]} / ${TPS[seed_outbox_idem_business]}")" "-" ""
+	figure "  (outbox: WAL bytes per event vs the seed made idempotent)" \
+		"${RELWALTX[dedup_outbox_business]}" "${RELWALTX[seed_outbox_idem_business]}" \
+		"$(calc "${RELWALTX[dedup_outbox_business]} / ${RELWALTX[seed_outbox_idem_business]}")" "-" ""
 	fi
 	if outbox_part drain; then
 	figure "outbox drain, 1 relay, batches of 100: events/s vs seed poller" \
