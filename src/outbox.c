@@ -385,7 +385,7 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 		plan = SPI_prepare(psprintf("SELECT GREATEST("
 									" (SELECT o.seq FROM dedup.outbox AS o WHERE o.part %s $1"
 									"  AND o.topic OPERATOR(pg_catalog.=) $2 ORDER BY o.seq DESC LIMIT 1),"
-									" (SELECT t.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_topics AS t"
+									" (SELECT t.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_positions AS t"
 									"  WHERE t.part %s $1 AND t.topic OPERATOR(pg_catalog.=) $2))",
 									eq, eq),
 						   2, argtypes);

@@ -104,7 +104,7 @@ static const struct
 		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
 		" x.slot, x.generation, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
-		" FROM dedup.outbox_topics AS t LEFT JOIN dedup.outbox_batches AS x"
+		" FROM dedup.outbox_positions AS t LEFT JOIN dedup.outbox_batches AS x"
 		"  ON x.part %1$s t.part AND x.topic OPERATOR(pg_catalog.=) t.topic"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2"
 		" ORDER BY x.slot", 2, {InvalidOid, TEXTOID}},
@@ -119,12 +119,9 @@ static const struct
 		"  FOR UPDATE SKIP LOCKED),"
 		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
 		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}', extra = '{}',"
-		"  retried = 0, events = $7, aggregates = $8, members = '{}'"
+		"  retried = 0, events = $7, aggregates = $8, members = '{}', next_seq = $10"
 		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
-		"  RETURNING x.slot),"
-		" position AS (UPDATE dedup.outbox_topics AS t SET next_seq = $10"
-		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $9"
-		"  AND EXISTS (SELECT FROM batch))"
+		"  RETURNING x.slot)"
 		" SELECT pg_catalog.count(*) FROM batch",
 		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
 		INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
@@ -311,8 +308,14 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	n = Min(scanned, (uint64) batch_size);
 	if (n == 0)
 	{
-		args[2] = Int64GetDatum(fast_next_position(pos, stable, batch_size, 0, 0, 0));
-		fast_run(FAST_TOPIC_UPDATE, args, 0);
+		/* no batch: the position, where it moved, in outbox_topics */
+		int64		next = fast_next_position(pos, stable, batch_size, 0, 0, 0);
+
+		if (next > pos)
+		{
+			args[2] = Int64GetDatum(next);
+			fast_run(FAST_TOPIC_UPDATE, args, 0);
+		}
 		return true;
 	}
 
@@ -346,7 +349,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 * read and no other take has locked it (a take of another topic that
 	 * needs a slot may take this topic's free one: the PL/pgSQL take passes
 	 * a slot locked, as this one does, and never waits for it); the topic's
-	 * position after it, with it
+	 * position after it, in it (sql/tables/outbox_relay.sql)
 	 */
 	args[10] = Int32GetDatum(generation);
 	generation = generation % PG_INT32_MAX + 1;

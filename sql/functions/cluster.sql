@@ -190,8 +190,9 @@ BEGIN
     -- before that was handed out, or is held in dedup.outbox_retry or
     -- dedup.outbox_held, whose rows go with their aggregates)
     CREATE TEMP TABLE dedup_positions ON COMMIT DROP AS
-        SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_topics GROUP BY topic;
+        SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_positions GROUP BY topic;
     DELETE FROM dedup.outbox_topics;
+    UPDATE dedup.outbox_batches SET next_seq = NULL;
     -- the slots stay where they are, in partition 0 (one server's), with
     -- their generations: the id of a batch handed out before never names
     -- one handed out after

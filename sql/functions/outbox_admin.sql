@@ -55,7 +55,7 @@ BEGIN
         -- the log past each topic's position
         SELECT o.topic, o.created_at, 'p'::"char" AS state
         FROM dedup.outbox AS o
-        LEFT JOIN dedup.outbox_topics AS t ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
+        LEFT JOIN dedup.outbox_positions AS t ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
         WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
           AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
         UNION ALL
@@ -159,7 +159,7 @@ BEGIN
                            WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic)) AS upto,
                     pg_catalog.statement_timestamp()
                     - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
-             FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+             FROM dedup.outbox_positions AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
         EXIT WHEN n >= batch_size;
         -- the oldest events first: created_at grows with seq, so a first
         -- one kept means the rest are kept too

@@ -238,7 +238,7 @@ BEGIN
       AND (EXISTS (SELECT FROM dedup.outbox_retry AS r
                    WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i AND r.attempts = 0 AND r.batch IS NULL)
            OR EXISTS (SELECT FROM dedup.outbox AS o
-                      LEFT JOIN dedup.outbox_topics AS t
+                      LEFT JOIN dedup.outbox_positions AS t
                              ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
                       WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i AND o.seq >= coalesce(t.next_seq, 0))
            OR EXISTS (SELECT FROM dedup.outbox AS o

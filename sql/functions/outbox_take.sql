@@ -8,7 +8,7 @@
 -- The relay, on batches (PgQ's and Kafka's design, with per-aggregate order).
 --
 -- The log (dedup.outbox) is appended by puts and never updated.  A topic's
--- relays read it in seq order from the topic's position (outbox_topics),
+-- relays read it in seq order from the topic's position (outbox_positions),
 -- and a take hands out the next events as one batch (outbox_batches): one
 -- row for the batch, none per event.  Acking the batch deletes that row;
 -- the events stay in the log until the cleanup deletes what every relay
@@ -302,6 +302,7 @@ DECLARE
     lease interval;
     max_attempts integer;
     pos bigint;
+    new_pos bigint;
     b dedup.outbox_batches;
     k integer;
     bid bigint;
@@ -341,7 +342,7 @@ BEGIN
     -- and every put of the topic that was in progress as the take began
     PERFORM dedup.outbox_lock_relay(in_part, topic);
     PERFORM dedup.outbox_wait_puts(topic);
-    SELECT t.next_seq INTO pos FROM dedup.outbox_topics AS t
+    SELECT t.next_seq INTO pos FROM dedup.outbox_positions AS t
     WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
     -- a topic gets its position once a take reads its log (below)
     positioned := FOUND;
@@ -555,7 +556,9 @@ BEGIN
     -- stretched over it; the others go in the batch, several of one
     -- aggregate in seq order.  Held events take no room in the batch: the
     -- scan goes on until the batch is full, reading at most ten times its
-    -- room (up to 10,000), and the position moves past what it read.
+    -- room (up to 10,000), and the position moves past what it read
+    -- (written below: into the batch's slot, or, with no batch, into
+    -- outbox_topics).
     room := batch_size - cardinality(r_ids) - cardinality(x_seqs);
     IF room > 0 AND has_log THEN
         IF NOT positioned THEN
@@ -598,20 +601,15 @@ BEGIN
             FROM kept AS k WHERE k.held GROUP BY k.aggregateid
             ON CONFLICT ON CONSTRAINT outbox_held_pkey
             DO UPDATE SET upto_seq = greatest(x.upto_seq, excluded.upto_seq)
-        ), moved AS (
-            UPDATE dedup.outbox_topics AS t
-            SET next_seq = (SELECT CASE WHEN count(*) = (SELECT count(*) FROM scanned)
-                                             AND count(*) < scan_limit
-                                        THEN greatest(pos, stable + 1)
-                                        ELSE max(k.seq) + 1 END
-                            FROM kept AS k)
-            WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic
         )
         SELECT min(k.seq) FILTER (WHERE NOT k.held), max(k.seq) FILTER (WHERE NOT k.held),
                coalesce(array_agg(k.seq ORDER BY k.seq) FILTER (WHERE k.held), '{}'),
                count(*) FILTER (WHERE NOT k.held),
-               coalesce(array_agg(DISTINCT k.h) FILTER (WHERE NOT k.held), '{}')
-        INTO c_lo, c_hi, c_held, c_n, c_aggs
+               coalesce(array_agg(DISTINCT k.h) FILTER (WHERE NOT k.held), '{}'),
+               CASE WHEN count(*) = (SELECT count(*) FROM scanned) AND count(*) < scan_limit
+                    THEN greatest(pos, stable + 1)
+                    ELSE max(k.seq) + 1 END
+        INTO c_lo, c_hi, c_held, c_n, c_aggs, new_pos
         FROM kept AS k;
         -- the held events within the batch's range are not of it
         c_held := ARRAY(SELECT s FROM unnest(c_held) AS s WHERE s > c_lo AND s < c_hi);
@@ -619,19 +617,30 @@ BEGIN
 
     n := cardinality(r_ids) + cardinality(x_seqs) + c_n;
     IF n > 0 THEN
+        -- a slot of another topic takes that topic's position with it
+        IF b.topic <> outbox_take_batch.topic AND b.next_seq IS NOT NULL THEN
+            UPDATE dedup.outbox_topics AS t SET next_seq = greatest(t.next_seq, b.next_seq)
+            WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = b.topic;
+        END IF;
         UPDATE dedup.outbox_batches AS x
         SET topic = outbox_take_batch.topic,
             generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
             lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
             extra = x_seqs, retried = cardinality(r_ids), events = n,
             aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a),
-            members = '{}'
+            members = '{}',
+            next_seq = CASE WHEN new_pos IS NOT NULL THEN new_pos
+                            WHEN b.topic = outbox_take_batch.topic THEN b.next_seq END
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         RETURN QUERY
         SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload, m.headers,
                m.attempts, m.created_at, lease_end, m.seq
         FROM dedup.outbox_members(in_part, outbox_take_batch.topic, c_lo, c_hi, c_held, 1,
                                   cardinality(r_ids), bid, x_seqs) AS m;
+    ELSIF new_pos > pos THEN
+        -- no batch: the position moved past held events alone
+        UPDATE dedup.outbox_topics AS t SET next_seq = new_pos
+        WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
     END IF;
     PERFORM dedup.scope_count(topic, 'events_taken', n);
 END

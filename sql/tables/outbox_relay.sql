@@ -4,9 +4,17 @@
 -- do (sql/tables/outbox.sql).  New in 1.1: the update from 1.0 builds
 -- this part in as it is.
 -- Where each topic's relays are in the log: every event of the topic with
--- a seq below next_seq was handed out in a batch, or held back (in
+-- a seq below its position was handed out in a batch, or held back (in
 -- dedup.outbox_held).  A topic has a row from the first take that reads
--- its log (one with no event past 0 has none, as at 0).
+-- its log (one with no event past 0 has none, as at 0).  Its position is
+-- the greater of next_seq and the next_seq of its slots in
+-- dedup.outbox_batches (dedup.outbox_positions): a take that hands out a
+-- batch writes the position after it into the batch's slot, a row it
+-- writes anyway, so that a take and its ack leave two row versions, not
+-- three (under a held xmin horizon, every version stays until it ends).
+-- next_seq is written when a take moves the position without a batch,
+-- and when a slot goes to another topic (it takes its topic's position
+-- with it).
 CREATE TABLE dedup.outbox_topics (
     topic    text COLLATE "C" NOT NULL,
     next_seq bigint NOT NULL DEFAULT 0,
@@ -25,7 +33,8 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s
 -- number times 2^47, plus the slot's times 2^31, plus the slot's
 -- generation, which each new batch in it advances, whatever its topic
 -- (dedup.outbox_batch_id()): no id handed out before names a batch handed
--- out after.  Its events are those of the topic's log from first_seq to
+-- out after.  next_seq is its topic's position after the last batch handed
+-- out in it (NULL before one), until the slot goes to another topic.  Its events are those of the topic's log from first_seq to
 -- last_seq, and those of the seqs in extra (handed out from
 -- dedup.outbox_held), but for the seqs in settled (held back, or acked or
 -- nacked one by one), and the events of dedup.outbox_retry that name the batch
@@ -53,9 +62,21 @@ CREATE TABLE dedup.outbox_batches (
     aggregates  integer[] NOT NULL DEFAULT '{}',
     members     bigint[] NOT NULL DEFAULT '{}',
     part        @extschema@.dedup_fingerprint NOT NULL,
+    next_seq    bigint,
     CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
 ) USING heap WITH (fillfactor = 20);
 CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
+
+-- Each topic's position in each partition (the comment of outbox_topics):
+-- every reader of a position reads it here.  (A join, not a subquery per
+-- row, which Citus would not run across partitions.)
+CREATE VIEW dedup.outbox_positions AS
+SELECT t.part, t.topic, GREATEST(t.next_seq, b.next_seq) AS next_seq
+FROM dedup.outbox_topics AS t
+LEFT JOIN (SELECT x.part, x.topic, pg_catalog.max(x.next_seq) AS next_seq
+           FROM dedup.outbox_batches AS x GROUP BY x.part, x.topic) AS b
+  ON b.part OPERATOR(@extschema@.=) t.part AND b.topic = t.topic;
+COMMENT ON VIEW dedup.outbox_positions IS 'each topic''s position in the outbox''s log: the greater of dedup.outbox_topics.next_seq and that of its slots';
 COMMENT ON TABLE dedup.outbox_batches IS 'the slots of the outbox''s batches, reused by any topic: a busy one holds a batch of its topic handed out and not yet acked, with its events, attempt and lease';
 
 -- Events with a state of their own (PgQ's retry queue): nacked ones,
