@@ -21,7 +21,7 @@ CREATE TABLE dedup.outbox_topics (
     part     @extschema@.dedup_fingerprint NOT NULL,
     CONSTRAINT outbox_topics_pkey PRIMARY KEY (topic)
 ) USING heap;
-COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s log: the events before it were handed out';
+COMMENT ON TABLE dedup.outbox_topics IS 'each topic of the outbox''s log with a position: next_seq, where none of its slots holds a later one (dedup.outbox_positions)';
 
 -- The batches of a partition's topics, one row a slot, reused (updated in
 -- place, a HOT update while its topic stays: nothing else indexed
@@ -34,7 +34,8 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic''s position in the outbox''s
 -- generation, which each new batch in it advances, whatever its topic
 -- (dedup.outbox_batch_id()): no id handed out before names a batch handed
 -- out after.  next_seq is its topic's position after the last batch handed
--- out in it (NULL before one), until the slot goes to another topic.  Its events are those of the topic's log from first_seq to
+-- out in it (NULL before one), until the slot goes to another topic.  Its
+-- events are those of the topic's log from first_seq to
 -- last_seq, and those of the seqs in extra (handed out from
 -- dedup.outbox_held), but for the seqs in settled (held back, or acked or
 -- nacked one by one), and the events of dedup.outbox_retry that name the batch
