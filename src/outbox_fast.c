@@ -43,6 +43,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -91,6 +92,7 @@ static const struct
 	const char *sql;
 	int			nargs;
 	Oid			argtypes[11];
+	int			cursor_options; /* CURSOR_OPT_GENERIC_PLAN: see fast_run() */
 }			fast_queries[FAST_NPLANS] = {
 	[FAST_STATE] = {"SELECT t.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
@@ -112,7 +114,8 @@ static const struct
 		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
 		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		" AND o.seq OPERATOR(pg_catalog.>=) $3 AND o.seq OPERATOR(pg_catalog.<=) $4"
-		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID}},
+		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID},
+	CURSOR_OPT_GENERIC_PLAN},
 	[FAST_WRITE] = {"WITH free AS (SELECT x.slot FROM dedup.outbox_batches AS x"
 		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
 		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
@@ -141,6 +144,11 @@ static const struct
 		4, {InvalidOid, INT4OID, INT4OID, TEXTOID}},
 };
 
+/* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
+#define FAST_SCAN_NCOLS 9
+#define FAST_SCAN_COL(i, col) (cols[(i) * FAST_SCAN_NCOLS + (col) - 1])
+#define FAST_SCAN_NULL(i, col) (colnulls[(i) * FAST_SCAN_NCOLS + (col) - 1])
+
 static SPIPlanPtr fast_plans[FAST_NPLANS];
 static Oid	fast_plans_type = InvalidOid;
 
@@ -159,7 +167,19 @@ outbox_fast_plans_check(void)
 }
 
 
-/* Run a kept statement of the fast path; its result is in SPI_tuptable. */
+/*
+ * Run a kept statement of the fast path; its result is in SPI_tuptable.
+ *
+ * FAST_SCAN is planned once a session, for any parameters (a generic
+ * plan, made again only when its tables change): it reads a range of the
+ * index on (topic, seq) in order, whatever the values.  Left to choose,
+ * the plan cache planned it anew at every take, its LIMIT and range
+ * looking cheaper known than unknown, and that planning was half the
+ * scan's time (perf of a drain, doc/benchmarks.md).  The others are left
+ * to the plan cache, which keeps their generic plans too, except on Citus:
+ * Citus cannot plan FAST_STATE without its values and says so with a plan
+ * of huge cost, so that the plan cache plans it with them each time.
+ */
 static int
 fast_run(int which, Datum *values, int limit)
 {
@@ -174,7 +194,8 @@ fast_run(int which, Datum *values, int limit)
 		for (int i = 0; i < fast_queries[which].nargs; i++)
 			argtypes[i] = OidIsValid(fast_queries[which].argtypes[i]) ?
 				fast_queries[which].argtypes[i] : dedup_fingerprint_type();
-		plan = SPI_prepare(sql, fast_queries[which].nargs, argtypes);
+		plan = SPI_prepare_cursor(sql, fast_queries[which].nargs, argtypes,
+								  fast_queries[which].cursor_options);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
@@ -241,6 +262,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	bool		isnull;
 	SPITupleTable *scan;
 	uint64		scanned;
+	Datum	   *cols;
+	bool	   *colnulls;
 
 	/*
 	 * The topic's position; nothing in outbox_retry or outbox_held,
@@ -324,9 +347,19 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 * take, none twice: a batch of take_batch holds several events of an
 	 * aggregate in seq order).  The batch's aggregates, each once.
 	 */
+	/*
+	 * Each event's FAST_SCAN_NCOLS columns, deformed once: fetched one by
+	 * one, each column after a varlena one walks the row again.
+	 */
+	Assert(scan->tupdesc->natts == FAST_SCAN_NCOLS);
+	cols = palloc(sizeof(Datum) * FAST_SCAN_NCOLS * n);
+	colnulls = palloc(sizeof(bool) * FAST_SCAN_NCOLS * n);
+	for (uint64 i = 0; i < n; i++)
+		heap_deform_tuple(scan->vals[i], scan->tupdesc, &cols[i * FAST_SCAN_NCOLS],
+						  &colnulls[i * FAST_SCAN_NCOLS]);
 	hashes = palloc(sizeof(int32) * n);
 	for (uint64 i = 0; i < n; i++)
-		hashes[i] = DatumGetInt32(SPI_getbinval(scan->vals[i], scan->tupdesc, 9, &isnull));
+		hashes[i] = DatumGetInt32(FAST_SCAN_COL(i, 9));
 	qsort(hashes, n, sizeof(int32), fast_int4_cmp);
 	qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
 	naggs = 0;
@@ -359,8 +392,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	args[1] = Int32GetDatum(slot);
 	args[2] = Int32GetDatum(generation);
 	args[3] = TimestampTzGetDatum(lease_end);
-	args[4] = SPI_getbinval(scan->vals[0], scan->tupdesc, 1, &isnull);
-	args[5] = SPI_getbinval(scan->vals[n - 1], scan->tupdesc, 1, &isnull);
+	args[4] = FAST_SCAN_COL(0, 1);
+	args[5] = FAST_SCAN_COL(n - 1, 1);
 	args[6] = Int32GetDatum((int32) n);
 	{
 		Datum	   *elems = palloc(sizeof(Datum) * naggs);
@@ -392,19 +425,19 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		}
 		for (int col = 2; col <= 7; col++)
 		{
-			values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, col, &nulls[k]);
-			k++;
+			values[k] = FAST_SCAN_COL(i, col);
+			nulls[k++] = FAST_SCAN_NULL(i, col);
 		}
 		values[k] = Int32GetDatum(1);	/* attempts */
 		nulls[k++] = false;
-		values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, 8, &nulls[k]);
-		k++;
+		values[k] = FAST_SCAN_COL(i, 8);
+		nulls[k++] = FAST_SCAN_NULL(i, 8);
 		values[k] = TimestampTzGetDatum(lease_end);
 		nulls[k++] = false;
 		if (with_id)
 		{
-			values[k] = SPI_getbinval(scan->vals[i], scan->tupdesc, 1, &nulls[k]);
-			k++;
+			values[k] = FAST_SCAN_COL(i, 1);
+			nulls[k++] = FAST_SCAN_NULL(i, 1);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
