@@ -26,7 +26,7 @@ figure() {	# NAME DEDUP BASELINE RATIO TARGET_OP TARGET
 	echo "\"$1\",$2,$3,$4,$5 $6,$met" >>"$OUT/figures.csv"
 	printf '%-62s %12s %12s %9s   %-8s %s\n' "$1" "$2" "$3" "$4" "$5 $6" "$met"
 }
-declare -A TPS WALTX DEADTX RELWALTX RUNS_TPS RUNS_WAL RUNS_DEAD RUNS_RELWAL
+declare -A TPS WALTX DEADTX RELWALTX CPUTX RUNS_TPS RUNS_WAL RUNS_DEAD RUNS_RELWAL RUNS_CPU
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # Monotonic count of dead tuples created: updates plus deletes.
@@ -36,6 +36,11 @@ dead_tuples() {
 	      WHERE relid IN ('dedup.claims'::regclass, 'dedup.streams'::regclass,
 	                      'seed_idem'::regclass, 'seed_stripe'::regclass,
 	                      'orders'::regclass)" | tail -n 1
+}
+# CPU time (clock ticks) of the server's processes that exited: the
+# postmaster's reaped children, as a run's backends are once it ends.
+backends_cpu() {
+	awk '{print $16 + $17}' "/proc/$(head -n 1 "$dir/data/postmaster.pid")/stat"
 }
 relation_bytes() {
 	q -c "SELECT pg_total_relation_size('dedup.claims') + pg_total_relation_size('seed_idem')
@@ -65,17 +70,19 @@ run() {
 	local name=$1 script=$2
 	shift 2
 	q -c "CHECKPOINT"
-	local lsn0 dead0 lsn1 dead1
+	local lsn0 dead0 lsn1 dead1 cpu0 cpu1
 	lsn0=$(q -c "SELECT pg_current_wal_lsn()")
 	dead0=$(dead_tuples)
 	say "run $name (${DURATION}s, $CLIENTS clients)"
+	cpu0=$(backends_cpu)
 	"$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" \
 		-D dupkeys="$DUP_KEYS" -f "$W/$script" -l --log-prefix="$OUT/log/$name" "$@" \
 		>"$OUT/log/$name.txt" 2>&1 || { cat "$OUT/log/$name.txt"; exit 1; }
 	sleep 1.2	# let the backends' statistics reach the shared counters
+	cpu1=$(backends_cpu)
 	lsn1=$(q -c "SELECT pg_current_wal_flush_lsn()")
 	dead1=$(dead_tuples)
-	local tps n lat p99 wal
+	local tps n lat p99 wal cputx
 	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$OUT/log/$name.txt" | tail -n 1)
 	n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/log/$name.txt")
 	lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$OUT/log/$name.txt")
@@ -99,6 +106,11 @@ run() {
 	RUNS_RELWAL[$name]="${RUNS_RELWAL[$name]:-} $(calc "$relwal / $n")"
 	RELWALTX[$name]=$(echo "${RUNS_RELWAL[$name]}" | median)
 	deadtx=$(calc "($dead1 - $dead0) / $n")
+	# microseconds of the backends' CPU a transaction: less noisy than tps
+	# on a shared machine, where a run's rate moves by 15 % and more
+	cputx=$(calc "($cpu1 - $cpu0) * 1000000 / $(getconf CLK_TCK) / $n")
+	RUNS_CPU[$name]="${RUNS_CPU[$name]:-} $cputx"
+	CPUTX[$name]=$(echo "${RUNS_CPU[$name]}" | median)
 	RUNS_TPS[$name]="${RUNS_TPS[$name]:-} $tps"
 	RUNS_WAL[$name]="${RUNS_WAL[$name]:-} $waltx"
 	RUNS_DEAD[$name]="${RUNS_DEAD[$name]:-} $deadtx"
@@ -106,7 +118,7 @@ run() {
 	WALTX[$name]=$(echo "${RUNS_WAL[$name]}" | median)
 	DEADTX[$name]=$(echo "${RUNS_DEAD[$name]}" | median)
 	echo "$name,$tps,$lat,$p99,$waltx,$(calc "$relwal / $n"),$deadtx,$n,$(relation_bytes)" >>"$OUT/results.csv"
-	say "  $name: $tps tps, latency avg $lat ms p99 $p99 ms, $waltx WAL bytes/tx ($(calc "$relwal / $n") on the claim tables), $deadtx dead tuples/tx"
+	say "  $name: $tps tps, latency avg $lat ms p99 $p99 ms, $waltx WAL bytes/tx ($(calc "$relwal / $n") on the claim tables), $deadtx dead tuples/tx, $cputx us of the backends' CPU/tx"
 	rm -f "$OUT/log/$name".[0-9]*
 }
 
