@@ -343,11 +343,6 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	}
 
 	/*
-	 * No event to hold back: no aggregate a batch holds (and for the 1.0
-	 * take, none twice: a batch of take_batch holds several events of an
-	 * aggregate in seq order).  The batch's aggregates, each once.
-	 */
-	/*
 	 * Each event's FAST_SCAN_NCOLS columns, deformed once: fetched one by
 	 * one, each column after a varlena one walks the row again.
 	 */
@@ -357,6 +352,12 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	for (uint64 i = 0; i < n; i++)
 		heap_deform_tuple(scan->vals[i], scan->tupdesc, &cols[i * FAST_SCAN_NCOLS],
 						  &colnulls[i * FAST_SCAN_NCOLS]);
+
+	/*
+	 * No event to hold back: no aggregate a batch holds (and for the 1.0
+	 * take, none twice: a batch of take_batch holds several events of an
+	 * aggregate in seq order).  The batch's aggregates, each once.
+	 */
 	hashes = palloc(sizeof(int32) * n);
 	for (uint64 i = 0; i < n; i++)
 		hashes[i] = DatumGetInt32(FAST_SCAN_COL(i, 9));
