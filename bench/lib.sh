@@ -1,6 +1,7 @@
 # bench/lib.sh: what the stages of scripts/bench share — messages, the
 # cleanup worker's switch, arithmetic, a figure's line, the measured pgbench
-# run with its WAL and dead tuples (run), emptying the tables between runs
+# run with its WAL, dead tuples and the server's CPU (run, server_cpu, which
+# the Citus stage reads for each node), emptying the tables between runs
 # (fresh), switching the time bucket, the cleanup under load (cleanup_run)
 # and the soak over ttl cycles (soak_run), and the charts of a full run.
 # Sourced by the driver at the top level once the server is up: it uses the
@@ -37,10 +38,14 @@ dead_tuples() {
 	                      'seed_idem'::regclass, 'seed_stripe'::regclass,
 	                      'orders'::regclass)" | tail -n 1
 }
-# CPU time (clock ticks) of the server's processes that exited: the
-# postmaster's reaped children, as a run's backends are once it ends.
-backends_cpu() {
-	awk '{print $16 + $17}' "/proc/$(head -n 1 "$dir/data/postmaster.pid")/stat"
+# CPU seconds a server's processes used: the postmaster's own and its ended
+# children's (reaped: its cutime, cstime), and its live children's
+server_cpu() {	# DIR
+	local pm
+	pm=$(head -n 1 "$1/data/postmaster.pid")
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } |	# processes may end meanwhile
+		awk -v pm="$pm" '$1 == pm {t += $14 + $15 + $16 + $17} $4 == pm {t += $14 + $15}
+		                 END {printf "%.2f", t / 100}'
 }
 relation_bytes() {
 	q -c "SELECT pg_total_relation_size('dedup.claims') + pg_total_relation_size('seed_idem')
@@ -74,12 +79,12 @@ run() {
 	lsn0=$(q -c "SELECT pg_current_wal_lsn()")
 	dead0=$(dead_tuples)
 	say "run $name (${DURATION}s, $CLIENTS clients)"
-	cpu0=$(backends_cpu)
+	cpu0=$(server_cpu "$dir")
 	"$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" \
 		-D dupkeys="$DUP_KEYS" -f "$W/$script" -l --log-prefix="$OUT/log/$name" "$@" \
 		>"$OUT/log/$name.txt" 2>&1 || { cat "$OUT/log/$name.txt"; exit 1; }
 	sleep 1.2	# let the backends' statistics reach the shared counters
-	cpu1=$(backends_cpu)
+	cpu1=$(server_cpu "$dir")
 	lsn1=$(q -c "SELECT pg_current_wal_flush_lsn()")
 	dead1=$(dead_tuples)
 	local tps n lat p99 wal cputx
@@ -106,9 +111,9 @@ run() {
 	RUNS_RELWAL[$name]="${RUNS_RELWAL[$name]:-} $(calc "$relwal / $n")"
 	RELWALTX[$name]=$(echo "${RUNS_RELWAL[$name]}" | median)
 	deadtx=$(calc "($dead1 - $dead0) / $n")
-	# microseconds of the backends' CPU a transaction: less noisy than tps
+	# microseconds of the server's CPU a transaction: less noisy than tps
 	# on a shared machine, where a run's rate moves by 15 % and more
-	cputx=$(calc "($cpu1 - $cpu0) * 1000000 / $(getconf CLK_TCK) / $n")
+	cputx=$(calc "($cpu1 - $cpu0) * 1000000 / $n")
 	RUNS_CPU[$name]="${RUNS_CPU[$name]:-} $cputx"
 	CPUTX[$name]=$(echo "${RUNS_CPU[$name]}" | median)
 	RUNS_TPS[$name]="${RUNS_TPS[$name]:-} $tps"
@@ -118,7 +123,7 @@ run() {
 	WALTX[$name]=$(echo "${RUNS_WAL[$name]}" | median)
 	DEADTX[$name]=$(echo "${RUNS_DEAD[$name]}" | median)
 	echo "$name,$tps,$lat,$p99,$waltx,$(calc "$relwal / $n"),$deadtx,$n,$(relation_bytes)" >>"$OUT/results.csv"
-	say "  $name: $tps tps, latency avg $lat ms p99 $p99 ms, $waltx WAL bytes/tx ($(calc "$relwal / $n") on the claim tables), $deadtx dead tuples/tx, $cputx us of the backends' CPU/tx"
+	say "  $name: $tps tps, latency avg $lat ms p99 $p99 ms, $waltx WAL bytes/tx ($(calc "$relwal / $n") on the claim tables), $deadtx dead tuples/tx, $cputx us of the server's CPU/tx"
 	rm -f "$OUT/log/$name".[0-9]*
 }
 

@@ -40,24 +40,15 @@ cq -c "CREATE EXTENSION citus" -c "SELECT citus_set_coordinator_host('$dir/citus
    -c "SELECT citus_add_node('$dir/citus1', $((port + 11)))" \
    -c "SELECT citus_add_node('$dir/citus2', $((port + 12)))" -c "CREATE EXTENSION dedup" \
    -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(32)" >/dev/null
-# CPU seconds a node's processes used: the postmaster's own and its ended
-# children's (reaped: its cutime, cstime), and its live children's
-node_cpu() {	# DIR
-	local pm
-	pm=$(head -n 1 "$1/data/postmaster.pid")
-	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } |	# processes may end meanwhile
-		awk -v pm="$pm" '$1 == pm {t += $14 + $15 + $16 + $17} $4 == pm {t += $14 + $15}
-		                 END {printf "%.2f", t / 100}'
-}
 citus_run() {	# NAME WORKLOAD
 	local name=$1 workload=$2 before=() after=() n
 	q -c "CHECKPOINT" >/dev/null
 	say "run $name (${DURATION}s, $CLIENTS clients)"
-	for n in 0 1 2; do before[n]=$(node_cpu "$dir/citus$n"); done
+	for n in 0 1 2; do before[n]=$(server_cpu "$dir/citus$n"); done
 	"$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" \
 		-h "$dir/citus0" -p "$((port + 10))" -U postgres -f "$W/$workload" \
 		-l --log-prefix="$OUT/log/$name" >"$OUT/log/$name.txt" 2>&1 || { cat "$OUT/log/$name.txt"; exit 1; }
-	for n in 0 1 2; do after[n]=$(node_cpu "$dir/citus$n"); done
+	for n in 0 1 2; do after[n]=$(server_cpu "$dir/citus$n"); done
 	local tps p50 p99 xacts
 	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$OUT/log/$name.txt" | tail -n 1)
 	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/log/$name.txt")

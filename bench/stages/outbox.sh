@@ -229,11 +229,11 @@ outbox_figures() {
 	figure "  (outbox: WAL bytes per event vs the seed made idempotent)" \
 		"${RELWALTX[dedup_outbox_business]}" "${RELWALTX[seed_outbox_idem_business]}" \
 		"$(calc "${RELWALTX[dedup_outbox_business]} / ${RELWALTX[seed_outbox_idem_business]}")" "-" ""
-	# the backends' CPU a transaction (us), which the machine's noise moves less than tps
-	figure "  (outbox put + business: backends' CPU per tx vs the seed's)" \
+	# the server's CPU a transaction (us), which the machine's noise moves less than tps
+	figure "  (outbox put + business: server's CPU per tx vs the seed's)" \
 		"${CPUTX[dedup_outbox_business]}" "${CPUTX[seed_outbox_business]}" \
 		"$(calc "${CPUTX[dedup_outbox_business]} / ${CPUTX[seed_outbox_business]}")" "-" ""
-	figure "  (outbox put + business: backends' CPU per tx vs the idempotent seed's)" \
+	figure "  (outbox put + business: server's CPU per tx vs the idempotent seed's)" \
 		"${CPUTX[dedup_outbox_business]}" "${CPUTX[seed_outbox_idem_business]}" \
 		"$(calc "${CPUTX[dedup_outbox_business]} / ${CPUTX[seed_outbox_idem_business]}")" "-" ""
 	fi
