@@ -93,6 +93,7 @@ dedup_shmem_request(void)
 	dedup_filter_shmem_request();
 	dedup_bucket_shmem_request();
 	outbox_listeners_shmem_request();
+	outbox_aggregates_shmem_request();
 }
 
 static void
@@ -105,6 +106,7 @@ dedup_shmem_startup(void)
 	dedup_filter_shmem_startup();
 	dedup_bucket_shmem_startup();
 	outbox_listeners_shmem_startup();
+	outbox_aggregates_shmem_startup();
 }
 
 /*

@@ -59,13 +59,20 @@
 #include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/uuid.h"
 
 #include "catalog.h"
 #include "fingerprint.h"
 #include "outbox.h"
+#include "settings.h"
 #include "shards.h"
 
 /*
@@ -189,14 +196,54 @@ outbox_batch_part(int64 batch_id, DedupFingerprint *part)
 	return true;
 }
 
+/*
+ * 64 bits of a fingerprint (SHA-256) of a topic's name, and of the number
+ * of a partition other than 0: the tags of the topic's producer lock and of
+ * its relay locks.  No one can choose a name whose tag is another topic's,
+ * as anyone could with a 32-bit hash of it: the producers of one topic
+ * would then hold up the takes of the other.  The last one is kept, as a
+ * producer or a relay names one topic again and again.
+ */
+static void
+outbox_topic_hash(const text *topic, uint32 part_number, uint32 *hi, uint32 *lo)
+{
+	static char *last_topic = NULL;	/* in TopMemoryContext */
+	static Size last_len = 0;
+	static uint32 last_part = 0;
+	static uint32 last_hi;
+	static uint32 last_lo;
+	Size		len = VARSIZE_ANY_EXHDR(topic);
+	DedupFingerprint fp;
+
+	if (last_topic == NULL || last_len != len || last_part != part_number ||
+		memcmp(last_topic, VARDATA_ANY(topic), len) != 0)
+	{
+		if (part_number == 0)
+			dedup_key_datum(PointerGetDatum(topic), -1, topic, &fp);
+		else
+			dedup_key_datum(Int64GetDatum((int64) part_number), sizeof(int64), topic, &fp);
+		memcpy(&last_hi, fp.bytes, sizeof(uint32));
+		memcpy(&last_lo, fp.bytes + sizeof(uint32), sizeof(uint32));
+		if (last_topic != NULL)
+			pfree(last_topic);
+		last_topic = MemoryContextAlloc(TopMemoryContext, Max(len, 1));
+		memcpy(last_topic, VARDATA_ANY(topic), len);
+		last_len = len;
+		last_part = part_number;
+	}
+	*hi = last_hi;
+	*lo = last_lo;
+}
+
 /* The lock of a topic its producers hold (see the header comment). */
 void
 outbox_topic_locktag(LOCKTAG *tag, const text *topic)
 {
-	uint32		h = hash_bytes((const unsigned char *) VARDATA_ANY(topic),
-							   VARSIZE_ANY_EXHDR(topic));
+	uint32		hi;
+	uint32		lo;
 
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, h, 0, DEDUP_LOCKTAG_TOPIC);
+	outbox_topic_hash(topic, 0, &hi, &lo);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_TOPIC);
 }
 
 /*
@@ -209,12 +256,11 @@ outbox_topic_locktag(LOCKTAG *tag, const text *topic)
 static void
 outbox_relay_locktag(LOCKTAG *tag, const DedupFingerprint *part, const text *topic)
 {
-	uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(topic),
-										VARSIZE_ANY_EXHDR(topic),
-										outbox_part_number(part));
+	uint32		hi;
+	uint32		lo;
 
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 DEDUP_LOCKTAG_RELAY);
+	outbox_topic_hash(topic, outbox_part_number(part), &hi, &lo);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_RELAY);
 }
 
 bool
@@ -349,6 +395,50 @@ Datum
 dedup_outbox_wait_puts(PG_FUNCTION_ARGS)
 {
 	outbox_wait_puts(PG_GETARG_TEXT_PP(0));
+	PG_RETURN_VOID();
+}
+
+/* The lock of an event's id a put holds while it looks the id up. */
+void
+outbox_event_locktag(LOCKTAG *tag, const pg_uuid_t *id)
+{
+	uint32		hi;
+	uint32		lo;
+
+	memcpy(&hi, id->data, sizeof(hi));
+	memcpy(&lo, id->data + sizeof(hi), sizeof(lo));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_EVENT);
+}
+
+/*
+ * dedup.outbox_wait_events(ids uuid[]) RETURNS void
+ *
+ * Wait for the puts that are looking these events up (the holders of
+ * their events' locks), one id after another, holding none: a redrive
+ * calls it after it moved the events and before it commits, so that no put
+ * of one of them looks in outbox_retry before the move and in outbox_dead
+ * after it (outbox_put.c).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_wait_events);
+Datum
+dedup_outbox_wait_events(PG_FUNCTION_ARGS)
+{
+	ArrayType  *ids = PG_GETARG_ARRAYTYPE_P(0);
+	Datum	   *values;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(ids, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &values, &nulls, &n);
+	for (int i = 0; i < n; i++)
+	{
+		LOCKTAG		tag;
+
+		if (nulls[i])
+			continue;
+		outbox_event_locktag(&tag, DatumGetUUIDP(values[i]));
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		LockRelease(&tag, ExclusiveLock, false);
+	}
 	PG_RETURN_VOID();
 }
 
@@ -539,4 +629,238 @@ outbox_wake(const text *topic)
 		outbox_woke_level = level;
 	if (outbox_listened())
 		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
+}
+
+/* ---------------------------------------------------------------------
+ * The producers' aggregate locks
+ *
+ * A put holds its aggregate (the fingerprint of (topic, aggregate id), or
+ * of its key where it names none) until its transaction ends, so that two
+ * producers of one aggregate take their sequence numbers in commit order
+ * (outbox_put.c).  Only producers of the same aggregate of the same topic
+ * wait for each other: the lock is the aggregate itself, not a stripe of
+ * a hash space that unrelated puts would share, and no two unrelated puts
+ * take locks in an order that can deadlock.
+ *
+ * A transaction may put events of thousands of aggregates, more than the
+ * lock table holds, so these are not heavyweight locks.  They are what
+ * PostgreSQL's row locks are: the holder's transaction id, here in a
+ * hash table in shared memory keyed by (database, aggregate), and a put
+ * that finds another transaction in progress there waits for that
+ * transaction's own lock (XactLockTableWait()), which the deadlock
+ * detector sees, then looks again.  A transaction removes its entries as
+ * it ends (an entry of a transaction that is no longer in progress is
+ * free anyway: one of a prepared transaction stays until it is committed
+ * or rolled back, and is then taken over).  dedup.outbox_aggregate_locks
+ * entries in all; when they are taken, a put fails with 53200, as a full
+ * lock table does.  Without shared memory (dedup not preloaded), each
+ * aggregate is a heavyweight lock of its own, held to the end of the
+ * transaction.
+ * --------------------------------------------------------------------- */
+
+#define OUTBOX_AGGREGATE_PARTITIONS 32	/* a power of 2 */
+
+typedef struct OutboxAggregateKey
+{
+	Oid			database;
+	uint8		aggregate[DEDUP_FINGERPRINT_LEN];
+} OutboxAggregateKey;
+
+typedef struct OutboxAggregateEntry
+{
+	OutboxAggregateKey key;
+	TransactionId holder;		/* a top-level transaction */
+} OutboxAggregateEntry;
+
+static HTAB *outbox_aggregates = NULL;
+static LWLockPadded *outbox_aggregate_partitions = NULL;
+
+/* The entries this transaction holds, in TopMemoryContext */
+static OutboxAggregateKey *outbox_held_aggregates = NULL;
+static int	outbox_held_count = 0;
+static int	outbox_held_size = 0;
+static TransactionId outbox_held_xid = InvalidTransactionId;
+static bool outbox_aggregate_callback = false;
+
+void
+outbox_aggregates_shmem_request(void)
+{
+	RequestAddinShmemSpace(hash_estimate_size(dedup_outbox_aggregate_locks,
+											  sizeof(OutboxAggregateEntry)));
+	RequestNamedLWLockTranche("dedup outbox aggregates", OUTBOX_AGGREGATE_PARTITIONS);
+}
+
+void
+outbox_aggregates_shmem_startup(void)
+{
+	HASHCTL		info;
+
+	info.keysize = sizeof(OutboxAggregateKey);
+	info.entrysize = sizeof(OutboxAggregateEntry);
+	info.num_partitions = OUTBOX_AGGREGATE_PARTITIONS;
+	outbox_aggregates = ShmemInitHash("dedup outbox aggregates",
+									  dedup_outbox_aggregate_locks,
+									  dedup_outbox_aggregate_locks, &info,
+									  HASH_ELEM | HASH_BLOBS | HASH_PARTITION | HASH_FIXED_SIZE);
+	outbox_aggregate_partitions = GetNamedLWLockTranche("dedup outbox aggregates");
+}
+
+/* The partition lock of a key's hash */
+static LWLock *
+outbox_aggregate_partition(uint32 hash)
+{
+	return &outbox_aggregate_partitions[hash % OUTBOX_AGGREGATE_PARTITIONS].lock;
+}
+
+/*
+ * At the end of a transaction its entries go; a prepared transaction's
+ * stay, as its heavyweight locks do, until another put finds it ended.
+ */
+static void
+outbox_aggregates_release(XactEvent event, void *arg)
+{
+	if (outbox_held_count == 0)
+		return;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		for (int i = 0; i < outbox_held_count; i++)
+		{
+			OutboxAggregateKey *key = &outbox_held_aggregates[i];
+			uint32		hash = get_hash_value(outbox_aggregates, key);
+			LWLock	   *lock = outbox_aggregate_partition(hash);
+			OutboxAggregateEntry *entry;
+
+			LWLockAcquire(lock, LW_EXCLUSIVE);
+			entry = hash_search_with_hash_value(outbox_aggregates, key, hash, HASH_FIND, NULL);
+			if (entry != NULL && entry->holder == outbox_held_xid)
+				(void) hash_search_with_hash_value(outbox_aggregates, key, hash, HASH_REMOVE,
+												   NULL);
+			LWLockRelease(lock);
+		}
+	}
+	else if (event != XACT_EVENT_PREPARE)
+		return;
+	outbox_held_count = 0;
+	outbox_held_xid = InvalidTransactionId;
+}
+
+/*
+ * The table is full: free the entries of transactions that ended without
+ * removing them (prepared ones since committed or rolled back).  Every
+ * partition locked, in order.
+ */
+static void
+outbox_aggregates_sweep(void)
+{
+	HASH_SEQ_STATUS status;
+	OutboxAggregateEntry *entry;
+
+	for (int i = 0; i < OUTBOX_AGGREGATE_PARTITIONS; i++)
+		LWLockAcquire(&outbox_aggregate_partitions[i].lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, outbox_aggregates);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (!TransactionIdIsInProgress(entry->holder))
+			(void) hash_search(outbox_aggregates, &entry->key, HASH_REMOVE, NULL);
+	for (int i = OUTBOX_AGGREGATE_PARTITIONS - 1; i >= 0; i--)
+		LWLockRelease(&outbox_aggregate_partitions[i].lock);
+}
+
+/* Note an entry this transaction holds, to remove it as the transaction ends. */
+static void
+outbox_aggregate_note(const OutboxAggregateKey *key)
+{
+	if (outbox_held_count == outbox_held_size)
+	{
+		int			size = Max(64, outbox_held_size * 2);
+
+		outbox_held_aggregates = outbox_held_aggregates == NULL ?
+			MemoryContextAlloc(TopMemoryContext, size * sizeof(OutboxAggregateKey)) :
+			repalloc(outbox_held_aggregates, size * sizeof(OutboxAggregateKey));
+		outbox_held_size = size;
+	}
+	outbox_held_aggregates[outbox_held_count++] = *key;
+}
+
+/*
+ * Hold an aggregate (its fingerprint) until this transaction ends, waiting
+ * for the transaction that holds it, if another does (see above).
+ */
+void
+outbox_lock_aggregate(const DedupFingerprint *aggregate)
+{
+	OutboxAggregateKey key;
+	TransactionId xid;
+	uint32		hash;
+	LWLock	   *lock;
+	bool		swept = false;
+
+	if (outbox_aggregates == NULL)
+	{
+		LOCKTAG		tag;
+		uint32		hi;
+		uint32		lo;
+
+		memcpy(&hi, aggregate->bytes, sizeof(hi));
+		memcpy(&lo, aggregate->bytes + sizeof(hi), sizeof(lo));
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_AGGREGATE);
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		return;
+	}
+	memset(&key, 0, sizeof(key));
+	key.database = MyDatabaseId;
+	memcpy(key.aggregate, aggregate->bytes, DEDUP_FINGERPRINT_LEN);
+	xid = GetTopTransactionId();
+	if (!outbox_aggregate_callback)
+	{
+		RegisterXactCallback(outbox_aggregates_release, NULL);
+		outbox_aggregate_callback = true;
+	}
+	if (outbox_held_count == 0)
+		outbox_held_xid = xid;
+	hash = get_hash_value(outbox_aggregates, &key);
+	lock = outbox_aggregate_partition(hash);
+	for (;;)
+	{
+		OutboxAggregateEntry *entry;
+		bool		found;
+		TransactionId holder;
+
+		CHECK_FOR_INTERRUPTS();
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		entry = hash_search_with_hash_value(outbox_aggregates, &key, hash, HASH_ENTER_NULL,
+											&found);
+		if (entry == NULL)
+		{
+			LWLockRelease(lock);
+			if (!swept)
+			{
+				outbox_aggregates_sweep();
+				swept = true;
+				continue;
+			}
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of shared memory for the outbox's aggregates"),
+					 errdetail("Transactions in progress hold the %d aggregates dedup.outbox_aggregate_locks allows.",
+							   dedup_outbox_aggregate_locks),
+					 errhint("Put events of fewer aggregates in one transaction, or raise dedup.outbox_aggregate_locks.")));
+		}
+		holder = found ? entry->holder : InvalidTransactionId;
+		if (holder == xid)
+		{
+			LWLockRelease(lock);
+			return;				/* held already */
+		}
+		if (!found || !TransactionIdIsInProgress(holder))
+		{
+			entry->holder = xid;
+			LWLockRelease(lock);
+			break;
+		}
+		LWLockRelease(lock);
+		/* another producer of the aggregate: wait for it to end, look again */
+		XactLockTableWait(holder, NULL, NULL, XLTW_None);
+	}
+	outbox_aggregate_note(&key);
 }

@@ -3,7 +3,7 @@
  * outbox.h
  *	  What the outbox's put and relay share (outbox.c): its partitions and
  *	  their numbers, batch ids, the producers' topic lock, the relay lock,
- *	  the settled sequence a take reads up to, the check that kept plans
+ *	  the producers' aggregate locks, the settled sequence a take reads up to, the check that kept plans
  *	  still name the fingerprint type of this database, and the wake-ups
  *	  of the relays that listen (NOTIFY dedup_outbox).
  *
@@ -14,6 +14,7 @@
 #define DEDUP_OUTBOX_H
 
 #include "storage/lock.h"
+#include "utils/uuid.h"
 
 #include "fingerprint.h"
 
@@ -39,11 +40,15 @@ extern void outbox_unlock_relay(const DedupFingerprint *part, const text *topic)
 extern void outbox_check_isolation(void);
 extern int64 outbox_stable_seq(const DedupFingerprint *part, text *topic);
 extern void outbox_wait_puts(const text *topic);
+extern void outbox_event_locktag(LOCKTAG *tag, const pg_uuid_t *id);
 extern bool outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last);
 extern bool outbox_plans_stale(Oid *made_with);
 extern void outbox_listeners_shmem_request(void);
 extern void outbox_listeners_shmem_startup(void);
 extern void outbox_note_listen(const char *channel);
 extern void outbox_wake(const text *topic);
+extern void outbox_aggregates_shmem_request(void);
+extern void outbox_aggregates_shmem_startup(void);
+extern void outbox_lock_aggregate(const DedupFingerprint *aggregate);
 
 #endif							/* DEDUP_OUTBOX_H */

@@ -36,15 +36,26 @@
  * sequence order is commit order, which is the order the relay hands
  * events out in.  Every producer of a topic also holds the topic's lock
  * (outbox.c) from before its event gets its sequence number until it
- * commits, which a take waits for.  The lock of an aggregate is one of
- * PUT_LOCK_STRIPES, chosen by a hash of (topic, aggregate id), so that a
- * transaction that puts events of thousands of aggregates holds at most
- * that many locks (a lock per aggregate would exhaust the lock table); two
- * producers of different aggregates on one stripe wait for each other (and
- * two transactions that put events of several aggregates can deadlock,
- * 40P01, as with row locks).  A put without an aggregate id is the
- * aggregate of its key, and locks it too: another put may name that key
- * as its aggregate.
+ * commits, which a take waits for.  The lock of an aggregate is the
+ * aggregate itself (outbox_lock_aggregate(), outbox.c: the fingerprint of
+ * (topic, aggregate id), held as a row lock is, by transaction id, in
+ * shared memory, not in the lock table): only producers of one aggregate
+ * of one topic wait for each other, and a transaction may put events of
+ * as many aggregates as dedup.outbox_aggregate_locks allows all open
+ * transactions together.  Two producers deadlock (40P01) only where each
+ * waits for an aggregate the other put first, as with row locks.  A put
+ * without an aggregate id is the aggregate of its key, and locks it too:
+ * another put may name that key as its aggregate.
+ *
+ * The event's id is looked up in the log under the event's own lock, with
+ * a dirty snapshot (put_event_exists()): the log keeps the row of every
+ * event put by 1.1 until the event is published and its retention passed,
+ * even while it waits in outbox_retry or lies in outbox_dead (the
+ * cleanup's trim, outbox_trim(), keeps those), so the log alone says
+ * whether a key was put, whatever table the event is in and whatever the
+ * caller's snapshot.  Events that the 1.0 -> 1.1 update moved into
+ * outbox_retry have no row in the log: outbox_retry and outbox_dead are
+ * looked up as well, with a dirty snapshot too (put_event_held()).
  *
  * A new event notifies channel dedup_outbox with the topic as payload
  * while a session of the database listens there (outbox_wake(), outbox.c);
@@ -65,7 +76,6 @@
 #include "catalog/index.h"
 #include "catalog/pg_type_d.h"
 #include "commands/sequence.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -90,9 +100,6 @@
 #include "scope_counters.h"
 #include "shards.h"
 #include "store.h"
-
-/* The number of producer locks (their lock tag class is in catalog.h) */
-#define PUT_LOCK_STRIPES 1024
 
 #define PUT_INSERT_NARGS 8
 
@@ -134,27 +141,17 @@ put_event_key(DedupFingerprint *fp)
 
 
 /*
- * Serialize the producers of one aggregate until the end of the
- * transaction: the lock of the aggregate's stripe.
+ * Serialize the producers of one aggregate of a topic until the end of the
+ * transaction: the aggregate's lock (outbox.c), by the fingerprint of
+ * (topic, aggregate id), which no one can make another aggregate's.
  */
 static void
 put_lock_aggregate(const text *topic, text *aggregate_id)
 {
-	LOCKTAG		tag;
-	uint64		stripe;
+	DedupFingerprint aggregate;
 
-	/*
-	 * Any hash of (topic, aggregate id) will do, as only puts take these
-	 * locks: hash_bytes_extended(), not the fingerprint, which costs a
-	 * cryptographic hash
-	 */
-	stripe = hash_bytes_extended((const unsigned char *) VARDATA_ANY(aggregate_id),
-								 VARSIZE_ANY_EXHDR(aggregate_id),
-								 hash_bytes((const unsigned char *) VARDATA_ANY(topic),
-											VARSIZE_ANY_EXHDR(topic)));
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (stripe % PUT_LOCK_STRIPES), 0,
-						 DEDUP_LOCKTAG_AGGREGATE);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &aggregate);
+	outbox_lock_aggregate(&aggregate);
 }
 
 /* An optional text argument: NULL when not given, an error when empty. */
@@ -345,8 +342,17 @@ put_check_same_event(Relation heap, TupleTableSlot *slot, const PutEvent *ev)
 
 /*
  * Whether outbox_retry or outbox_dead (table) holds the event of this id,
- * as the statement's snapshot sees it: such an event is not put again
- * (and must be ev).
+ * committed or written by a transaction in progress (a dirty snapshot: not
+ * the statement's, which does not see a nack or a redrive that committed
+ * after it was taken): such an event is not put again (and must be ev).
+ * Only events the 1.0 -> 1.1 update moved there are found here and not in
+ * the log (the trim keeps the log's row of every other event held in
+ * either, outbox_trim()).  The caller looks in outbox_retry first, then in
+ * outbox_dead, holding the event's lock: an event moves from outbox_dead to
+ * outbox_retry only by a redrive, which waits for that lock before it
+ * commits (dedup.outbox_wait_events()), so no redrive commits between the
+ * two look-ups; one in progress leaves the event in both to a dirty
+ * snapshot.
  */
 static bool
 put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_t *id,
@@ -358,6 +364,7 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
 	int			nkeys;
 	TupleTableSlot *slot;
 	IndexScanDesc scan;
+	SnapshotData dirty;
 	bool		found;
 
 	if (!outbox_distributed())
@@ -377,7 +384,8 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
 	put_open(table, part, &heap, &index);
 	nkeys = put_id_scankeys(index, part, id, skey);
 	slot = table_slot_create(heap, NULL);
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), nkeys, 0);
+	InitDirtySnapshot(dirty);
+	scan = index_beginscan(heap, index, &dirty, nkeys, 0);
 	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
@@ -411,14 +419,10 @@ put_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *tag
 	int			nkeys;
 	IndexScanDesc scan;
 	bool		found;
-	uint32		hi;
-	uint32		lo;
 
 	put_open(DEDUP_REL_OUTBOX, part, &heap, &index);
 	slot = table_slot_create(heap, NULL);
-	memcpy(&hi, id->data, sizeof(hi));
-	memcpy(&lo, id->data + sizeof(hi), sizeof(lo));
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_EVENT);
+	outbox_event_locktag(tag, id);
 	InitDirtySnapshot(dirty);
 	nkeys = put_id_scankeys(index, part, id, skey);
 	scan = index_beginscan(heap, index, &dirty, nkeys, 0);

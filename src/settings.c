@@ -5,8 +5,9 @@
  *	  "dedup." prefix: their variables, and dedup_settings_define(), which
  *	  the module's entry (module.c) calls as the library loads.
  *
- * dedup.bucket_filter_memory sizes shared memory, so it is defined only
- * when the library is loaded at server start (shared_preload_libraries).
+ * dedup.bucket_filter_memory and dedup.outbox_aggregate_locks size shared
+ * memory, so they are defined only when the library is loaded at server
+ * start (shared_preload_libraries).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -39,6 +40,7 @@ int			dedup_bucket_max_size = -1;	/* kB */
 bool		dedup_require_declared_scopes = false;
 bool		dedup_outbox_fast_path = true;
 int			dedup_bucket_filter_memory = 64;	/* MB */
+int			dedup_outbox_aggregate_locks = 65536;
 
 /* Define every setting of dedup, and reserve the prefix; from _PG_init. */
 void
@@ -157,6 +159,14 @@ dedup_settings_define(void)
 								&dedup_bucket_filter_memory,
 								64, 0, 1024,
 								PGC_POSTMASTER, GUC_UNIT_MB,
+								NULL, NULL, NULL);
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("dedup.outbox_aggregate_locks",
+								"Aggregates the outbox's producers in progress can hold at once, over all sessions.",
+								"Each aggregate an open transaction put an event of takes one entry (24 bytes) until it ends.",
+								&dedup_outbox_aggregate_locks,
+								65536, 1024, 16777216,
+								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dedup");
 }

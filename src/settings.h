@@ -24,6 +24,7 @@ extern int	dedup_bucket_max_size;	/* kB of the current bucket's index; -1: deriv
 extern bool dedup_require_declared_scopes;
 extern bool dedup_outbox_fast_path;	/* outbox_fast.c */
 extern int	dedup_bucket_filter_memory;	/* MB: the sealed buckets' filters (filter.c) */
+extern int	dedup_outbox_aggregate_locks;	/* entries: the producers' aggregates (outbox.c) */
 
 extern void dedup_settings_define(void);
 

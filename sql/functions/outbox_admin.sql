@@ -3,6 +3,10 @@
 -------------------------------------------------------------------------
 -- Dead events back: into outbox_retry, with no attempts, in their place
 -- (dedup_outbox_redrive notifies the topic's relays when any moved).
+CREATE OR REPLACE FUNCTION dedup.outbox_wait_events(ids uuid[]) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_outbox_wait_events' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_wait_events(uuid[]) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION dedup.outbox_redrive(caller oid, in_part @extschema@.dedup_fingerprint, topic text, ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -10,6 +14,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n integer;
+    moved_ids uuid[];
 BEGIN
     IF topic IS NULL THEN
         RAISE EXCEPTION 'topic must not be null' USING ERRCODE = '22004';
@@ -20,14 +25,22 @@ BEGIN
         WHERE d.part OPERATOR(@extschema@.=) in_part AND d.topic = outbox_redrive.topic
           AND (ids IS NULL OR d.id = ANY (ids))
         RETURNING d.*
+    ), moved AS (
+        INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
+                                        payload, headers, created_at, last_error)
+        SELECT in_part, r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
+               r.headers, r.created_at, r.last_error
+        FROM revived AS r
+        ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING
+        RETURNING id
     )
-    INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
-                                    payload, headers, created_at, last_error)
-    SELECT in_part, r.seq, r.id, r.topic, r.aggregatetype, r.aggregateid, r.type, r.payload,
-           r.headers, r.created_at, r.last_error
-    FROM revived AS r
-    ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
-    GET DIAGNOSTICS n = ROW_COUNT;
+    SELECT pg_catalog.array_agg(m.id) INTO moved_ids FROM moved AS m;
+    n := coalesce(pg_catalog.cardinality(moved_ids), 0);
+    -- a put looking an event up in outbox_retry, then in outbox_dead, is
+    -- done before this move commits (outbox_put.c)
+    IF n > 0 THEN
+        PERFORM dedup.outbox_wait_events(moved_ids);
+    END IF;
     RETURN n;
 END
 $$;
@@ -137,7 +150,14 @@ $$;
 -- Published events leave the log once their topic's retention passed (an
 -- event's row is its key: within retention a put of its key finds it):
 -- up to batch_size events of partition in_part, of each topic before its
--- position, the first event of its batches and its first held event.  Run by the cleanup as
+-- position, the first event of its batches and its first held event.  An
+-- event in outbox_retry or outbox_dead keeps its row in the log, however
+-- old: a put looks its key up in the log alone (outbox_put.c), so the row
+-- stays until the event is published.  The events that moved between the
+-- look-ups of this function are not lost: a nack is of an event of a
+-- batch, before the first of which nothing goes; a redrive is of an event
+-- in outbox_dead, and a move from one to the other is one transaction,
+-- seen whole by the one snapshot of the DELETE.  Run by the cleanup as
 -- the owner of the outbox; returns how many went.
 CREATE OR REPLACE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
 RETURNS bigint
@@ -168,6 +188,10 @@ BEGIN
             SELECT y.ctid
             FROM (SELECT x.ctid, x.created_at FROM dedup.outbox AS x
                   WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = t.topic AND x.seq < t.upto
+                    AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r
+                                    WHERE r.part OPERATOR(@extschema@.=) x.part AND r.id = x.id)
+                    AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d
+                                    WHERE d.part OPERATOR(@extschema@.=) x.part AND d.id = x.id)
                   ORDER BY x.seq LIMIT batch_size - n) AS y
             WHERE y.created_at < t.cutoff));
         GET DIAGNOSTICS m = ROW_COUNT;
