@@ -169,8 +169,8 @@ cluster_row_rehanded(char **values, int ncols)
  * the take's: every row carries its id, and its row lists the others'
  * (dedup.outbox_batch_group()), so that an ack, nack or heartbeat of that
  * id reaches them all (outbox_cluster_fan_out()).  A partition that handed
- * out a batch again (whole, whatever the room: its lease had passed) is
- * asked again while room is left.  Returns how many events the take has
+ * out a batch again (its lease had passed: as much of it as the room
+ * allows) is asked again while room is left.  Returns how many events the take has
  * (its rows in the call's result set, made the first time).
  */
 int

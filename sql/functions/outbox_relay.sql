@@ -18,7 +18,7 @@ RETURNS TABLE (batch_id bigint, id uuid, aggregatetype text, aggregateid text, t
                lease_expires_at timestamptz, seq bigint)
 AS 'MODULE_PATHNAME', 'dedup_outbox_take_batch' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_outbox_take_batch(text, integer, interval, interval) IS
-    'hand out a batch of up to batch_size events of a topic under one lease (lease, or the topic''s), several of an aggregate in seq order, waiting up to wait for one when there is none; ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back whole after its lease';
+    'hand out a batch of up to batch_size events of a topic under one lease (lease, or the topic''s), several of an aggregate in seq order, waiting up to wait for one when there is none; ack it with dedup_outbox_ack_batch(batch_id); a batch not acked comes back after its lease';
 
 CREATE OR REPLACE FUNCTION @extschema@.dedup_outbox_extend_batch(batch_id bigint, lease interval DEFAULT NULL)
 RETURNS timestamptz

@@ -64,7 +64,13 @@
 -- Leases and attempts.  A batch has one lease, from its hand-out; when it
 -- passes the next take hands the same events out again (attempt + 1),
 -- before anything new, under a new batch id, so that the relay that held
--- it before can no longer ack or nack it by that id.  An event handed out max_attempts times and not acked goes dead;
+-- it before can no longer ack or nack it by that id.  It hands out what
+-- its own rules allow of them: at most its batch_size, and for the 1.0
+-- take one event of an aggregate (a rolling upgrade runs 1.0 and 1.1
+-- relays on one topic, and the 1.0 one takes over the 1.1 one's batch);
+-- the rest goes back to outbox_retry, due at once, in order, as the rest
+-- of a nacked aggregate does, and the next takes hand it out (step 1).
+-- An event handed out max_attempts times and not acked goes dead;
 -- so does one nacked at its max_attempts.  Relays of one topic take one
 -- after another in a partition (the relay lock of the topic there, held
 -- for the take's transaction); they publish and ack in parallel.
@@ -326,6 +332,12 @@ DECLARE
     stable bigint;
     lease_end timestamptz;
     n bigint;
+    m_id uuid[];
+    m_seq bigint[];
+    m_agg text[];
+    m_retried boolean[];
+    rest_ids uuid[];
+    rest_seqs bigint[];
 BEGIN
     IF topic IS NULL OR batch_size IS NULL THEN
         RAISE EXCEPTION 'topic and batch_size must not be null' USING ERRCODE = '22004';
@@ -354,7 +366,8 @@ BEGIN
     lease_end := pg_catalog.clock_timestamp() + lease;
 
     -- a batch whose lease passed goes out again first, whole, but for the
-    -- events handed out max_attempts times, which go dead
+    -- events handed out max_attempts times, which go dead, and for those
+    -- this take's own rules leave for later takes (below)
     FOR b IN SELECT * FROM dedup.outbox_batches AS x
              WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
                AND x.busy AND x.lease_until <= take_now
@@ -379,6 +392,57 @@ BEGIN
             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         ELSE
             PERFORM dedup.outbox_bury(in_part, b.topic, '{}', 0, dying, NULL);
+        END IF;
+        -- the take's own rules: at most batch_size events, and for the 1.0
+        -- take the earliest of each aggregate alone (a 1.0 relay may
+        -- publish a batch in any order); the batch keeps the first of its
+        -- events these allow, in seq order, so that each aggregate's kept
+        -- events come before its others.  The rest leave it for
+        -- outbox_retry as a nack sends them back (outbox_settle), due at
+        -- once, with the hand-outs they had (the one whose lease passed
+        -- counts, as it does for the events handed out again): behind the
+        -- kept events of their aggregate (the batch holds it), ahead of
+        -- its later events (held behind them), handed out by the next
+        -- takes in seq order.  (Read only when the batch may not fit:
+        -- events counts it, aggregates holds each of its aggregates once.)
+        rest_ids := '{}';
+        rest_seqs := '{}';
+        IF b.events > batch_size OR (one_per_aggregate AND cardinality(b.aggregates) < b.events) THEN
+            SELECT * INTO b FROM dedup.outbox_batches AS x
+            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+            SELECT coalesce(array_agg(m.id ORDER BY m.seq), '{}'),
+                   coalesce(array_agg(m.seq ORDER BY m.seq), '{}'),
+                   coalesce(array_agg(m.aggregateid ORDER BY m.seq), '{}'),
+                   coalesce(array_agg(m.in_retry ORDER BY m.seq), '{}')
+            INTO m_id, m_seq, m_agg, m_retried
+            FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt,
+                                      b.retried, bid, b.extra) AS m;
+            SELECT coalesce(array_agg(v.i) FILTER (WHERE v.rt), '{}'),
+                   coalesce(array_agg(v.s) FILTER (WHERE NOT v.rt), '{}')
+            INTO rest_ids, rest_seqs
+            FROM (SELECT w.i, w.s, w.rt,
+                         pg_catalog.count(*) FILTER (WHERE w.first) OVER (ORDER BY w.s) AS k, w.first
+                  FROM (SELECT u.i, u.s, u.rt,
+                               NOT one_per_aggregate
+                               OR pg_catalog.row_number() OVER (PARTITION BY u.a ORDER BY u.s) = 1 AS first
+                        FROM unnest(m_id, m_seq, m_agg, m_retried) AS u(i, s, a, rt)) AS w) AS v
+            WHERE NOT v.first OR v.k > batch_size;
+        END IF;
+        IF cardinality(rest_ids) > 0 THEN
+            UPDATE dedup.outbox_retry AS r SET batch = NULL
+            WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (rest_ids);
+        END IF;
+        IF cardinality(rest_seqs) > 0 THEN
+            INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type,
+                                            payload, headers, created_at, attempts, visible_at)
+            SELECT in_part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
+                   o.headers, o.created_at, b.attempt, take_now
+            FROM unnest(rest_seqs) AS u(s)
+            JOIN dedup.outbox AS o
+              ON o.part OPERATOR(@extschema@.=) in_part AND o.topic = b.topic AND o.seq = u.s
+            ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
+            UPDATE dedup.outbox_batches AS x SET settled = x.settled || rest_seqs
+            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
         UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1,

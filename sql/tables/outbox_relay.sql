@@ -41,7 +41,9 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic of the outbox''s log with a 
 -- nacked one by one), and the events of dedup.outbox_retry that name the batch
 -- (retried of them); events counts them all, aggregates holds hashtext()
 -- of their aggregate ids.  attempt is that of its events from the log; a
--- busy slot whose lease passed is handed out again whole.  On a Citus
+-- busy slot whose lease passed is handed out again, as much of it as the
+-- take's rules allow, the rest sent to dedup.outbox_retry
+-- (sql/functions/outbox_take.sql).  On a Citus
 -- cluster a take fills its batch across partitions: each partition's part
 -- is a batch of its own, and the first one's (the leader, whose id every
 -- event of the take carries) lists the others' ids in members, so that an
