@@ -21,15 +21,20 @@
  * whose extension is still at 1.0 (the library updated first) keeps its
  * new keys there too, as 1.0 did.
  *
- * The event row is written into the log and its indexes directly, without
- * SPI or the executor (put_insert_direct(), as store.c writes claims):
- * the put's look-ups, its locks and its insert are all C.  Where the log
- * has something the direct path does not know (a trigger, row security, a
- * column of its own, an index on an expression or with a predicate), on a
- * Citus cluster (where the row goes to the partition's shard) and in a
- * database still at 1.0, the row is inserted through SPI as the owner of
- * dedup.outbox.  Either way producers need EXECUTE on this function and no
- * table privilege.
+ * The event row is written as an INSERT would write it.  While the log is
+ * exactly the shape dedup created (put_shape_direct(): its columns' types,
+ * typmods, collations, NOT NULLs and defaults, no CHECK or exclusion
+ * constraint, rule, trigger or row security, indexes on plain columns
+ * only; decided once per change of the table, not per put), it is written
+ * into the log and its indexes directly, without SPI or the executor
+ * (put_insert_direct(), as store.c writes claims): the put's look-ups, its
+ * locks and its insert are all C.  A log its owner changed otherwise, a
+ * Citus cluster (where the row goes to the partition's shard) and a
+ * database still at 1.0 have the row inserted through SPI, by an INSERT as
+ * the owner of dedup.outbox, which enforces what the owner added (a CHECK,
+ * a domain, a varchar(n), a rule ...) and applies the column's defaults
+ * and casts (payload json, another created_at default).  Either way
+ * producers need EXECUTE on this function and no table privilege.
  *
  * Producers of one aggregate are serialized until they commit by a lock
  * taken before the event gets its sequence number: within an aggregate,
@@ -73,12 +78,18 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
 #include "catalog/index.h"
+#include "catalog/pg_am_d.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_collation_d.h"
 #include "catalog/pg_type_d.h"
 #include "commands/sequence.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/primnodes.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
@@ -88,6 +99,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
@@ -281,6 +293,26 @@ put_same_jsonb(Datum stored, bool isnull, Jsonb *given)
 }
 
 /*
+ * A stored value of a column the put compares as the type it gives (want:
+ * text or jsonb), where the owner altered the column to another type (the
+ * put then inserts through SPI, which casts): its text read as that type.
+ */
+static Datum
+put_stored_as(Datum stored, Oid typid, Oid want)
+{
+	Oid			output;
+	bool		varlena;
+	char	   *s;
+
+	if (getBaseType(typid) == want)
+		return stored;
+	getTypeOutputInfo(typid, &output, &varlena);
+	s = OidOutputFunctionCall(output, stored);
+	return want == JSONBOID ? DirectFunctionCall1(jsonb_in, CStringGetDatum(s)) :
+		CStringGetTextDatum(s);
+}
+
+/*
  * Refuse the put when the row found in the log, outbox_retry or outbox_dead
  * (heap, in slot) under its key's id holds another event than ev: another
  * payload, aggregate id, type, headers or aggregate type (22023, naming
@@ -311,6 +343,9 @@ put_check_same_event(Relation heap, TupleTableSlot *slot, const PutEvent *ev)
 		if (attnum == InvalidAttrNumber)
 			continue;			/* a table of the owner's own shape: not compared */
 		stored = slot_getattr(slot, attnum, &isnull);
+		if (!isnull)
+			stored = put_stored_as(stored, TupleDescAttr(desc, attnum - 1)->atttypid,
+								   c == 0 || c == 3 ? JSONBOID : TEXTOID);
 		switch (c)
 		{
 			case 0:
@@ -551,6 +586,7 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 	Oid			save_userid;
 	int			save_sec_context;
 	bool		inserted;
+	int			rc;
 	LOCKTAG		tag;
 
 	outbox_topic_locktag(&tag, topic);
@@ -607,9 +643,16 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 	values[7] = PointerGetDatum(part);
 	if (!at_1_0 && outbox_distributed())
 		put_sequence_catch_up(part, topic);
-	if (SPI_execute_plan(put_insert_plans[at_1_0], values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not insert an outbox event");
-	inserted = (SPI_processed > 0);
+	rc = SPI_execute_plan(put_insert_plans[at_1_0], values, nulls, false, 0);
+
+	/*
+	 * A rule of the owner's may have made the INSERT other commands
+	 * (SPI_OK_REWRITTEN): the put did what the INSERT does, and counts as
+	 * one, whatever the rule made of the row
+	 */
+	if (rc != SPI_OK_INSERT && rc != SPI_OK_REWRITTEN)
+		elog(ERROR, "could not insert an outbox event: %s", SPI_result_code_string(rc));
+	inserted = (rc == SPI_OK_REWRITTEN || SPI_processed > 0);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	return inserted;
@@ -636,16 +679,233 @@ static const char *const put_columns[OUTBOX_NCOLS] = {
 	"created_at", "part"
 };
 
+/* Each column's type as sql/tables/outbox.sql creates it (part: the fingerprint's) */
+static const Oid put_column_types[OUTBOX_NCOLS] = {
+	INT8OID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID,
+	TIMESTAMPTZOID, InvalidOid
+};
+
+/*
+ * The verdict on the shape of dedup.outbox (put_shape_direct()), kept per
+ * backend for one generation of catalog.c's relation OIDs: those are
+ * forgotten at every relcache invalidation of the log (any change to its
+ * columns, defaults, constraints, rules, triggers, row security or indexes
+ * sends one), and at a DROP or CREATE EXTENSION, so the verdict is taken
+ * again after any of them, and not per put.
+ */
+static struct
+{
+	uint64		generation;		/* dedup_relation_generation() it holds for */
+	Oid			relid;			/* the log it is of; InvalidOid: none yet */
+	bool		direct;			/* the log is dedup's shape: write it directly */
+	int			attnum[OUTBOX_NCOLS];	/* each column's number in the log */
+	List	   *indexes;		/* the log's indexes, in TopMemoryContext */
+} put_shape;
+
+/* Whether column c of the log (number attnum there) has the default dedup gives it. */
+static bool
+put_shape_default(Relation heap, int c, AttrNumber attnum)
+{
+	TupleConstr *constr = RelationGetDescr(heap)->constr;
+	Node	   *expr = NULL;
+
+	for (int i = 0; constr != NULL && i < constr->num_defval; i++)
+		if (constr->defval[i].adnum == attnum)
+			expr = stringToNode(constr->defval[i].adbin);
+	if (c == OUTBOX_COL_HEADERS)
+	{
+		/* '{}': the default a put without headers writes (empty_headers) */
+		Const	   *con = (Const *) expr;
+		Jsonb	   *j;
+
+		if (expr == NULL || !IsA(expr, Const) || con->consttype != JSONBOID || con->constisnull)
+			return false;
+		j = DatumGetJsonbP(con->constvalue);
+		return JB_ROOT_IS_OBJECT(j) && JB_ROOT_COUNT(j) == 0;
+	}
+	if (c == OUTBOX_COL_CREATED_AT)
+	{
+		/* now(): the transaction's start, which the direct insert writes */
+		return expr != NULL && IsA(expr, FuncExpr) &&
+			((FuncExpr *) expr)->funcid == F_NOW && ((FuncExpr *) expr)->args == NIL;
+	}
+	return expr == NULL;
+}
+
+/*
+ * What makes the log other than the shape dedup created, where an INSERT
+ * would do something the direct insert does not; NULL when it is that
+ * shape, with *attnum each column's number and *indexes the log's indexes.
+ * Every column as sql/tables/outbox.sql creates it: its name, type and
+ * typmod (no domain, no varchar(n), payload jsonb, not json), collation,
+ * NOT NULL, identity (seq from dedup.outbox_seq_seq) and default (headers
+ * '{}', created_at now(), none else), and no column more (dropped ones
+ * aside); a heap table, not a partition, with no CHECK constraint, rule,
+ * trigger (foreign keys and deferred unique constraints have theirs) or
+ * row security.  Its indexes need not be exactly dedup's two: an INSERT
+ * adds a row to an index on plain columns, with no predicate, that is not
+ * an exclusion constraint, ready, and immediate if unique, by just the
+ * index_insert() the direct insert makes (ExecInsertIndexTuples()), so an
+ * index of the owner's of that kind is written the same either way; any
+ * other (an expression, a predicate, an exclusion constraint, one being
+ * built) sends the put to SPI.
+ */
+static const char *
+put_shape_misfit(Relation heap, int *attnum, List **indexes)
+{
+	TupleDesc	desc = RelationGetDescr(heap);
+	List	   *oids;
+	ListCell   *lc;
+
+	*indexes = NIL;
+	if (heap->rd_rel->relkind != RELKIND_RELATION || heap->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		heap->rd_rel->relispartition)
+		return "It is not a plain heap table.";
+	if (heap->trigdesc != NULL)
+		return "It has a trigger.";
+	if (heap->rd_rel->relrowsecurity)
+		return "It has row security enabled.";
+	if (heap->rd_rules != NULL)
+		return "It has a rule.";
+	if (desc->constr != NULL && desc->constr->num_check > 0)
+		return "It has a CHECK constraint.";
+	for (int c = 0; c < OUTBOX_NCOLS; c++)
+		attnum[c] = 0;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			c;
+		Oid			type;
+		Oid			collation;
+
+		if (att->attisdropped)
+			continue;
+		for (c = 0; c < OUTBOX_NCOLS; c++)
+			if (strcmp(NameStr(att->attname), put_columns[c]) == 0)
+				break;
+		if (c == OUTBOX_NCOLS)
+			return psprintf("It has a column of its own, \"%s\".", NameStr(att->attname));
+		attnum[c] = i + 1;
+		type = c == OUTBOX_COL_PART ? dedup_fingerprint_type() : put_column_types[c];
+		collation = c == OUTBOX_COL_TOPIC ? C_COLLATION_OID :
+			type == TEXTOID ? DEFAULT_COLLATION_OID : InvalidOid;
+		if (att->atttypid != type || att->atttypmod != -1)
+			return psprintf("Its column \"%s\" is of type %s.", NameStr(att->attname),
+							format_type_with_typemod(att->atttypid, att->atttypmod));
+		if (att->attcollation != collation)
+			return psprintf("Its column \"%s\" has another collation.", NameStr(att->attname));
+		if (att->attnotnull != (c != OUTBOX_COL_PAYLOAD))
+			return psprintf("Its column \"%s\" is %s.", NameStr(att->attname),
+							att->attnotnull ? "NOT NULL" : "nullable");
+		if (att->attgenerated)
+			return psprintf("Its column \"%s\" is generated.", NameStr(att->attname));
+		if (c == OUTBOX_COL_SEQ ?
+			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS ||
+			getIdentitySequence(RelationGetRelid(heap), att->attnum, true) !=
+			dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ) :
+			att->attidentity != '\0' || !put_shape_default(heap, c, att->attnum))
+			return psprintf("Its column \"%s\" has another default.", NameStr(att->attname));
+	}
+	for (int c = 0; c < OUTBOX_NCOLS; c++)
+		if (attnum[c] == 0)
+			return psprintf("It has no column \"%s\".", put_columns[c]);
+	oids = RelationGetIndexList(heap);
+	foreach(lc, oids)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index form = index->rd_index;
+		const char *misfit = NULL;
+
+		if (RelationGetIndexExpressions(index) != NIL)
+			misfit = "is on an expression";
+		else if (RelationGetIndexPredicate(index) != NIL)
+			misfit = "has a predicate";
+		else if (form->indisexclusion)
+			misfit = "is an exclusion constraint";
+		else if (!form->indisvalid || !form->indisready || !form->indislive)
+			misfit = "is not valid";
+		else if (form->indisunique && !form->indimmediate)
+			misfit = "is a deferred unique constraint";
+		if (misfit != NULL)
+			misfit = psprintf("Its index \"%s\" %s.", RelationGetRelationName(index), misfit);
+		index_close(index, NoLock);
+		if (misfit != NULL)
+		{
+			list_free(oids);
+			return misfit;
+		}
+	}
+	*indexes = oids;
+	return NULL;
+}
+
+/*
+ * Whether the direct insert may write the log (opened, heap): whether it
+ * is the shape dedup created, which an INSERT would write as the direct
+ * insert does (put_shape_misfit()).  Decided once per generation of the
+ * relation OIDs (put_shape), and said at DEBUG1.
+ */
+static bool
+put_shape_direct(Relation heap)
+{
+	while (put_shape.relid != RelationGetRelid(heap) ||
+		   put_shape.generation != dedup_relation_generation())
+	{
+		uint64		generation = dedup_relation_generation();
+		int			attnum[OUTBOX_NCOLS];
+		List	   *indexes;
+		const char *misfit = put_shape_misfit(heap, attnum, &indexes);
+		MemoryContext old;
+
+		if (generation != dedup_relation_generation())
+		{
+			/* an invalidation came meanwhile: look again */
+			list_free(indexes);
+			continue;
+		}
+		list_free(put_shape.indexes);
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		put_shape.indexes = list_copy(indexes);
+		MemoryContextSwitchTo(old);
+		list_free(indexes);
+		memcpy(put_shape.attnum, attnum, sizeof(attnum));
+
+		/*
+		 * The kept plan of the 1.1 insert is made again too: the plan cache
+		 * forgets one that a rule made nothing (DO INSTEAD NOTHING) at no
+		 * change of the log, since it names no relation, not even at the
+		 * rule's drop
+		 */
+		if (put_insert_plans[0] != NULL)
+			SPI_freeplan(put_insert_plans[0]);
+		put_insert_plans[0] = NULL;
+		put_shape.direct = (misfit == NULL);
+		put_shape.relid = RelationGetRelid(heap);
+		put_shape.generation = generation;
+		if (misfit == NULL)
+			ereport(DEBUG1,
+					(errmsg_internal("dedup.outbox has the shape dedup created: puts write it directly")));
+		else
+			ereport(DEBUG1,
+					(errmsg_internal("dedup.outbox is not of the shape dedup created: puts insert through SPI"),
+					 errdetail_internal("%s", misfit)));
+	}
+	return put_shape.direct;
+}
+
 /*
  * Insert the event row into the log (dedup.outbox on one server, at 1.1)
  * and its indexes directly: heap_insert() and index_insert(), as a plain
  * INSERT would, with the defaults of the columns (seq from the identity
- * sequence, created_at the transaction's start, headers {}), then a
- * command counter increment so that the next put of this statement sees
- * it.  Returns false, having written nothing, when the log has anything
- * this path does not know (a trigger, row security, another column, an
- * index on an expression or with a predicate): the caller inserts through
- * SPI then.  The topic's producer lock is the caller's.
+ * sequence, created_at the transaction's start, which is now(), headers
+ * {}), then a command counter increment so that the next put of this
+ * statement sees it.  Only while the log is the shape dedup created
+ * (put_shape_direct()), where that is all an INSERT would do; otherwise
+ * (another type, a typmod or a domain, a CHECK or exclusion constraint, a
+ * rule, a trigger, row security, a column or default of the owner's, an
+ * index on an expression or with a predicate) returns false, having
+ * written nothing, and the caller inserts through SPI, which enforces it
+ * all.  The topic's producer lock is the caller's.
  */
 static bool
 put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
@@ -654,64 +914,37 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 {
 	Relation	heap = dedup_relation_open(DEDUP_REL_OUTBOX, RowExclusiveLock);
 	TupleDesc	desc = RelationGetDescr(heap);
-	int			attnum[OUTBOX_NCOLS];
+	int		   *attnum;
 	Datum	   *values;
 	bool	   *nulls;
 	HeapTuple	tuple;
-	List	   *indexes;
 	ListCell   *lc;
 	Relation   *index_rels;
 	int			nindexes;
 	static Jsonb *empty_headers = NULL;
 
-	if (heap->trigdesc != NULL || heap->rd_rel->relrowsecurity)
+	for (;;)
 	{
-		table_close(heap, NoLock);
-		return false;
-	}
-	for (int c = 0; c < OUTBOX_NCOLS; c++)
-		attnum[c] = 0;
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		int			c;
+		uint64		generation;
 
-		if (att->attisdropped)
-			continue;
-		for (c = 0; c < OUTBOX_NCOLS; c++)
-			if (strcmp(NameStr(att->attname), put_columns[c]) == 0)
-				break;
-		if (c == OUTBOX_NCOLS || att->attgenerated)
+		if (!put_shape_direct(heap))
 		{
 			table_close(heap, NoLock);
 			return false;
 		}
-		attnum[c] = i + 1;
+		/* the verdict's indexes, locked; taken again if that let one change */
+		generation = put_shape.generation;
+		nindexes = 0;
+		index_rels = palloc(sizeof(Relation) * Max(list_length(put_shape.indexes), 1));
+		foreach(lc, put_shape.indexes)
+			index_rels[nindexes++] = index_open(lfirst_oid(lc), RowExclusiveLock);
+		if (generation == dedup_relation_generation())
+			break;
+		for (int i = 0; i < nindexes; i++)
+			index_close(index_rels[i], NoLock);
+		pfree(index_rels);
 	}
-	for (int c = 0; c < OUTBOX_NCOLS; c++)
-		if (attnum[c] == 0)
-		{
-			table_close(heap, NoLock);
-			return false;
-		}
-	indexes = RelationGetIndexList(heap);
-	nindexes = 0;
-	index_rels = palloc(sizeof(Relation) * Max(list_length(indexes), 1));
-	foreach(lc, indexes)
-	{
-		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
-
-		index_rels[nindexes++] = index;
-		if (RelationGetIndexExpressions(index) != NIL ||
-			RelationGetIndexPredicate(index) != NIL || !index->rd_index->indisready)
-		{
-			for (int i = 0; i < nindexes; i++)
-				index_close(index_rels[i], NoLock);
-			table_close(heap, NoLock);
-			return false;
-		}
-	}
-	list_free(indexes);
+	attnum = put_shape.attnum;
 
 	if (empty_headers == NULL)
 	{
@@ -748,7 +981,7 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 
 		for (int k = 0; k < info->ii_NumIndexAttrs; k++)
 		{
-			AttrNumber a = info->ii_IndexAttrNumbers[k];
+			AttrNumber	a = info->ii_IndexAttrNumbers[k];
 
 			ivalues[k] = values[a - 1];
 			inulls[k] = nulls[a - 1];
