@@ -49,6 +49,7 @@ OBJS = \
 SQL_PARTS = \
 	sql/header.sql \
 	sql/types/fingerprint.sql \
+	sql/types/fingerprint_text.sql \
 	sql/types/records.sql \
 	sql/functions/checks.sql \
 	sql/tables/scopes.sql \
@@ -75,11 +76,12 @@ SQL_PARTS = \
 
 # The update script from 1.0 to 1.1 (not released yet) is built too: the
 # schema and data steps written by hand (sql/updates/1.0--1.1.pre.sql, after
-# the checks it uses, and .post.sql) around the parts of the tables new in
-# 1.1, the function parts and the privileges, which are written once, as
+# the checks it uses, and .post.sql) around the parts of the types and
+# tables new in 1.1, the function parts and the privileges, which are written once, as
 # CREATE OR REPLACE, for both scripts (TimescaleDB builds its updates this
 # way).  A released version's
 # update script is frozen like its install script (sql/released.sha256).
+UPDATE_NEW_TYPE_PARTS = sql/types/fingerprint_text.sql
 UPDATE_NEW_TABLE_PARTS = sql/tables/grants.sql sql/tables/streams.sql sql/tables/buckets.sql \
 	sql/tables/history.sql sql/tables/outbox_relay.sql
 UPDATE_FUNCTION_PARTS = $(filter-out sql/functions/checks.sql,$(filter sql/functions/%.sql,$(SQL_PARTS))) \
@@ -89,7 +91,7 @@ DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSI
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
 # pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape streams stream_epochs cleanup buckets history scopestats errors security privileges history_recreate
+REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape outbox_ids streams stream_epochs cleanup buckets history scopestats errors security privileges history_recreate
 REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
@@ -153,10 +155,12 @@ $(EXTENSION)--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
 	cat $(filter %.sql,$^) > $@
 
 $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sql \
-		$(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql
+		$(UPDATE_NEW_TYPE_PARTS) $(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) \
+		sql/updates/1.0--1.1.post.sql
 	{ sed -n '1,/^\\echo /p' sql/updates/1.0--1.1.pre.sql; cat sql/functions/checks.sql; \
 	  sed '1,/^\\echo /d' sql/updates/1.0--1.1.pre.sql; \
-	  cat $(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) sql/updates/1.0--1.1.post.sql; } > $@
+	  cat $(UPDATE_NEW_TYPE_PARTS) $(UPDATE_NEW_TABLE_PARTS) $(UPDATE_FUNCTION_PARTS) \
+	      sql/updates/1.0--1.1.post.sql; } > $@
 
 # make lint: checks of the sources, each a prerequisite of its own, each
 # saying "ok   lint-NAME" or "FAIL lint-NAME" and, on failure, why

@@ -617,3 +617,56 @@ dedup_stream_key_sql(PG_FUNCTION_ARGS)
 	dedup_stream_key(scope, dedup_scope_arg(fcinfo, 1, "stream"), result);
 	PG_RETURN_DEDUP_FINGERPRINT_P(result);
 }
+
+/* ---------------------------------------------------------------------
+ * A fingerprint against its text: the rows dedup returns hold a
+ * fingerprint as text, 32 hex digits (a driver reads a row in binary, and
+ * cannot read a dedup_fingerprint in it), which 1.0's SQL compares with a
+ * dedup_fingerprint (request_fingerprint = dedup_fingerprint(request)).
+ * Equal when the text is the fingerprint's, in either case; a text that is
+ * no fingerprint's is unequal to every one (no error).
+ * ---------------------------------------------------------------------
+ */
+static bool
+fingerprint_text_equals(const text *t, const DedupFingerprint *fp)
+{
+	char		hex[DEDUP_FINGERPRINT_LEN * 2 + 1];
+	DedupFingerprint parsed;
+
+	if (VARSIZE_ANY_EXHDR(t) != DEDUP_FINGERPRINT_LEN * 2)
+		return false;
+	memcpy(hex, VARDATA_ANY(t), DEDUP_FINGERPRINT_LEN * 2);
+	hex[DEDUP_FINGERPRINT_LEN * 2] = '\0';
+	if (strspn(hex, "0123456789abcdefABCDEF") != DEDUP_FINGERPRINT_LEN * 2)
+		return false;
+	hex_decode(hex, DEDUP_FINGERPRINT_LEN * 2, (char *) parsed.bytes);
+	return dedup_fingerprint_compare(&parsed, fp) == 0;
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_text_eq);
+Datum
+dedup_fingerprint_text_eq(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(fingerprint_text_equals(PG_GETARG_TEXT_PP(0), PG_GETARG_DEDUP_FINGERPRINT_P(1)));
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_text_ne);
+Datum
+dedup_fingerprint_text_ne(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(!fingerprint_text_equals(PG_GETARG_TEXT_PP(0), PG_GETARG_DEDUP_FINGERPRINT_P(1)));
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_eq_text);
+Datum
+dedup_fingerprint_eq_text(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(fingerprint_text_equals(PG_GETARG_TEXT_PP(1), PG_GETARG_DEDUP_FINGERPRINT_P(0)));
+}
+
+PG_FUNCTION_INFO_V1(dedup_fingerprint_ne_text);
+Datum
+dedup_fingerprint_ne_text(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(!fingerprint_text_equals(PG_GETARG_TEXT_PP(1), PG_GETARG_DEDUP_FINGERPRINT_P(0)));
+}

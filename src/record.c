@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_type_d.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 
@@ -63,6 +64,20 @@
 
 /* Columns of dedup_lookup's result */
 #define LOOKUP_RESULT_NATTS 10
+
+/*
+ * A fingerprint in a row a client reads: its text, 32 hex digits (a driver
+ * reads a row as one value in binary, and cannot read a dedup_fingerprint
+ * in it), or the dedup_fingerprint itself where the row's column is still
+ * of that type (dedup_lookup's, in a database at 1.0: the same text).
+ */
+static Datum
+record_fingerprint_datum(TupleDesc desc, int attno, const DedupFingerprint *fp)
+{
+	if (TupleDescAttr(desc, attno)->atttypid == TEXTOID)
+		return CStringGetTextDatum(dedup_fingerprint_hex(fp));
+	return PointerGetDatum(fp);
+}
 
 static const char *
 record_status_name(char status)
@@ -318,9 +333,13 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 		nulls[4] = nulls[5] = nulls[6] = false;
 		if (row.record.status == RECORD_COMPLETE)
 			nulls[5] = true;	/* no lease once complete */
-		/* the stored request's fingerprint: on a mismatch, the other one */
-		values[7] = PointerGetDatum(&row.record.request);
-		nulls[7] = !row.record.has_request;
+		/*
+		 * the stored request's fingerprint: on a mismatch, the other one (a
+		 * database at 1.0 has no such column)
+		 */
+		nulls[7] = !row.record.has_request || tupdesc->natts <= 7;
+		if (!nulls[7])
+			values[7] = record_fingerprint_datum(tupdesc, 7, &row.record.request);
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
@@ -619,8 +638,9 @@ record_lookup(FunctionCallInfo fcinfo, int16 typlen)
 			nulls[7] = !row.record.has_response_code;
 			values[8] = JsonbPGetDatum(row.record.response);
 			nulls[8] = row.record.response == NULL;
-			values[9] = PointerGetDatum(&row.record.request);
 			nulls[9] = !row.record.has_request;
+			if (!nulls[9])
+				values[9] = record_fingerprint_datum(rsinfo->setDesc, 9, &row.record.request);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

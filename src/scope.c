@@ -337,27 +337,35 @@ scope_privilege_name(int privilege)
 	return privilege == DEDUP_PRIV_RELAY ? "relay" : "usage";
 }
 
-/* Whether a grant's scope (NULL: every scope; "p*": prefix p) covers a scope. */
+/*
+ * Whether a grant's scope (NULL: every scope; "p*": prefix p) covers a scope
+ * (NULL: every scope, which only a grant of every scope, or of prefix "",
+ * covers).
+ */
 static bool
 scope_grant_covers(Datum granted, bool isnull, const text *scope)
 {
 	text	   *g;
 	Size		glen;
-	Size		slen = VARSIZE_ANY_EXHDR(scope);
+	Size		slen;
 
 	if (isnull)
 		return true;
 	g = DatumGetTextPP(granted);
 	glen = VARSIZE_ANY_EXHDR(g);
+	if (scope == NULL)
+		return glen == 1 && VARDATA_ANY(g)[0] == '*';
+	slen = VARSIZE_ANY_EXHDR(scope);
 	if (glen > 0 && VARDATA_ANY(g)[glen - 1] == '*')
 		return glen - 1 <= slen && memcmp(VARDATA_ANY(g), VARDATA_ANY(scope), glen - 1) == 0;
 	return glen == slen && memcmp(VARDATA_ANY(g), VARDATA_ANY(scope), slen) == 0;
 }
 
 /*
- * Whether a role has one privilege on a scope, read from dedup.grants.  A
- * database whose extension is still at 1.0 has no dedup.grants: there,
- * EXECUTE on the function is the whole privilege, as it was.
+ * Whether a role has one privilege on a scope (NULL: on every scope), read
+ * from dedup.grants.  A database whose extension is still at 1.0 has no
+ * dedup.grants: there, EXECUTE on the function is the whole privilege, as it
+ * was.
  */
 static bool
 scope_privilege_load(Oid roleid, const text *scope, int privilege)
@@ -587,7 +595,11 @@ scope_privilege_arg(FunctionCallInfo fcinfo, int argno)
  * dedup.has_privilege(role oid, scope text, privilege text, raise boolean):
  * whether the role has the privilege ('usage' or 'relay') on the scope; with
  * raise, 42501 when it has not.  For the relay functions, which run as the
- * extension owner on behalf of the role that called them.
+ * extension owner on behalf of the role that called them.  Scope NULL asks
+ * whether the role has it on every scope (a grant of every scope, or the
+ * owner's or a superuser's), for what names no scope (a key of 1.0 in
+ * dedup.outbox_keys); read from dedup.grants each time, and never raising
+ * (raise with NULL is 22004, as ever).
  */
 PG_FUNCTION_INFO_V1(dedup_has_privilege);
 Datum
@@ -604,6 +616,8 @@ dedup_has_privilege(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("role must not be null")));
 	roleid = PG_GETARG_OID(0);
+	if (PG_ARGISNULL(1) && !(!PG_ARGISNULL(3) && PG_GETARG_BOOL(3)))
+		PG_RETURN_BOOL(scope_privilege_load(roleid, NULL, scope_privilege_arg(fcinfo, 2)));
 	scope = dedup_scope_arg(fcinfo, 1, "topic");
 	privilege = scope_privilege_arg(fcinfo, 2);
 	allowed = scope_entry_allows(scope_entry(scope, &loaded), scope, roleid, privilege);

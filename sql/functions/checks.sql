@@ -29,6 +29,7 @@ REVOKE ALL ON FUNCTION dedup.interval_is_valid(interval) FROM PUBLIC;
 -- dedup.grants (superusers and the extension owner's roles have every one);
 -- with raise, 42501 naming the scope and the role when it has not.  The
 -- relay's functions, which run as the owner, check the role that called.
+-- Scope NULL (without raise): whether it has the privilege on every scope.
 CREATE OR REPLACE FUNCTION dedup.has_privilege(role oid, scope text, privilege text, raise boolean)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dedup_has_privilege' LANGUAGE C STABLE;

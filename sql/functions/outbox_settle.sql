@@ -219,22 +219,59 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_given(uuid[], integer[]) FROM PUBLIC;
 
+-- The ids, of those given, of events of a topic the caller may not relay
+-- (in the log, outbox_retry or the dead letters, under their topic): an
+-- ack or nack by ids leaves them out and answers each exactly as an id
+-- found nowhere.  An event's id is made of its topic and key, which anyone
+-- can compute, so that a relay must learn nothing from it of a topic it
+-- may not relay: not whether the event is there, nor in what state.  None
+-- when the caller relays every topic.
+CREATE OR REPLACE FUNCTION dedup.outbox_hidden_ids(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[])
+RETURNS uuid[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF dedup.has_privilege(caller, NULL, 'relay', false) THEN
+        RETURN '{}';
+    END IF;
+    RETURN ARRAY(
+        SELECT i FROM unnest(ids) AS i
+        WHERE EXISTS (SELECT FROM dedup.outbox AS o
+                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i
+                        AND NOT dedup.has_privilege(caller, o.topic, 'relay', false))
+           OR EXISTS (SELECT FROM dedup.outbox_retry AS r
+                      WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i
+                        AND NOT dedup.has_privilege(caller, r.topic, 'relay', false))
+           OR EXISTS (SELECT FROM dedup.outbox_dead AS d
+                      WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = i
+                        AND NOT dedup.has_privilege(caller, d.topic, 'relay', false)));
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_hidden_ids(oid, @extschema@.dedup_fingerprint, uuid[]) FROM PUBLIC;
+
 -- The ids of a relay's ack or nack that it did not act on must be events
 -- it could have been handed: one never handed out (in the log past its
 -- topic's position, held back in outbox_held, or waiting in outbox_retry
 -- with no attempt) is 55000,
 -- one unknown 42704.  Any other (acked before, dead, back in the queue, or
 -- taken again under another attempt) was acted on by someone else: fine.
-CREATE OR REPLACE FUNCTION dedup.outbox_check_ids(in_part @extschema@.dedup_fingerprint, ids uuid[], done uuid[])
+-- An id of hidden (of a topic the caller may not relay) is unknown, and so
+-- is a key of 1.0 (dedup.outbox_keys, which names no topic) whose event is
+-- gone, unless the caller relays every topic: both are answered by the
+-- same statement as an id found nowhere, whatever their event's state.
+CREATE OR REPLACE FUNCTION dedup.outbox_check_ids(caller oid, in_part @extschema@.dedup_fingerprint, ids uuid[],
+    done uuid[], hidden uuid[])
 RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     bad uuid;
+    every_topic boolean;
 BEGIN
     SELECT i INTO bad FROM unnest(ids) AS i
-    WHERE i <> ALL (done)
+    WHERE i <> ALL (done) AND i <> ALL (hidden)
       AND (EXISTS (SELECT FROM dedup.outbox_retry AS r
                    WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i AND r.attempts = 0 AND r.batch IS NULL)
            OR EXISTS (SELECT FROM dedup.outbox AS o
@@ -251,21 +288,26 @@ BEGIN
         RAISE EXCEPTION 'outbox event % is not taken', bad USING ERRCODE = '55000',
             HINT = 'Only an event handed out by dedup_outbox_take() can be acked or nacked.';
     END IF;
+    every_topic := dedup.has_privilege(caller, NULL, 'relay', false);
     SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done)
-      AND NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i)
-      AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i)
-      AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = i)
-      AND NOT EXISTS (SELECT FROM dedup.outbox_keys AS k
-                      WHERE k.key OPERATOR(@extschema@.=)
-                            pg_catalog.replace(i::text, '-', '')::@extschema@.dedup_fingerprint)
+      AND (i = ANY (hidden)
+           OR (NOT EXISTS (SELECT FROM dedup.outbox AS o WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i)
+               AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r
+                               WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i)
+               AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d
+                               WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = i)
+               AND NOT (every_topic
+                        AND EXISTS (SELECT FROM dedup.outbox_keys AS k
+                                    WHERE k.key OPERATOR(@extschema@.=)
+                                          pg_catalog.replace(i::text, '-', '')::@extschema@.dedup_fingerprint))))
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox event % does not exist', bad USING ERRCODE = '42704';
     END IF;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_check_ids(@extschema@.dedup_fingerprint, uuid[], uuid[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_check_ids(oid, @extschema@.dedup_fingerprint, uuid[], uuid[], uuid[]) FROM PUBLIC;
 
 -- The ids of the busy batches of a partition that hold any of ids, in slot
 -- order.
@@ -307,6 +349,7 @@ AS $$
 DECLARE
     given_ids uuid[];
     given_attempts integer[];
+    hidden uuid[];
     done uuid[] := '{}';
     dead_ids uuid[];
     dead_topics text[];
@@ -317,19 +360,16 @@ DECLARE
 BEGIN
     SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
     INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
-    -- the batches the ids are in
+    -- the ids of events of a topic the caller may not relay are left out,
+    -- before anything is done, and answered as ids found nowhere
+    hidden := dedup.outbox_hidden_ids(caller, in_part, given_ids);
+    IF cardinality(hidden) > 0 THEN
+        SELECT coalesce(array_agg(g.i), '{}'), array_agg(g.a)
+        INTO given_ids, given_attempts
+        FROM unnest(given_ids, given_attempts) AS g(i, a) WHERE g.i <> ALL (hidden);
+    END IF;
+    -- the batches the ids are in (of topics the caller relays)
     named := dedup.outbox_batches_of(in_part, given_ids);
-    -- refused before anything is done: every topic the ids are events of
-    PERFORM dedup.has_privilege(caller, x.topic, 'relay', true)
-    FROM (SELECT b.topic FROM dedup.outbox_batches AS b
-          WHERE b.part OPERATOR(@extschema@.=) in_part
-            AND dedup.outbox_batch_id(b.part, b.slot, b.generation) = ANY (named)
-          UNION
-          SELECT r.topic FROM dedup.outbox_retry AS r
-          WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = ANY (given_ids)
-          UNION
-          SELECT d.topic FROM dedup.outbox_dead AS d
-          WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = ANY (given_ids)) AS x;
     -- a batch handed out again (under a new id) while this call waited for
     -- it is looked up again, by the ids not yet settled
     FOR round IN 1..3 LOOP
@@ -369,8 +409,8 @@ BEGIN
         PERFORM dedup.scope_count(x.topic, 'events_acked', count(*))
         FROM unnest(dead_topics) AS x(topic) GROUP BY x.topic;
     END IF;
-    IF cardinality(done) < cardinality(given_ids) THEN
-        PERFORM dedup.outbox_check_ids(in_part, given_ids, done);
+    IF cardinality(done) < cardinality(ids) THEN
+        PERFORM dedup.outbox_check_ids(caller, in_part, ids, done, hidden);
     END IF;
     RETURN cardinality(done);
 END

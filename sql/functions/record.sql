@@ -116,12 +116,14 @@ AS 'MODULE_PATHNAME', 'dedup_release_int8' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.dedup_release(text, text, integer) IS
     'give a processing key back after a failure, so that a retry starts fresh';
 
+-- request_fingerprint is text, as dedup_fingerprint writes it (1.0's was a
+-- dedup_fingerprint: its text is the same; sql/types/records.sql says why)
 CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key text,
     OUT kind text, OUT status text, OUT attempts integer,
     OUT lease_expires_at timestamptz, OUT first_seen_at timestamptz,
     OUT completed_at timestamptz, OUT expires_at timestamptz,
     OUT response_code integer, OUT response jsonb,
-    OUT request_fingerprint @extschema@.dedup_fingerprint)
+    OUT request_fingerprint text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME' LANGUAGE C STABLE;
 CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key bytea,
@@ -129,7 +131,7 @@ CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key bytea,
     OUT lease_expires_at timestamptz, OUT first_seen_at timestamptz,
     OUT completed_at timestamptz, OUT expires_at timestamptz,
     OUT response_code integer, OUT response jsonb,
-    OUT request_fingerprint @extschema@.dedup_fingerprint)
+    OUT request_fingerprint text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dedup_lookup' LANGUAGE C STABLE;
 CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key uuid,
@@ -137,7 +139,7 @@ CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key uuid,
     OUT lease_expires_at timestamptz, OUT first_seen_at timestamptz,
     OUT completed_at timestamptz, OUT expires_at timestamptz,
     OUT response_code integer, OUT response jsonb,
-    OUT request_fingerprint @extschema@.dedup_fingerprint)
+    OUT request_fingerprint text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dedup_lookup_fixed' LANGUAGE C STABLE;
 CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key @extschema@.dedup_fingerprint,
@@ -145,7 +147,7 @@ CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key @extschema@.
     OUT lease_expires_at timestamptz, OUT first_seen_at timestamptz,
     OUT completed_at timestamptz, OUT expires_at timestamptz,
     OUT response_code integer, OUT response jsonb,
-    OUT request_fingerprint @extschema@.dedup_fingerprint)
+    OUT request_fingerprint text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dedup_lookup_fixed' LANGUAGE C STABLE;
 CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key bigint,
@@ -153,7 +155,7 @@ CREATE OR REPLACE FUNCTION @extschema@.dedup_lookup(scope text, key bigint,
     OUT lease_expires_at timestamptz, OUT first_seen_at timestamptz,
     OUT completed_at timestamptz, OUT expires_at timestamptz,
     OUT response_code integer, OUT response jsonb,
-    OUT request_fingerprint @extschema@.dedup_fingerprint)
+    OUT request_fingerprint text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dedup_lookup_int8' LANGUAGE C STABLE;
 COMMENT ON FUNCTION @extschema@.dedup_lookup(text, text) IS

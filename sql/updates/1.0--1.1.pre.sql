@@ -8,7 +8,8 @@
  * from parts written once for it and for the install script:
  *   sql/functions/checks.sql       the checks the steps below use
  *   this file                      schema steps on 1.0's objects, by hand
- *   the tables new in 1.1          sql/tables/{grants,streams,buckets,
+ *   the types and tables new in    sql/types/fingerprint_text.sql,
+ *   1.1                            sql/tables/{grants,streams,buckets,
  *                                  history,outbox_relay}.sql
  *   the function parts, grants     sql/functions/ (each file), sql/grants.sql,
  *                                  every one CREATE OR REPLACE
@@ -77,10 +78,11 @@ ALTER TYPE dedup.record_state ADD ATTRIBUTE taken_over boolean;
 -- expiry after its lease and after completion follows instead of the
 -- scope's; and, in what dedup_begin returns, the fingerprint of the stored
 -- request, so that a caller told "mismatch" can see which request the key
--- was used with
+-- was used with: as text, as every column of a row a client reads is of a
+-- built-in type (sql/types/records.sql)
 ALTER TYPE dedup.record_state ADD ATTRIBUTE ttl interval;
 ALTER TYPE @extschema@.dedup_begin_result
-    ADD ATTRIBUTE request_fingerprint @extschema@.dedup_fingerprint;
+    ADD ATTRIBUTE request_fingerprint text;
 
 -- 1.0's log and dead letters become those of the outbox's partition 0,
 -- the one partition of one server (sql/tables/outbox.sql).
@@ -110,3 +112,8 @@ DROP FUNCTION @extschema@.dedup_grant_relay(regrole);
 DROP FUNCTION dedup.grant_execute(regrole, regprocedure[]);
 -- The check of a batch's ids takes their partition (1.0's took none).
 DROP FUNCTION dedup.outbox_check_ids(uuid[], uuid[]);
+-- dedup_lookup's request_fingerprint becomes text, whose text is that of
+-- 1.0's dedup_fingerprint: a driver that reads the row as one value in
+-- binary (asyncpg) cannot read a dedup_fingerprint in it.  Its grants come
+-- back with dedup_grant_usage, as dedup_scope's do.
+DROP FUNCTION @extschema@.dedup_lookup(text, text);

@@ -17,8 +17,8 @@
 #   - every dedup table, row for row, with what it held before the update;
 #   - the roles' privileges: every function privilege they had before
 #     (an update that recreates a function must grant it again; but for
-#     dedup_scope, whose result 1.1 changed: a grant by the update would
-#     become an initial privilege), then,
+#     dedup_scope and dedup_lookup(text, text), whose results 1.1 changed:
+#     a grant by the update would become an initial privilege), then,
 #     once the grant helpers are run again as the README says (an update
 #     cannot grant functions it adds without making the grant an initial
 #     privilege that pg_dump would leave out), equal to a fresh install's;
@@ -148,9 +148,11 @@ for v in $versions; do
 	fixture_fill "$db"
 	grant_roles "$db"
 	before=$(fixture_snapshot "$db")
-	# dedup_scope, whose result 1.1 changed, is made again by the update:
-	# its grant comes back with the grant helpers, as a new function's does
-	privileges_before=$(privileges_of "$db" | grep -v '^scope grant: ' | sed 's/ dedup_scope(text)//')
+	# dedup_scope and dedup_lookup(text, text), whose results 1.1 changed,
+	# are made again by the update: their grants come back with the grant
+	# helpers, as a new function's do
+	privileges_before=$(privileges_of "$db" | grep -v '^scope grant: ' |
+		sed 's/ dedup_scope(text)//; s/ dedup_lookup(text,text)//')
 	q -d "$db" -c "ALTER EXTENSION dedup UPDATE"
 	check "$db: updated to $default" \
 		"$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'dedup'")" "$default"

@@ -2,7 +2,7 @@
 -- operator classes, the tables, and who may execute what.  Run by pg_prove.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(123);
+SELECT plan(127);
 
 -- the type and its operator classes
 SELECT has_type('public', 'dedup_fingerprint', 'type dedup_fingerprint exists');
@@ -14,6 +14,10 @@ SELECT has_cast('bytea', 'dedup_fingerprint', 'cast from bytea');
 SELECT has_cast('uuid', 'dedup_fingerprint', 'cast from uuid');
 SELECT has_cast('jsonb', 'dedup_fingerprint', 'cast from jsonb');
 SELECT hasnt_cast('text', 'dedup_fingerprint', 'no cast from text: text is the hex form');
+SELECT has_operator('text', 'public', '=', 'dedup_fingerprint', 'boolean',
+                    'a fingerprint''s text = the fingerprint (rows hold it as text)');
+SELECT has_operator('dedup_fingerprint', 'public', '<>', 'text', 'boolean',
+                    'a fingerprint <> a text');
 
 -- the public functions and their signatures
 SELECT has_function('public', 'dedup_claim', ARRAY['text', 'text', 'interval', 'boolean']);
@@ -51,6 +55,13 @@ SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
           ARRAY['outcome', 'status', 'response_code', 'response', 'attempts',
                 'lease_expires_at', 'first_seen_at', 'request_fingerprint'],
           'dedup_begin_result has the documented columns');
+SELECT is((SELECT atttypid::regtype::text FROM pg_attribute
+           WHERE attrelid = (SELECT typrelid FROM pg_type WHERE oid = 'dedup_begin_result'::regtype)
+             AND attname = 'request_fingerprint'),
+          'text', 'dedup_begin_result.request_fingerprint is text (a row holds built-in types only)');
+SELECT is((SELECT t::regtype::text FROM pg_proc AS p, unnest(p.proallargtypes, p.proargnames) AS u(t, n)
+           WHERE p.oid = 'dedup_lookup(text, text)'::regprocedure AND u.n = 'request_fingerprint'),
+          'text', 'dedup_lookup''s request_fingerprint is text');
 SELECT has_function('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval']);
 SELECT function_returns('public', 'dedup_begin', ARRAY['text', 'text', 'jsonb', 'interval'], 'dedup_begin_result');
 SELECT has_function('public', 'dedup_complete', ARRAY['text', 'text', 'integer', 'jsonb', 'integer']);

@@ -1,6 +1,8 @@
 -- Per-scope privileges: every function that takes a scope or topic, called
 -- by a role in each grant state, asserting the SQLSTATE and message of a
--- refusal and that no dedup table changed by it.  States: no grant at all;
+-- refusal and that no dedup table changed by it (the ack and nack by ids,
+-- which anyone can compute, answer an id of a topic the role may not relay
+-- as an unknown one: 42704).  States: no grant at all;
 -- a grant of another scope; of this scope; of a prefix of it ('th*'); of
 -- this scope to a group role the caller is a member of; of every scope
 -- (NULL); of this scope, then revoked.  Run by pg_prove, in one transaction
@@ -8,7 +10,7 @@
 -- follow each change).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS dedup;
-SELECT plan(227);
+SELECT plan(229);
 
 CREATE ROLE tap_scope_app NOLOGIN;
 CREATE ROLE tap_scope_group NOLOGIN;
@@ -113,6 +115,13 @@ BEGIN
             what := format('%s with %s', f.fn, s.state);
             IF s.allowed THEN
                 RETURN NEXT lives_ok(stmt, what || ': allowed');
+            ELSIF f.fn IN ('dedup_outbox_ack', 'dedup_outbox_nack') AND s.state <> 'no grant' THEN
+                -- an id anyone can compute: one of a topic the role may
+                -- not relay is answered as one found nowhere
+                before := pg_temp.state();
+                RETURN NEXT throws_ok(stmt, '42704', format('outbox event %s does not exist', event),
+                    what || ': 42704, as an unknown id');
+                RETURN NEXT is(pg_temp.state(), before, what || ': nothing changed');
             ELSE
                 before := pg_temp.state();
                 RETURN NEXT throws_ok(stmt, '42501',
@@ -190,6 +199,13 @@ SELECT throws_ok($$SELECT dedup.has_privilege('tap_scope_app'::regrole, 'this', 
                  'unknown dedup privilege "bogus"', 'an unknown privilege is refused');
 SELECT throws_ok($$SELECT dedup.has_privilege(NULL, 'this', 'usage', false)$$, '22004',
                  'role must not be null', 'a NULL role is refused');
+SELECT throws_ok($$SELECT dedup.has_privilege('tap_scope_app'::regrole, NULL, 'relay', true)$$, '22004',
+                 'topic must not be null', 'a NULL scope with raise is refused');
+SELECT results_eq($$SELECT dedup.has_privilege('tap_scope_app'::regrole, NULL, 'relay', false),
+                           dedup.has_privilege('tap_scope_app'::regrole, NULL, 'usage', false),
+                           dedup.has_privilege(current_user::regrole, NULL, 'relay', false)$$,
+                  $$VALUES (false, false, true)$$,
+                  'a NULL scope asks for every scope: not a grant of one scope, the owner''s');
 SELECT throws_ok($$SELECT dedup.check_interval('1 day', NULL, true)$$, '22004',
                  'what and allow_zero must not be null', 'check_interval refuses a NULL name');
 

@@ -92,6 +92,10 @@ EXPLAIN (COSTS OFF) SELECT n FROM fp_test WHERE fp = dedup_fingerprint('778'::te
 SELECT n FROM fp_test WHERE fp = dedup_fingerprint('778'::text);
 SELECT count(*) FROM fp_test WHERE fp < '80000000000000000000000000000000'
                                AND fp >= '00000000000000000000000000000000';
+-- a quoted literal against a fingerprint is read as a fingerprint, beside
+-- the operators of a fingerprint and its text (below): the index serves it
+EXPLAIN (COSTS OFF) SELECT n FROM fp_test WHERE fp = '06d5518ef6b752e4897171bff86d2120';
+SELECT n FROM fp_test WHERE fp = '06d5518ef6b752e4897171bff86d2120';
 RESET enable_seqscan;
 -- the unique index refuses a second equal fingerprint (23505)
 SELECT regress_try($$INSERT INTO fp_test VALUES (dedup_fingerprint('1'::text), 0)$$);
@@ -105,3 +109,22 @@ SELECT bool_and(ok) AS sorted_as_hex FROM (
   SELECT (lag(fp::text) OVER (ORDER BY fp)) < fp::text OR lag(fp::text) OVER (ORDER BY fp) IS NULL AS ok
   FROM fp_test) s;
 DROP TABLE fp_test;
+
+-- a fingerprint against its text, as the rows dedup returns hold it
+-- (dedup_begin's and dedup_lookup's request_fingerprint): equal when the
+-- text is the fingerprint's, in either case, either side; a text that is
+-- no fingerprint's equals none, with no error; NULL gives NULL
+SELECT dedup_fingerprint('a'::text)::text = dedup_fingerprint('a'::text) AS text_eq,
+       dedup_fingerprint('a'::text) = dedup_fingerprint('a'::text)::text AS eq_text,
+       upper(dedup_fingerprint('a'::text)::text) = dedup_fingerprint('a'::text) AS upper_eq,
+       dedup_fingerprint('b'::text)::text = dedup_fingerprint('a'::text) AS other_eq,
+       dedup_fingerprint('b'::text)::text <> dedup_fingerprint('a'::text) AS other_ne,
+       dedup_fingerprint('a'::text) <> dedup_fingerprint('a'::text)::text AS same_ne,
+       'not a fingerprint'::text = dedup_fingerprint('a'::text) AS not_one_eq,
+       dedup_fingerprint('a'::text) <> 'zz' || repeat('0', 30) AS not_hex_ne,
+       NULL::text = dedup_fingerprint('a'::text) AS null_eq;
+-- their negators: NOT (t = f) is t <> f, and NOT (f = t) is f <> t
+CREATE TEMP TABLE fp_texts (t text);
+EXPLAIN (COSTS OFF) SELECT t FROM fp_texts WHERE NOT (t = dedup_fingerprint('a'::text))
+                                          AND NOT (dedup_fingerprint('b'::text) = t);
+DROP TABLE fp_texts;

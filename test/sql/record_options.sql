@@ -43,6 +43,12 @@ SELECT outcome, request_fingerprint = dedup_fingerprint('{"order": 1}'::jsonb) A
 FROM dedup_begin('lambda', 'ev-1', '{"order": 2}');
 SELECT outcome, request_fingerprint = dedup_fingerprint('{"order": 1}'::jsonb) AS stored_request
 FROM dedup_begin('lambda', 'ev-1', '{"order": 1}');
+-- as text, the fingerprint's 32 hex digits (a row a client reads holds
+-- built-in types only), which compares with a dedup_fingerprint
+SELECT pg_typeof(b.request_fingerprint) AS begin_type, pg_typeof(l.request_fingerprint) AS lookup_type,
+       b.request_fingerprint = dedup_fingerprint('{"order": 1}'::jsonb)::text AS begin_text,
+       l.request_fingerprint = dedup_fingerprint('{"order": 1}'::jsonb)::text AS lookup_text
+FROM dedup_begin('lambda', 'ev-1', '{"order": 1}') AS b, dedup_lookup('lambda', 'ev-1') AS l;
 SELECT outcome, request_fingerprint FROM dedup_begin('lambda', 'ev-2', '{"x": 1}');   -- stored none
 SELECT outcome, request_fingerprint FROM dedup_begin('lambda', 'new-1');
 SELECT dedup_claim('lambda', 'plain');
