@@ -6,7 +6,9 @@
  *	  the hooks by which the history tier (history.c) answers the layers
  *	  below it, and, when preloaded, the shared-memory hooks, the utility
  *	  hook that notes the sessions listening on the outbox's channel
- *	  (outbox.c) and the cleanup launcher.  It also names the fix of a
+ *	  (outbox.c), the object-access hook that notes DROP EXTENSION dedup
+ *	  (whose commit frees the database's filters and its scopes' counters)
+ *	  and the cleanup launcher.  It also names the fix of a
  *	  known slip in a call that matches no dedup function (dedup_emit_log).
  *
  * The library works both loaded on demand by CREATE EXTENSION and loaded
@@ -23,6 +25,10 @@
 
 #include <string.h>
 
+#include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_extension_d.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/ipc.h"
@@ -52,11 +58,14 @@ static void dedup_process_utility(PlannedStmt *pstmt, const char *queryString,
 								  ParamListInfo params, QueryEnvironment *queryEnv,
 								  DestReceiver *dest, QueryCompletion *qc);
 static const char *dedup_nowait_as_ttl(const char *message);
+static void dedup_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
+								void *arg);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 void
 _PG_init(void)
@@ -78,7 +87,8 @@ _PG_init(void)
 		shmem_startup_hook = dedup_shmem_startup;
 		prev_process_utility_hook = ProcessUtility_hook;
 		ProcessUtility_hook = dedup_process_utility;
-		dedup_filter_register_hooks();
+		prev_object_access_hook = object_access_hook;
+		object_access_hook = dedup_object_access;
 		dedup_worker_register_launcher();
 	}
 }
@@ -124,6 +134,81 @@ dedup_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
+}
+
+/* ---------------------------------------------------------------------
+ * DROP EXTENSION dedup
+ *
+ * What dedup keeps in shared memory for a database outlives its tables:
+ * the filters of its buckets and generations (filter.c) and its scopes'
+ * counters (scope_counters.c).  A transaction that drops the extension
+ * frees the one and marks the other dropped as it commits, and only then:
+ * a drop in a subtransaction that is rolled back (ROLLBACK TO SAVEPOINT, a
+ * PL/pgSQL exception block) is forgotten with it, and one in a
+ * subtransaction that commits becomes its parent's, as PostgreSQL keeps its
+ * own pending actions (the subtransaction id that noted it, moved to the
+ * parent's as the subtransaction commits).  A prepared transaction's drop
+ * is not noted: its outcome is decided elsewhere (filter.c and
+ * scope_counters.c recognise what it left).
+ * ---------------------------------------------------------------------
+ */
+
+/* The subtransaction that noted a drop of the extension, or none. */
+static SubTransactionId dedup_drop_subid = InvalidSubTransactionId;
+
+static void
+dedup_drop_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (dedup_drop_subid != InvalidSubTransactionId)
+			{
+				dedup_drop_subid = InvalidSubTransactionId;
+				dedup_filter_free_database();
+				dedup_scopestats_forget_database();
+			}
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			dedup_drop_subid = InvalidSubTransactionId;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+dedup_drop_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	if (dedup_drop_subid != mySubid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		dedup_drop_subid = InvalidSubTransactionId;
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		dedup_drop_subid = parentSubid;
+}
+
+static void
+dedup_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
+{
+	static bool registered = false;
+
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || classId != ExtensionRelationId ||
+		objectId != get_extension_oid("dedup", true))
+		return;
+	if (!registered)
+	{
+		RegisterXactCallback(dedup_drop_xact_callback, NULL);
+		RegisterSubXactCallback(dedup_drop_subxact_callback, NULL);
+		registered = true;
+	}
+	/* noted already by this subtransaction or one above it: it stays theirs */
+	if (dedup_drop_subid == InvalidSubTransactionId)
+		dedup_drop_subid = GetCurrentSubTransactionId();
 }
 
 /*
