@@ -98,7 +98,7 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-heartbeat outbox-wait outbox-listen outbox-listen-race \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
 	record-keylock record-extend stream-advance stream-epoch-batch history-fold bucket-writer bucket-reader bucket-wait extension-drop \
-	extension-recreate scope-invalidation
+	extension-recreate scope-invalidation cleanup-skipped-step
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 # The outbox's relay both ways: `make installcheck-slow-path` runs the
