@@ -91,7 +91,7 @@ DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSI
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
 # pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape outbox_ids streams stream_epochs cleanup buckets history scopestats errors security privileges history_recreate
+REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape outbox_ids outbox_wrap streams stream_epochs cleanup buckets history scopestats errors security privileges history_recreate
 REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
@@ -100,7 +100,7 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-heartbeat outbox-wait outbox-listen outbox-listen-race \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
 	record-keylock record-extend stream-advance stream-epoch-batch history-fold bucket-writer bucket-reader bucket-wait extension-drop \
-	extension-recreate scope-invalidation
+	extension-recreate scope-invalidation cleanup-skipped-step
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 # The outbox's relay both ways: `make installcheck-slow-path` runs the

@@ -332,10 +332,10 @@ static const char *const cleanup_bucket_steps[DEDUP_BUCKET_NSTEPS] = {
 /*
  * One step of the work on buckets, in a subtransaction: a step that cannot
  * get a lock in time (lock_timeout: the worker's is 100 ms) is rolled back
- * alone, logged, and left to the next pass, and the pass goes on with the
- * next step and the next stages (the outbox's log, which would otherwise
- * never be trimmed while one call holds the step back).  Any other error
- * is raised.
+ * alone, logged, counted as an error of the figures (cleanup_stats.c), and
+ * left to the next pass, and the pass goes on with the next step and the
+ * next stages (the outbox's log, which would otherwise never be trimmed
+ * while one call holds the step back).  Any other error is raised.
  */
 static int64
 cleanup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
@@ -373,6 +373,7 @@ cleanup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 						cleanup_bucket_steps[step]),
 				 errdetail_internal("%s", edata->message)));
 		FreeErrorData(edata);
+		dedup_stats_note_skipped();
 		return 0;
 	}
 	PG_END_TRY();

@@ -12,7 +12,10 @@
  * transaction callbacks add it to the shared figures when the transaction
  * commits, and count a batch that did not commit (its transaction or
  * subtransaction aborted) as an error, so a rolled-back batch never counts
- * as deleted rows.  A transaction that ran a batch cannot be prepared: its
+ * as deleted rows.  A step of a batch rolled back alone and left to the
+ * next pass (cleanup.c: a lock not granted in time) counts as an error too,
+ * when its batch commits (which counts as a batch): the cleanup fell
+ * behind there, as when a batch fails.  A transaction that ran a batch cannot be prepared: its
  * outcome would be decided elsewhere.
  *
  * Figures are kept for STATS_MAX_DATABASES databases; a further one takes
@@ -63,7 +66,7 @@ typedef struct StatsDatabase
 	DedupDatabaseState state;	/* what the worker last found there */
 	int			pass_pid;		/* worker whose pass runs here, or 0 */
 	int64		batches;		/* committed batches */
-	int64		errors;			/* batches that rolled back */
+	int64		errors;			/* batches that rolled back, steps skipped */
 	TimestampTz pass_started_at;	/* of the pass under way, or 0 */
 	TimestampTz last_started_at;	/* of the last completed pass, or 0 */
 	TimestampTz last_ended_at;
@@ -92,6 +95,7 @@ typedef struct StatsBatch
 	bool		pass_start;
 	bool		pass_end;
 	TimestampTz started_at;
+	int64		skipped;		/* steps rolled back alone, left to the next pass */
 	int64		deleted[DEDUP_NUM_KINDS];
 } StatsBatch;
 
@@ -231,6 +235,7 @@ stats_xact_callback(XactEvent event, void *arg)
 				memset(db->deleted_this_pass, 0, sizeof(db->deleted_this_pass));
 			}
 			db->batches++;
+			db->errors += b->skipped;
 			for (int k = 0; k < DEDUP_NUM_KINDS; k++)
 			{
 				db->deleted_total[k] += b->deleted[k];
@@ -326,6 +331,18 @@ dedup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS])
 	b = llast(stats_batches);
 	b->pass_end = pass_end;
 	memcpy(b->deleted, deleted, sizeof(b->deleted));
+}
+
+/*
+ * A step of the batch in progress was rolled back alone and left to the
+ * next pass: an error of the figures once the batch commits.
+ */
+void
+dedup_stats_note_skipped(void)
+{
+	if (stats_shared == NULL || stats_batches == NIL)
+		return;
+	((StatsBatch *) llast(stats_batches))->skipped++;
 }
 
 /*

@@ -33,6 +33,7 @@ extern void dedup_stats_shmem_request(void);
 extern void dedup_stats_shmem_startup(void);
 extern void dedup_stats_begin_batch(bool pass_start);
 extern void dedup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS]);
+extern void dedup_stats_note_skipped(void);
 
 /* What the worker last found in a database, so that it logs only changes. */
 typedef enum DedupDatabaseState

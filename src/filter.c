@@ -47,7 +47,7 @@
  * WAL-logged and replicated as the rest of the row), never by a number
  * alone: a new generation 1 with as many keys as a dropped one is another
  * filter.  The filters of a dropped extension are freed as the transaction
- * that drops it commits (filter_object_access); a standby, which replays
+ * that drops it commits (dedup_filter_free_database); a standby, which replays
  * the drop, frees them when it needs room, as it frees those of a dropped
  * database (filter_free_orphans: no such table, or no such generation; whether a
  * generation is still in its table, the history tier above answers through
@@ -72,10 +72,6 @@
 #include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "access/xact.h"
-#include "catalog/objectaccess.h"
-#include "catalog/pg_extension_d.h"
-#include "commands/extension.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -781,15 +777,20 @@ dedup_filter_history_free(int64 generation)
  * ---------------------------------------------------------------------
  */
 
-static object_access_hook_type filter_prev_object_access_hook = NULL;
-static bool filter_drop_pending = false;
-
-/* Free every filter of this database (those no other process builds). */
-static void
-filter_free_database(void)
+/*
+ * Free every filter of this database (those no other process builds): a
+ * transaction that dropped the extension commits (module.c's hook), and its
+ * buckets and generations are gone with their tables.  (A standby, which
+ * replays the drop without running this, and any backend short of room,
+ * recognise them instead: filter_free_orphans.)
+ */
+void
+dedup_filter_free_database(void)
 {
 	int			n = 0;
 
+	if (filter_shared == NULL)
+		return;
 	LWLockAcquire(filter_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < FILTER_MAX_SLOTS; i++)
 	{
@@ -804,56 +805,4 @@ filter_free_database(void)
 	}
 	LWLockRelease(filter_shared->lock);
 	elog(DEBUG1, "freed %d filters of the dropped extension dedup", n);
-}
-
-static void
-filter_xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_COMMIT:
-			if (filter_drop_pending && filter_shared != NULL)
-				filter_free_database();
-			filter_drop_pending = false;
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PREPARE:
-			filter_drop_pending = false;
-			break;
-		default:
-			break;
-	}
-}
-
-/*
- * A transaction that drops the extension frees this database's filters as
- * it commits: its buckets and generations are gone with their tables.  (A
- * standby, which replays the drop without running this, and any backend
- * short of room, recognise them instead: filter_free_orphans.)
- */
-static void
-filter_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
-					 void *arg)
-{
-	static bool registered = false;
-
-	if (filter_prev_object_access_hook)
-		filter_prev_object_access_hook(access, classId, objectId, subId, arg);
-	if (access != OAT_DROP || classId != ExtensionRelationId || filter_shared == NULL ||
-		objectId != get_extension_oid("dedup", true))
-		return;
-	if (!registered)
-	{
-		RegisterXactCallback(filter_xact_callback, NULL);
-		registered = true;
-	}
-	filter_drop_pending = true;
-}
-
-/* Called by _PG_init when the library is preloaded. */
-void
-dedup_filter_register_hooks(void)
-{
-	filter_prev_object_access_hook = object_access_hook;
-	object_access_hook = filter_object_access;
 }

@@ -31,7 +31,7 @@ extern bool dedup_filter_test(const uint8 *block, const DedupFingerprint *fp, in
 /* shared memory, when the library is preloaded */
 extern void dedup_filter_shmem_request(void);
 extern void dedup_filter_shmem_startup(void);
-extern void dedup_filter_register_hooks(void);
+extern void dedup_filter_free_database(void);
 
 /* filters of the sealed buckets */
 extern void dedup_filter_prefetch(Oid relid, TimestampTz closed_at, const DedupFingerprint *fp);

@@ -6,7 +6,9 @@
  *	  the hooks by which the history tier (history.c) answers the layers
  *	  below it, and, when preloaded, the shared-memory hooks, the utility
  *	  hook that notes the sessions listening on the outbox's channel
- *	  (outbox.c) and the cleanup launcher.  It also names the fix of a
+ *	  (outbox.c), the object-access hook that notes DROP EXTENSION dedup
+ *	  (whose commit frees the database's filters and its scopes' counters)
+ *	  and the cleanup launcher.  It also names the fix of a
  *	  known slip in a call that matches no dedup function (dedup_emit_log).
  *
  * The library works both loaded on demand by CREATE EXTENSION and loaded
@@ -23,12 +25,23 @@
 
 #include <string.h>
 
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_extension_d.h"
+#include "catalog/pg_language_d.h"
+#include "catalog/pg_proc.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/ipc.h"
 #include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/catcache.h"
 #include "utils/elog.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "bucket.h"
 #include "cleanup_stats.h"
@@ -51,12 +64,16 @@ static void dedup_process_utility(PlannedStmt *pstmt, const char *queryString,
 								  bool readOnlyTree, ProcessUtilityContext context,
 								  ParamListInfo params, QueryEnvironment *queryEnv,
 								  DestReceiver *dest, QueryCompletion *qc);
-static const char *dedup_nowait_as_ttl(const char *message);
+static const char *dedup_nowait_as_ttl(const char *message, const char **name, int *which);
+static bool dedup_call_is_ours(const char *message, const char *name, const char *funcname);
+static void dedup_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
+								void *arg);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static emit_log_hook_type prev_emit_log_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 void
 _PG_init(void)
@@ -78,7 +95,8 @@ _PG_init(void)
 		shmem_startup_hook = dedup_shmem_startup;
 		prev_process_utility_hook = ProcessUtility_hook;
 		ProcessUtility_hook = dedup_process_utility;
-		dedup_filter_register_hooks();
+		prev_object_access_hook = object_access_hook;
+		object_access_hook = dedup_object_access;
 		dedup_worker_register_launcher();
 	}
 }
@@ -128,6 +146,89 @@ dedup_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 								queryEnv, dest, qc);
 }
 
+/* ---------------------------------------------------------------------
+ * DROP EXTENSION dedup
+ *
+ * What dedup keeps in shared memory for a database outlives its tables:
+ * the filters of its buckets and generations (filter.c) and its scopes'
+ * counters (scope_counters.c).  A transaction that drops the extension
+ * frees the one and marks the other dropped as it commits, and only then:
+ * a drop in a subtransaction that is rolled back (ROLLBACK TO SAVEPOINT, a
+ * PL/pgSQL exception block) is forgotten with it, and one in a
+ * subtransaction that commits becomes its parent's, as PostgreSQL keeps its
+ * own pending actions (the subtransaction id that noted it, moved to the
+ * parent's as the subtransaction commits).  A prepared transaction's drop
+ * is not noted: its outcome is decided elsewhere (filter.c and
+ * scope_counters.c recognise what it left).
+ * ---------------------------------------------------------------------
+ */
+
+/* The subtransaction that noted a drop of the extension, or none. */
+static SubTransactionId dedup_drop_subid = InvalidSubTransactionId;
+
+static void
+dedup_drop_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (dedup_drop_subid != InvalidSubTransactionId)
+			{
+				dedup_drop_subid = InvalidSubTransactionId;
+				dedup_filter_free_database();
+				dedup_scopestats_forget_database();
+			}
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			dedup_drop_subid = InvalidSubTransactionId;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+dedup_drop_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	if (dedup_drop_subid != mySubid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		dedup_drop_subid = InvalidSubTransactionId;
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		dedup_drop_subid = parentSubid;
+}
+
+static void
+dedup_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
+{
+	static bool registered = false;
+
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || classId != ExtensionRelationId ||
+		objectId != get_extension_oid("dedup", true))
+		return;
+	if (!registered)
+	{
+		RegisterXactCallback(dedup_drop_xact_callback, NULL);
+		RegisterSubXactCallback(dedup_drop_subxact_callback, NULL);
+		registered = true;
+	}
+	/* noted already by this subtransaction or one above it: it stays theirs */
+	if (dedup_drop_subid == InvalidSubTransactionId)
+		dedup_drop_subid = GetCurrentSubTransactionId();
+}
+
+/* The names of the functions whose slip has a hint, and the fix of each */
+static const char *const dedup_slip_names[] = {"dedup_claim", "dedup_claim_batch"};
+static const char *const dedup_slip_calls[] = {"dedup_claim(scope, key, nowait => true)",
+"dedup_claim_batch(scope, keys, nowait => true)"};
+
+/* The library dedup's C functions name (module_pathname of dedup.control) */
+#define DEDUP_MODULE_PATHNAME "$libdir/dedup"
+
 /*
  * A call that matches no function only says so, with PostgreSQL's hint to
  * add casts.  For a known slip, the hint names the fix instead: nowait
@@ -135,18 +236,24 @@ dedup_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
  * (dedup_claim('p', 'k', true)), which an overload cannot take without
  * making dedup_claim('p', 'k', '1 hour') ambiguous.  The error is
  * recognized by its untranslated message and the signature PostgreSQL
- * prints in it.  Runs only for errors that go to the server log
- * (log_min_messages), as emit_log_hook does.
+ * prints in it, and only when the name resolves to dedup's own function
+ * (dedup_call_is_ours): a user's function of the same name, called with
+ * its schema or found on a search_path without dedup's, keeps PostgreSQL's
+ * hint.  Runs only for errors that go to the server log (log_min_messages),
+ * as emit_log_hook does.
  */
 static void
 dedup_emit_log(ErrorData *edata)
 {
 	const char *call;
+	const char *name;
+	int			which;
 
 	if (edata->elevel >= ERROR && edata->sqlerrcode == ERRCODE_UNDEFINED_FUNCTION &&
 		edata->message_id != NULL && edata->message != NULL &&
 		strcmp(edata->message_id, "function %s does not exist") == 0 &&
-		(call = dedup_nowait_as_ttl(edata->message)) != NULL)
+		(call = dedup_nowait_as_ttl(edata->message, &name, &which)) != NULL &&
+		dedup_call_is_ours(edata->message, name, dedup_slip_names[which]))
 	{
 		MemoryContext old = MemoryContextSwitchTo(ErrorContext);
 
@@ -161,25 +268,25 @@ dedup_emit_log(ErrorData *edata)
 /*
  * When message names dedup_claim or dedup_claim_batch (schema-qualified or
  * not) with a boolean third argument given by position: the call as it
- * should be written; else NULL.
+ * should be written, with where the name starts in message and which of
+ * dedup_slip_names it is; else NULL.
  */
 static const char *
-dedup_nowait_as_ttl(const char *message)
+dedup_nowait_as_ttl(const char *message, const char **name, int *which)
 {
-	static const char *const names[] = {"dedup_claim(", "dedup_claim_batch("};
-	static const char *const calls[] = {"dedup_claim(scope, key, nowait => true)",
-	"dedup_claim_batch(scope, keys, nowait => true)"};
-
-	for (int i = 0; i < lengthof(names); i++)
+	for (int i = 0; i < lengthof(dedup_slip_names); i++)
 	{
-		const char *p = strstr(message, names[i]);
+		size_t		len = strlen(dedup_slip_names[i]);
+		const char *p = strstr(message, dedup_slip_names[i]);
 		int			arg = 0;
 		int			depth = 0;
 		const char *start;
 
-		if (p == NULL || (p > message && p[-1] != ' ' && p[-1] != '.'))
+		if (p == NULL || p[len] != '(' || (p > message && p[-1] != ' ' && p[-1] != '.'))
 			continue;
-		p += strlen(names[i]);
+		*name = p;
+		*which = i;
+		p += len + 1;
 		start = p;
 		for (; *p != '\0'; p++)
 		{
@@ -192,7 +299,7 @@ dedup_nowait_as_ttl(const char *message)
 				if (arg == 2)
 				{
 					if (p - start == 7 && strncmp(start, "boolean", 7) == 0)
-						return calls[i];
+						return dedup_slip_calls[i];
 					break;
 				}
 				if (*p == ')')
@@ -205,4 +312,73 @@ dedup_nowait_as_ttl(const char *message)
 		}
 	}
 	return NULL;
+}
+
+/*
+ * Whether the function name that message shows at name (funcname, with
+ * the schema PostgreSQL printed before it or none) is dedup's: a C function
+ * of dedup's library of that name in the schema named, or in a schema of
+ * the search_path for a name without one.  Another function of the name
+ * (a user's own, in a database where dedup is not installed, or while
+ * dedup's schema is off the search_path) is not.
+ *
+ * This runs while the error is reported, before the transaction aborts:
+ * only while it is still in progress, and from the caches alone, which the
+ * parser's failed look-up of the same name and schema just filled (the
+ * schema by name, the functions of the name, the search_path), so that it
+ * reads nothing from disk.  The message's text before the name is the
+ * (maybe translated) message's up to its %s, then the schema and a '.'.
+ */
+static bool
+dedup_call_is_ours(const char *message, const char *name, const char *funcname)
+{
+	const char *format = _("function %s does not exist");
+	const char *hole = strstr(format, "%s");
+	const char *signature;
+	Oid			nsp = InvalidOid;
+	List	   *path = NIL;
+	CatCList   *procs;
+	bool		ours = false;
+	MemoryContext old;
+
+	if (!IsTransactionState() || hole == NULL ||
+		strncmp(message, format, hole - format) != 0)
+		return false;
+	signature = message + (hole - format);
+	if (name < signature)
+		return false;
+	old = MemoryContextSwitchTo(ErrorContext);
+	if (name > signature)
+	{
+		/* "schema.name(": the schema as NameListToString printed it */
+		char	   *schema = pnstrdup(signature, name - 1 - signature);
+
+		nsp = get_namespace_oid(schema, true);
+		if (!OidIsValid(nsp))
+		{
+			MemoryContextSwitchTo(old);
+			return false;
+		}
+	}
+	else
+		path = fetch_search_path(false);
+	procs = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(funcname));
+	for (int i = 0; i < procs->n_members && !ours; i++)
+	{
+		HeapTuple	tuple = &procs->members[i]->tuple;
+		Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tuple);
+		Datum		probin;
+		bool		isnull;
+
+		if (OidIsValid(nsp) ? proc->pronamespace != nsp :
+			!list_member_oid(path, proc->pronamespace))
+			continue;
+		if (proc->prolang != ClanguageId)
+			continue;
+		probin = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_probin, &isnull);
+		ours = !isnull && strcmp(TextDatumGetCString(probin), DEDUP_MODULE_PATHNAME) == 0;
+	}
+	ReleaseSysCacheList(procs);
+	MemoryContextSwitchTo(old);
+	return ours;
 }

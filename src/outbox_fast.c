@@ -14,7 +14,7 @@
  *	- a take of a topic that has a position, no batch whose lease passed
  *	  (re-handed: a rule), nothing in dedup.outbox_retry nor in
  *	  dedup.outbox_held (held back, retried, redriven: rules), a free slot of
- *	  its own that no other take holds, and next events of which none is of
+ *	  its own, not retired, that no other take holds, and next events of which none is of
  *	  an aggregate a busy batch holds (held back: a rule) and, for the 1.0
  *	  take, none of an aggregate twice (its one event of an aggregate a
  *	  batch: a rule): the next events of the log up to the settled
@@ -309,8 +309,10 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 			memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
 			nblocked += nelems;
 		}
-		else if (slot < 0)
+		else if (slot < 0 &&
+				 DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)) < PG_INT32_MAX)
 		{
+			/* (a slot at its last generation is retired: outbox_take.sql) */
 			slot = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
 			generation = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
 		}
@@ -386,7 +388,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 * position after it, in it (sql/tables/outbox_relay.sql)
 	 */
 	args[10] = Int32GetDatum(generation);
-	generation = generation % PG_INT32_MAX + 1;
+	generation = generation + 1;	/* below PG_INT32_MAX: never wraps */
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_timestamp_plus(GetCurrentTimestamp(), lease);
 	args[0] = PointerGetDatum(part);

@@ -16,6 +16,23 @@
  * filled as scopes are first counted and never emptied before a restart:
  * a backend keeps a pointer to the entry of each scope it uses (in its scope
  * cache, scope.c), and a call counts with one atomic add, without a lock.
+ *
+ * The counters are the extension's, as its scopes are: after DROP EXTENSION
+ * dedup and CREATE EXTENSION dedup, a scope of the same name is another
+ * scope, counted from zero.  The entry stays the name's (so that dropping
+ * and creating the extension again, as test suites do, takes no more of the
+ * table), and notes the extension it counts for, by the OID of its
+ * dedup.scopes: the first look-up of the scope by another extension (every
+ * backend looks its counters up again once the scope cache was emptied,
+ * which the drop of dedup.scopes does) sets it to zero for that one.  As
+ * the transaction that drops the extension commits (module.c's hook calls
+ * dedup_scopestats_forget_database), the database's entries are set to zero
+ * and marked dropped, no longer shown; where that hook did not run (a
+ * prepared transaction, a standby replaying the drop), the first look-up by
+ * the new extension marks the database's entries of the old one.  Readers
+ * of the current database show its current extension's entries only,
+ * whatever the marks.  (A new dedup.scopes given the OID of the dropped
+ * one, once the OID counter wrapped, is told apart only by the hook.)
  * Once all but the last 64 entries are taken, a further scope counts in its
  * database's entry for other scopes (an empty scope name, shown as NULL);
  * those 64 are for such entries, and a database that finds none left is
@@ -38,6 +55,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
+#include "catalog.h"
 #include "checks.h"
 #include "scope_counters.h"
 
@@ -52,6 +70,9 @@ typedef struct ScopeStatsKey
 struct DedupScopeCounters
 {
 	ScopeStatsKey key;			/* hash key: first */
+	/* both written under the exclusive lock */
+	Oid			scopes;			/* the extension's dedup.scopes it counts for */
+	bool		dropped;		/* that extension was dropped: not shown */
 	pg_atomic_uint64 count[DEDUP_NUM_COUNTERS];
 };
 
@@ -113,9 +134,31 @@ dedup_scopestats_shmem_startup(void)
 }
 
 /*
- * The counters of a scope of the current database, added when it has none
- * yet; NULL when dedup is not preloaded.  The caller keeps the pointer: an
- * entry is never removed.
+ * Set to zero and mark dropped the entries of the current database but
+ * those of the extension whose dedup.scopes is kept (InvalidOid: every one).
+ * Under the exclusive lock.
+ */
+static void
+scopestats_drop_others(Oid kept)
+{
+	HASH_SEQ_STATUS seq;
+	DedupScopeCounters *entry;
+
+	hash_seq_init(&seq, scopestats_hash);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+	{
+		if (entry->key.dboid != MyDatabaseId || entry->dropped || entry->scopes == kept)
+			continue;
+		for (int i = 0; i < DEDUP_NUM_COUNTERS; i++)
+			pg_atomic_write_u64(&entry->count[i], 0);
+		entry->dropped = true;
+	}
+}
+
+/*
+ * The counters of a scope of the current database's extension, added when
+ * it has none yet; NULL when dedup is not preloaded.  The caller keeps the
+ * pointer: an entry is never removed.
  */
 DedupScopeCounters *
 dedup_scope_counters(const char *scope)
@@ -123,32 +166,59 @@ dedup_scope_counters(const char *scope)
 	ScopeStatsKey key;
 	DedupScopeCounters *entry;
 	bool		found;
+	Oid			scopes;
 
 	if (scopestats_shared == NULL)
 		return NULL;
+	scopes = dedup_relation_oid(DEDUP_REL_SCOPES);
 	memset(&key, 0, sizeof(key));
 	key.dboid = MyDatabaseId;
 	strlcpy(key.scope, scope, sizeof(key.scope));
 
 	LWLockAcquire(scopestats_shared->lock, LW_SHARED);
 	entry = hash_search(scopestats_hash, &key, HASH_FIND, NULL);
+	found = entry != NULL && !entry->dropped && entry->scopes == scopes;
 	LWLockRelease(scopestats_shared->lock);
-	if (entry != NULL)
+	if (found)
 		return entry;
 
 	LWLockAcquire(scopestats_shared->lock, LW_EXCLUSIVE);
 	/* the last entries are left for the other scopes of each database */
-	if (scopestats_shared->nentries >= SCOPESTATS_MAX - 64)
+	if (entry == NULL && scopestats_shared->nentries >= SCOPESTATS_MAX - 64)
 		memset(key.scope, 0, sizeof(key.scope));
 	entry = hash_search(scopestats_hash, &key, HASH_ENTER_NULL, &found);
-	if (entry != NULL && !found)
+	if (entry != NULL && (!found || entry->dropped || entry->scopes != scopes))
 	{
+		/*
+		 * A new entry, or the name's entry of an extension dropped since:
+		 * from zero, this extension's.  It is the database's only one: the
+		 * entries of any other were dropped.
+		 */
 		for (int i = 0; i < DEDUP_NUM_COUNTERS; i++)
 			pg_atomic_init_u64(&entry->count[i], 0);
-		scopestats_shared->nentries++;
+		entry->scopes = scopes;
+		entry->dropped = false;
+		if (!found)
+			scopestats_shared->nentries++;
+		scopestats_drop_others(scopes);
 	}
 	LWLockRelease(scopestats_shared->lock);
 	return entry;
+}
+
+/*
+ * DROP EXTENSION dedup committed in the current database (module.c): its
+ * entries are set to zero and no longer shown, until a scope of the same
+ * name is counted by a new extension.
+ */
+void
+dedup_scopestats_forget_database(void)
+{
+	if (scopestats_shared == NULL)
+		return;
+	LWLockAcquire(scopestats_shared->lock, LW_EXCLUSIVE);
+	scopestats_drop_others(InvalidOid);
+	LWLockRelease(scopestats_shared->lock);
 }
 
 /* Count n calls of a kind: lock-free, a no-op without counters. */
@@ -195,7 +265,8 @@ dedup_scope_count_sql(PG_FUNCTION_ARGS)
  *					 events_put bigint, events_taken bigint, events_acked bigint,
  *					 events_nacked bigint)
  *
- * One row per scope counted: of the current database, or of every database.
+ * One row per scope counted: of the current database's extension, or of
+ * every database's (but those dropped, as far as known).
  */
 PG_FUNCTION_INFO_V1(dedup_scope_stats);
 Datum
@@ -208,6 +279,7 @@ dedup_scope_stats(PG_FUNCTION_ARGS)
 	ScopeStatsKey *keys;
 	uint64	   *counts;
 	int			n = 0;
+	Oid			scopes;
 
 	if (scopestats_shared == NULL)
 		ereport(ERROR,
@@ -218,13 +290,16 @@ dedup_scope_stats(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 
+	/* the current database's extension (none: no row of this database) */
+	scopes = dedup_relation_lookup(DEDUP_REL_SCOPES);
 	keys = palloc(sizeof(ScopeStatsKey) * SCOPESTATS_MAX);
 	counts = palloc(sizeof(uint64) * SCOPESTATS_MAX * DEDUP_NUM_COUNTERS);
 	LWLockAcquire(scopestats_shared->lock, LW_SHARED);
 	hash_seq_init(&seq, scopestats_hash);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 	{
-		if (!all_databases && entry->key.dboid != MyDatabaseId)
+		if (entry->dropped || (!all_databases && entry->key.dboid != MyDatabaseId) ||
+			(entry->key.dboid == MyDatabaseId && entry->scopes != scopes))
 			continue;
 		if (n >= SCOPESTATS_MAX)
 		{

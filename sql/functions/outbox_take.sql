@@ -291,6 +291,80 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
+-- A slot's generation never wraps.  An id holds 31 bits of it: past
+-- 2147483647 it would come back to 1, and an id handed out 2^31 - 1 batches
+-- before (held by a relay that stopped meanwhile) would name a batch handed
+-- out after.  So a slot at the last generation is retired: left free, which
+-- no take gives another batch (a new batch goes to another slot, or a new
+-- one), and a batch of it handed out again moves to a new slot first
+-- (dedup.outbox_slot_move).  Its row stays, so its number is never taken
+-- again (new slots are numbered past the partition's last).  A partition
+-- has 65535 numbers: 1.4 * 10^14 batches (doc/outbox.md says how long).
+--
+-- A new free slot of partition in_part for topic: the first number past
+-- the partition's last slot that no other take is inserting (each inserts
+-- under its number's lock) and none inserted meanwhile; 54000 when none is
+-- left below 2^16.
+CREATE OR REPLACE FUNCTION dedup.outbox_slot_new(in_part @extschema@.dedup_fingerprint, for_topic text)
+RETURNS dedup.outbox_batches
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b dedup.outbox_batches;
+    k integer;
+BEGIN
+    k := (SELECT coalesce(max(y.slot), 0) + 1 FROM dedup.outbox_batches AS y
+          WHERE y.part OPERATOR(@extschema@.=) in_part);
+    LOOP
+        IF k >= 65536 THEN
+            RAISE EXCEPTION 'an outbox partition has no room for another batch'
+                USING ERRCODE = '54000',
+                      DETAIL = 'Each of its 65535 slots holds a batch handed out and not acked, or is retired (it handed out 2147483647 batches).',
+                      HINT = 'Ack or nack batches before taking more.';
+        END IF;
+        IF dedup.outbox_lock_slot(in_part, k) THEN
+            INSERT INTO dedup.outbox_batches AS x (part, slot, topic)
+            VALUES (in_part, k, for_topic)
+            ON CONFLICT DO NOTHING
+            RETURNING x.* INTO b;
+            EXIT WHEN FOUND;
+        END IF;
+        k := k + 1;
+    END LOOP;
+    RETURN b;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_slot_new(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
+-- The busy batch of slot slot_of (locked by the caller), moved whole into a
+-- new slot at generation 0, whose next hand-out is generation 1; slot_of is
+-- left free at its generation: retired, when that is the last (above).
+CREATE OR REPLACE FUNCTION dedup.outbox_slot_move(in_part @extschema@.dedup_fingerprint, slot_of integer)
+RETURNS dedup.outbox_batches
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o dedup.outbox_batches;
+    b dedup.outbox_batches;
+BEGIN
+    SELECT * INTO STRICT o FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
+    b := dedup.outbox_slot_new(in_part, o.topic);
+    UPDATE dedup.outbox_batches AS x
+    SET busy = o.busy, attempt = o.attempt, lease_until = o.lease_until, first_seq = o.first_seq,
+        last_seq = o.last_seq, settled = o.settled, extra = o.extra, retried = o.retried,
+        events = o.events, aggregates = o.aggregates, members = o.members, next_seq = o.next_seq
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot
+    RETURNING x.* INTO b;
+    UPDATE dedup.outbox_batches AS x SET busy = false
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
+    RETURN b;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_slot_move(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
+
 -- for_lease: the batch's lease, NULL for the topic's.
 CREATE OR REPLACE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
     batch_size integer, for_lease interval DEFAULT NULL, one_per_aggregate boolean DEFAULT false)
@@ -310,7 +384,6 @@ DECLARE
     pos bigint;
     new_pos bigint;
     b dedup.outbox_batches;
-    k integer;
     bid bigint;
     blocked integer[];
     has_retry boolean;
@@ -444,6 +517,10 @@ BEGIN
             UPDATE dedup.outbox_batches AS x SET settled = x.settled || rest_seqs
             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         END IF;
+        -- a slot at its last generation gives it no new id: a new slot does
+        IF b.generation = 2147483647 THEN
+            b := dedup.outbox_slot_move(in_part, b.slot);
+        END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
         UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1,
                batch = dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1)
@@ -492,39 +569,22 @@ BEGIN
     -- is written in it; one another take has locked is passed, never
     -- waited for): the topic's own first, else any of the partition's,
     -- whatever topic it served (its generation goes on: no id handed out
-    -- before names the new batch), else a new one: the first number past
-    -- the partition's last slot that no other take is inserting (each
-    -- inserts under its number's lock) and none inserted meanwhile.  So
-    -- a partition has no more slots than batches handed out at once.
+    -- before names the new batch), but a retired one (at its last
+    -- generation), else a new one (dedup.outbox_slot_new).  So a partition
+    -- has no more slots than batches handed out at once, and those retired.
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
+      AND x.generation < 2147483647
     ORDER BY x.slot LIMIT 1
     FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         SELECT * INTO b FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy AND x.generation < 2147483647
         ORDER BY x.slot LIMIT 1
         FOR UPDATE SKIP LOCKED;
     END IF;
     IF NOT FOUND THEN
-        k := (SELECT coalesce(max(y.slot), 0) + 1 FROM dedup.outbox_batches AS y
-              WHERE y.part OPERATOR(@extschema@.=) in_part);
-        LOOP
-            IF k >= 65536 THEN
-                RAISE EXCEPTION 'an outbox partition has no room for another batch'
-                    USING ERRCODE = '54000',
-                          DETAIL = '65535 batches of its topics are handed out and not acked.',
-                          HINT = 'Ack or nack batches before taking more.';
-            END IF;
-            IF dedup.outbox_lock_slot(in_part, k) THEN
-                INSERT INTO dedup.outbox_batches AS x (part, slot, topic)
-                VALUES (in_part, k, outbox_take_batch.topic)
-                ON CONFLICT DO NOTHING
-                RETURNING x.* INTO b;
-                EXIT WHEN FOUND;
-            END IF;
-            k := k + 1;
-        END LOOP;
+        b := dedup.outbox_slot_new(in_part, outbox_take_batch.topic);
     END IF;
     bid := dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1);
 

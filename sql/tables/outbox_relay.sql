@@ -33,7 +33,8 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic of the outbox''s log with a 
 -- number times 2^47, plus the slot's times 2^31, plus the slot's
 -- generation, which each new batch in it advances, whatever its topic
 -- (dedup.outbox_batch_id()): no id handed out before names a batch handed
--- out after.  next_seq is its topic's position after the last batch handed
+-- out after (a slot at the last generation is retired instead of wrapping:
+-- sql/functions/outbox_take.sql).  next_seq is its topic's position after the last batch handed
 -- out in it (NULL before one), until the slot goes to another topic.  Its
 -- events are those of the topic's log from first_seq to
 -- last_seq, and those of the seqs in extra (handed out from

@@ -297,6 +297,23 @@ SELECT count(*) FROM dedup_claim_batch('slip', ARRAY['k'], true);
 SELECT public.dedup_claim('slip', 'k'::text, false);
 -- other calls that match nothing keep PostgreSQL's hint
 SELECT dedup_claim('slip', 'k', 1);
+-- and so do a user's own functions of the same name: a call of one,
+-- schema-qualified, that matches none of them, and a call by name with no
+-- dedup function on the search_path, which cannot be the slip
+CREATE SCHEMA regress_own;
+CREATE FUNCTION regress_own.dedup_claim(scope text, key text, flag boolean) RETURNS boolean
+LANGUAGE sql AS 'SELECT flag';
+CREATE FUNCTION regress_own.dedup_claim_batch(scope text, keys text[], flag boolean) RETURNS boolean
+LANGUAGE sql AS 'SELECT flag';
+SELECT regress_own.dedup_claim('slip', 'k', true) AS own_matches;
+SELECT regress_own.dedup_claim(1, 'k', true);
+SELECT regress_own.dedup_claim_batch(1, ARRAY['k'], true);
+SET search_path = regress_own;
+SELECT dedup_claim(1, 'k', true);
+RESET search_path;
+-- the slip, schema-qualified with dedup's schema, still gets the fix
+SELECT public.dedup_claim_batch('slip', ARRAY['k'], true);
+DROP SCHEMA regress_own CASCADE;
 SELECT count(*) - :claims AS claimed_by_slips FROM dedup.claims;
 SELECT dedup_claim('slip', 'k', nowait => true) AS the_fix;
 -- and the ttl by position, as a literal, still resolves

@@ -45,9 +45,77 @@ FROM dedup_claim_batch('h', ARRAY(SELECT 'new-' || g FROM generate_series(1, 100
 SELECT count(*) FILTER (WHERE dedup_seen('h', 'old-' || g) = 'history') < 30 AS old_forgotten
 FROM generate_series(1, 1000) g;
 
--- DROP EXTENSION frees the filters of its database as it commits: the
--- generation just read
+-- a DROP EXTENSION rolled back with its savepoint frees nothing as the
+-- transaction commits (nor one under a savepoint released into one rolled
+-- back): the generation stays in shared memory, answered from there, and
+-- the drop below frees it
 SET client_min_messages = debug1;
+BEGIN;
+SAVEPOINT s;
 DROP EXTENSION dedup;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+BEGIN;
+SAVEPOINT outer_s;
+SAVEPOINT inner_s;
+DROP EXTENSION dedup;
+RELEASE SAVEPOINT inner_s;
+ROLLBACK TO SAVEPOINT outer_s;
+COMMIT;
+RESET client_min_messages;
+SELECT count(*) FILTER (WHERE dedup_seen('h', 'new-' || g) = 'history') AS new_seen
+FROM generate_series(1, 1000) g;
+
+-- DROP EXTENSION frees the filters of its database as it commits: the
+-- generation just read; a drop in a savepoint released counts as the
+-- transaction's
+SET client_min_messages = debug1;
+BEGIN;
+SAVEPOINT s;
+DROP EXTENSION dedup;
+RELEASE SAVEPOINT s;
+COMMIT;
 RESET client_min_messages;
 CREATE EXTENSION dedup;
+
+-- The scopes' counters (dedup_scope_stats) are the extension's: after
+-- DROP EXTENSION and CREATE EXTENSION a scope of the same name starts from
+-- zero, in this database's rows and in every database's; a drop rolled
+-- back with its savepoint keeps them.  (Once the server's table of scopes
+-- is full, after the scopestats test, the scope counts in its database's
+-- row of other scopes, shown with a NULL scope: both are read.)
+SELECT count(*) AS claimed FROM dedup_claim_batch('counted', ARRAY['a', 'b']);
+SELECT dedup_claim('counted', 'a') AS again;
+SELECT count(*) AS rows, sum(claims) AS claims, sum(duplicates) AS duplicates
+FROM dedup_scope_stats() WHERE coalesce(scope, 'counted') = 'counted';
+DROP EXTENSION dedup;
+CREATE EXTENSION dedup;
+SELECT count(*) AS old_rows FROM dedup_scope_stats() WHERE coalesce(scope, 'counted') = 'counted';
+SELECT count(*) AS old_rows_all FROM dedup_scope_stats(true)
+WHERE datname = current_database() AND coalesce(scope, 'counted') = 'counted';
+SELECT dedup_claim('counted', 'a') AS new_claim;
+SELECT count(*) AS rows, sum(claims) AS claims, sum(duplicates) AS duplicates
+FROM dedup_scope_stats() WHERE coalesce(scope, 'counted') = 'counted';
+SELECT count(*) AS rows, sum(claims) AS claims, sum(duplicates) AS duplicates
+FROM dedup_scope_stats(true) WHERE datname = current_database() AND coalesce(scope, 'counted') = 'counted';
+BEGIN;
+SAVEPOINT s;
+DROP EXTENSION dedup;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT dedup_claim('counted', 'a') AS duplicate;
+SELECT count(*) AS rows, sum(claims) AS claims, sum(duplicates) AS duplicates
+FROM dedup_scope_stats(true) WHERE datname = current_database() AND coalesce(scope, 'counted') = 'counted';
+-- dropped, not created again: no row of this database (read through a
+-- function of the library's own, the extension's being gone)
+DROP EXTENSION dedup;
+CREATE FUNCTION pg_temp.scope_stats(all_databases boolean,
+    OUT datname name, OUT scope text, OUT claims bigint, OUT duplicates bigint,
+    OUT records_started bigint, OUT records_replayed bigint, OUT records_completed bigint,
+    OUT records_released bigint, OUT events_put bigint, OUT events_taken bigint,
+    OUT events_acked bigint, OUT events_nacked bigint)
+RETURNS SETOF record LANGUAGE C STRICT AS '$libdir/dedup', 'dedup_scope_stats';
+SELECT count(*) AS rows_here FROM pg_temp.scope_stats(false);
+SELECT count(*) AS rows_here_all FROM pg_temp.scope_stats(true) WHERE datname = current_database();
+CREATE EXTENSION dedup;
+SELECT count(*) AS rows_after_create FROM dedup_scope_stats();
