@@ -651,14 +651,19 @@ outbox_wake(const text *topic)
  * detector sees, then looks again.  A transaction removes its entries as
  * it ends (an entry of a transaction that is no longer in progress is
  * free anyway: one of a prepared transaction stays until it is committed
- * or rolled back, and is then taken over).  dedup.outbox_aggregate_locks
- * entries in all; when they are taken, a put fails with 53200, as a full
- * lock table does.  Without shared memory (dedup not preloaded), each
- * aggregate is a heavyweight lock of its own, held to the end of the
- * transaction.
+ * or rolled back, and is then taken over); a subtransaction rolled back
+ * removes those it took.  dedup.outbox_aggregate_locks entries in all;
+ * when they are taken, a put fails with 53200, as a full lock table does
+ * (a role that may put can fill it with one transaction, as any role can
+ * fill PostgreSQL's lock table, which is smaller, with
+ * pg_advisory_xact_lock()).  Without shared memory (dedup not preloaded),
+ * an aggregate is one of 1,024 heavyweight locks of its topic, held to
+ * the end of the transaction: producers of other topics never share them,
+ * producers of one topic's other aggregates sometimes do.
  * --------------------------------------------------------------------- */
 
 #define OUTBOX_AGGREGATE_PARTITIONS 32	/* a power of 2 */
+#define OUTBOX_AGGREGATE_STRIPES 1024	/* of a topic, without shared memory; a power of 2 */
 
 typedef struct OutboxAggregateKey
 {
@@ -675,8 +680,12 @@ typedef struct OutboxAggregateEntry
 static HTAB *outbox_aggregates = NULL;
 static LWLockPadded *outbox_aggregate_partitions = NULL;
 
-/* The entries this transaction holds, in TopMemoryContext */
+/*
+ * The entries this transaction holds, in TopMemoryContext, each with the
+ * nesting level of the subtransaction that took it
+ */
 static OutboxAggregateKey *outbox_held_aggregates = NULL;
+static int *outbox_held_levels = NULL;
 static int	outbox_held_count = 0;
 static int	outbox_held_size = 0;
 static TransactionId outbox_held_xid = InvalidTransactionId;
@@ -712,6 +721,21 @@ outbox_aggregate_partition(uint32 hash)
 	return &outbox_aggregate_partitions[hash % OUTBOX_AGGREGATE_PARTITIONS].lock;
 }
 
+/* Remove an entry this transaction holds from the table. */
+static void
+outbox_aggregate_remove(const OutboxAggregateKey *key)
+{
+	uint32		hash = get_hash_value(outbox_aggregates, key);
+	LWLock	   *lock = outbox_aggregate_partition(hash);
+	OutboxAggregateEntry *entry;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	entry = hash_search_with_hash_value(outbox_aggregates, key, hash, HASH_FIND, NULL);
+	if (entry != NULL && entry->holder == outbox_held_xid)
+		(void) hash_search_with_hash_value(outbox_aggregates, key, hash, HASH_REMOVE, NULL);
+	LWLockRelease(lock);
+}
+
 /*
  * At the end of a transaction its entries go; a prepared transaction's
  * stay, as its heavyweight locks do, until another put finds it ended.
@@ -725,24 +749,45 @@ outbox_aggregates_release(XactEvent event, void *arg)
 		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
 		for (int i = 0; i < outbox_held_count; i++)
-		{
-			OutboxAggregateKey *key = &outbox_held_aggregates[i];
-			uint32		hash = get_hash_value(outbox_aggregates, key);
-			LWLock	   *lock = outbox_aggregate_partition(hash);
-			OutboxAggregateEntry *entry;
-
-			LWLockAcquire(lock, LW_EXCLUSIVE);
-			entry = hash_search_with_hash_value(outbox_aggregates, key, hash, HASH_FIND, NULL);
-			if (entry != NULL && entry->holder == outbox_held_xid)
-				(void) hash_search_with_hash_value(outbox_aggregates, key, hash, HASH_REMOVE,
-												   NULL);
-			LWLockRelease(lock);
-		}
+			outbox_aggregate_remove(&outbox_held_aggregates[i]);
 	}
 	else if (event != XACT_EVENT_PREPARE)
 		return;
 	outbox_held_count = 0;
 	outbox_held_xid = InvalidTransactionId;
+}
+
+/*
+ * A subtransaction rolled back lets go of the aggregates it took (its
+ * events are gone with it), as it lets go of its row locks; one committed
+ * hands them to its parent.
+ */
+static void
+outbox_aggregates_subxact(SubXactEvent event, SubTransactionId mySubid,
+						  SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	int			kept = 0;
+
+	if (outbox_held_count == 0 ||
+		(event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB))
+		return;
+	for (int i = 0; i < outbox_held_count; i++)
+	{
+		if (outbox_held_levels[i] >= level)
+		{
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+			{
+				outbox_aggregate_remove(&outbox_held_aggregates[i]);
+				continue;
+			}
+			outbox_held_levels[i] = level - 1;
+		}
+		outbox_held_aggregates[kept] = outbox_held_aggregates[i];
+		outbox_held_levels[kept] = outbox_held_levels[i];
+		kept++;
+	}
+	outbox_held_count = kept;
 }
 
 /*
@@ -774,12 +819,23 @@ outbox_aggregate_note(const OutboxAggregateKey *key)
 	{
 		int			size = Max(64, outbox_held_size * 2);
 
-		outbox_held_aggregates = outbox_held_aggregates == NULL ?
-			MemoryContextAlloc(TopMemoryContext, size * sizeof(OutboxAggregateKey)) :
-			repalloc(outbox_held_aggregates, size * sizeof(OutboxAggregateKey));
+		if (outbox_held_aggregates == NULL)
+		{
+			outbox_held_aggregates = MemoryContextAlloc(TopMemoryContext,
+														size * sizeof(OutboxAggregateKey));
+			outbox_held_levels = MemoryContextAlloc(TopMemoryContext, size * sizeof(int));
+		}
+		else
+		{
+			outbox_held_aggregates = repalloc(outbox_held_aggregates,
+											  size * sizeof(OutboxAggregateKey));
+			outbox_held_levels = repalloc(outbox_held_levels, size * sizeof(int));
+		}
 		outbox_held_size = size;
 	}
-	outbox_held_aggregates[outbox_held_count++] = *key;
+	outbox_held_aggregates[outbox_held_count] = *key;
+	outbox_held_levels[outbox_held_count] = GetCurrentTransactionNestLevel();
+	outbox_held_count++;
 }
 
 /*
@@ -787,7 +843,7 @@ outbox_aggregate_note(const OutboxAggregateKey *key)
  * for the transaction that holds it, if another does (see above).
  */
 void
-outbox_lock_aggregate(const DedupFingerprint *aggregate)
+outbox_lock_aggregate(const text *topic, const DedupFingerprint *aggregate)
 {
 	OutboxAggregateKey key;
 	TransactionId xid;
@@ -800,10 +856,21 @@ outbox_lock_aggregate(const DedupFingerprint *aggregate)
 		LOCKTAG		tag;
 		uint32		hi;
 		uint32		lo;
+		uint32		stripe;
 
-		memcpy(&hi, aggregate->bytes, sizeof(hi));
-		memcpy(&lo, aggregate->bytes + sizeof(hi), sizeof(lo));
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_AGGREGATE);
+		/*
+		 * No shared memory: one of the topic's OUTBOX_AGGREGATE_STRIPES
+		 * heavyweight locks, so that a transaction holds at most that many
+		 * of a topic (the lock table is shared, and small), named by the
+		 * topic's fingerprint, so that only producers of one topic share
+		 * them
+		 */
+		outbox_topic_hash(topic, 0, &hi, &lo);
+		memcpy(&stripe, aggregate->bytes, sizeof(stripe));
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, hi,
+							 (lo & ~(OUTBOX_AGGREGATE_STRIPES - 1)) |
+							 (stripe & (OUTBOX_AGGREGATE_STRIPES - 1)),
+							 DEDUP_LOCKTAG_AGGREGATE);
 		(void) LockAcquire(&tag, ExclusiveLock, false, false);
 		return;
 	}
@@ -814,6 +881,7 @@ outbox_lock_aggregate(const DedupFingerprint *aggregate)
 	if (!outbox_aggregate_callback)
 	{
 		RegisterXactCallback(outbox_aggregates_release, NULL);
+		RegisterSubXactCallback(outbox_aggregates_subxact, NULL);
 		outbox_aggregate_callback = true;
 	}
 	if (outbox_held_count == 0)

@@ -2,10 +2,10 @@
  *
  * outbox.h
  *	  What the outbox's put and relay share (outbox.c): its partitions and
- *	  their numbers, batch ids, the producers' topic lock, the relay lock,
- *	  the producers' aggregate locks, the settled sequence a take reads up to, the check that kept plans
- *	  still name the fingerprint type of this database, and the wake-ups
- *	  of the relays that listen (NOTIFY dedup_outbox).
+ *	  their numbers, batch ids, the producers' topic and aggregate locks,
+ *	  the relay lock, the settled sequence a take reads up to, the check
+ *	  that kept plans still name the fingerprint type of this database,
+ *	  and the wake-ups of the relays that listen (NOTIFY dedup_outbox).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -49,6 +49,6 @@ extern void outbox_note_listen(const char *channel);
 extern void outbox_wake(const text *topic);
 extern void outbox_aggregates_shmem_request(void);
 extern void outbox_aggregates_shmem_startup(void);
-extern void outbox_lock_aggregate(const DedupFingerprint *aggregate);
+extern void outbox_lock_aggregate(const text *topic, const DedupFingerprint *aggregate);
 
 #endif							/* DEDUP_OUTBOX_H */

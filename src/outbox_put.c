@@ -163,7 +163,7 @@ put_lock_aggregate(const text *topic, text *aggregate_id)
 	DedupFingerprint aggregate;
 
 	dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &aggregate);
-	outbox_lock_aggregate(&aggregate);
+	outbox_lock_aggregate(topic, &aggregate);
 }
 
 /* An optional text argument: NULL when not given, an error when empty. */

@@ -1,6 +1,7 @@
 # Without shared_preload_libraries, CREATE EXTENSION dedup and every claim,
-# record and cleanup function work (managed PostgreSQL cannot preload), and
-# the GUCs exist once the library is loaded by the first call.  All in one
+# record, put and cleanup function work (managed PostgreSQL cannot preload), and
+# the GUCs exist once the library is loaded by the first call; a put's
+# aggregates are then heavyweight locks, at most 1,024 of a topic.  All in one
 # session, as an application that cannot preload would see it: the first
 # call loads the library, and its GUCs exist from then on.
 #
@@ -26,7 +27,13 @@ my @steps = (
 	[ 'SHOW dedup.default_ttl', '1d', 'the GUCs exist once the library is loaded' ],
 	[ "UPDATE dedup.claims SET expires_at = now() - interval '1 second'", undef ],
 	[ 'CALL dedup_cleanup()', '4', 'the cleanup runs, and says how many rows it deleted' ],
-	[ 'SELECT count(*) FROM dedup.claims', '0', 'the cleanup deleted every expired claim' ]);
+	[ 'SELECT count(*) FROM dedup.claims', '0', 'the cleanup deleted every expired claim' ],
+	[ 'BEGIN', undef ],
+	[ "SELECT count(dedup_outbox_put('t', 'k' || g, '{}', aggregate_id => 'a' || g)) FROM generate_series(1, 3000) AS g",
+		'3000', 'one transaction puts events of 3,000 aggregates' ],
+	[ "SELECT count(*) <= 1024 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 25701 AND pid = pg_backend_pid()",
+		't', 'holding at most 1,024 locks of the topic\'s aggregates' ],
+	[ 'COMMIT', undef ]);
 
 my @out = split /\n/, $node->safe_psql('postgres', join(";\n", map { $_->[0] } @steps) . ";\n"), -1;
 for my $step (grep { defined $_->[1] } @steps)
