@@ -112,15 +112,22 @@ extern Oid	dedup_cluster_single_shard(Oid relid, const char *relname, bool *loca
 /* the bucket write locks: a writer's, on a bucket it wrote into, until it ends (bucket.c) */
 #define DEDUP_LOCKTAG_BUCKET	0x646A
 
+/* The lock of class locktag_class named by the first 8 bytes of a fingerprint (or uuid) */
 static inline void
-dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
+dedup_bytes_locktag(LOCKTAG *tag, const uint8 *bytes, uint16 locktag_class)
 {
 	uint32		hi;
 	uint32		lo;
 
-	memcpy(&hi, fp->bytes, sizeof(hi));
-	memcpy(&lo, fp->bytes + sizeof(hi), sizeof(lo));
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_KEY);
+	memcpy(&hi, bytes, sizeof(hi));
+	memcpy(&lo, bytes + sizeof(hi), sizeof(lo));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, locktag_class);
+}
+
+static inline void
+dedup_key_locktag(LOCKTAG *tag, const DedupFingerprint *fp)
+{
+	dedup_bytes_locktag(tag, fp->bytes, DEDUP_LOCKTAG_KEY);
 }
 
 /*

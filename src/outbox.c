@@ -402,12 +402,7 @@ dedup_outbox_wait_puts(PG_FUNCTION_ARGS)
 void
 outbox_event_locktag(LOCKTAG *tag, const pg_uuid_t *id)
 {
-	uint32		hi;
-	uint32		lo;
-
-	memcpy(&hi, id->data, sizeof(hi));
-	memcpy(&lo, id->data + sizeof(hi), sizeof(lo));
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, hi, lo, DEDUP_LOCKTAG_EVENT);
+	dedup_bytes_locktag(tag, id->data, DEDUP_LOCKTAG_EVENT);
 }
 
 /*
