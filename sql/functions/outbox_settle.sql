@@ -270,6 +270,10 @@ DECLARE
     bad uuid;
     every_topic boolean;
 BEGIN
+    -- hidden again, as this snapshot sees the events: one of another topic
+    -- put, taken or dead-lettered while the call waited for a batch is
+    -- answered as unknown too, not by its state
+    hidden := hidden || dedup.outbox_hidden_ids(caller, in_part, ids);
     SELECT i INTO bad FROM unnest(ids) AS i
     WHERE i <> ALL (done) AND i <> ALL (hidden)
       AND (EXISTS (SELECT FROM dedup.outbox_retry AS r
@@ -401,6 +405,9 @@ BEGIN
             USING unnest(given_ids, given_attempts) AS g(i, a)
             WHERE d.part OPERATOR(@extschema@.=) in_part AND d.id = g.i AND d.id <> ALL (done)
               AND (g.a IS NULL OR d.attempts = g.a)
+              -- (again here: an event of another topic may have died since
+              -- hidden was read, while this call waited for a batch)
+              AND dedup.has_privilege(caller, d.topic, 'relay', false)
             RETURNING d.id, d.topic
         )
         SELECT coalesce(array_agg(g.id), '{}'), coalesce(array_agg(g.topic), '{}')
