@@ -179,7 +179,13 @@ reload(q{dedup.cleanup_pause = '200ms'});
 reload('dedup.cleanup_enabled = on');
 ok(wait_for($workers, '1'), 'a worker runs');
 ok(wait_for('SELECT count(*) < 199000 FROM dedup.claims WHERE expires_at < now()', 't'), 'it is deleting');
-my $pid = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'dedup cleanup worker'});
+# the worker, once it is there again: between two of its passes none may be
+my $pid = '';
+for (my $i = 0; $i < 100 && $pid !~ /^\d+$/; $i++)
+{
+	$pid = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'dedup cleanup worker'});
+	sleep(0.1) unless $pid =~ /^\d+$/;
+}
 kill 'TERM', $pid;
 my $took = DedupNode::pid_gone_within($pid, 1.0);
 ok(defined $took, 'SIGTERM stopped the worker in the middle of a pass within a second')
