@@ -44,6 +44,7 @@
 #include "utils/syscache.h"
 
 #include "bucket.h"
+#include "catalog.h"
 #include "cleanup_stats.h"
 #include "filter.h"
 #include "history.h"
@@ -165,18 +166,28 @@ dedup_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 
 /* The subtransaction that noted a drop of the extension, or none. */
 static SubTransactionId dedup_drop_subid = InvalidSubTransactionId;
+/* The extension created again after the drop: its dedup.scopes, read before commit */
+static Oid	dedup_drop_recreated = InvalidOid;
 
 static void
 dedup_drop_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			/* (catalogs are read before the commit, not in it) */
+			if (dedup_drop_subid != InvalidSubTransactionId)
+				dedup_drop_recreated = OidIsValid(get_extension_oid("dedup", true)) ?
+					dedup_relation_lookup(DEDUP_REL_SCOPES) : InvalidOid;
+			break;
 		case XACT_EVENT_COMMIT:
 			if (dedup_drop_subid != InvalidSubTransactionId)
 			{
 				dedup_drop_subid = InvalidSubTransactionId;
 				dedup_filter_free_database();
-				dedup_scopestats_forget_database();
+				/* the counts of an extension created again since stay */
+				dedup_scopestats_forget_database(dedup_drop_recreated);
+				dedup_drop_recreated = InvalidOid;
 			}
 			break;
 		case XACT_EVENT_ABORT:

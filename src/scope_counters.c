@@ -209,15 +209,16 @@ dedup_scope_counters(const char *scope)
 /*
  * DROP EXTENSION dedup committed in the current database (module.c): its
  * entries are set to zero and no longer shown, until a scope of the same
- * name is counted by a new extension.
+ * name is counted by a new extension; those of an extension created again
+ * in the same transaction (its dedup.scopes: recreated) stay.
  */
 void
-dedup_scopestats_forget_database(void)
+dedup_scopestats_forget_database(Oid recreated)
 {
 	if (scopestats_shared == NULL)
 		return;
 	LWLockAcquire(scopestats_shared->lock, LW_EXCLUSIVE);
-	scopestats_drop_others(InvalidOid);
+	scopestats_drop_others(recreated);
 	LWLockRelease(scopestats_shared->lock);
 }
 

@@ -31,6 +31,6 @@ extern void dedup_scopestats_shmem_request(void);
 extern void dedup_scopestats_shmem_startup(void);
 extern DedupScopeCounters *dedup_scope_counters(const char *scope);
 extern void dedup_scope_count(DedupScopeCounters *counters, DedupCounter which, int64 n);
-extern void dedup_scopestats_forget_database(void);
+extern void dedup_scopestats_forget_database(Oid recreated);
 
 #endif							/* DEDUP_SCOPE_COUNTERS_H */

@@ -119,3 +119,12 @@ SELECT count(*) AS rows_here FROM pg_temp.scope_stats(false);
 SELECT count(*) AS rows_here_all FROM pg_temp.scope_stats(true) WHERE datname = current_database();
 CREATE EXTENSION dedup;
 SELECT count(*) AS rows_after_create FROM dedup_scope_stats();
+-- dropped and created again in one transaction: the new extension's
+-- counts, made in that transaction, stay as it commits
+BEGIN;
+DROP EXTENSION dedup;
+CREATE EXTENSION dedup;
+SELECT dedup_claim('counted', 'b') AS new_claim, dedup_claim('counted', 'b') AS duplicate;
+COMMIT;
+SELECT count(*) AS rows, sum(claims) AS claims, sum(duplicates) AS duplicates
+FROM dedup_scope_stats() WHERE coalesce(scope, 'counted') = 'counted';
