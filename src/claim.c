@@ -185,7 +185,7 @@ claim_batch_remote_row(const char *key, void *arg)
 	Oid			input;
 	Oid			ioparam;
 	DedupFingerprint fp;
-	DedupFingerprint *found;
+	const DedupFingerprint *found;
 
 	getTypeInputInfo(b->elemtype, &input, &ioparam);
 	dedup_key_datum(OidInputFunctionCall(input, (char *) key, ioparam, -1), b->typlen, b->scope, &fp);

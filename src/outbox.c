@@ -56,7 +56,6 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
-#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/lwlock.h"
@@ -70,6 +69,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "fingerprint.h"
 #include "outbox.h"
 #include "settings.h"
@@ -283,7 +283,7 @@ outbox_unlock_relay(const DedupFingerprint *part, const text *topic)
 	LOCKTAG		tag;
 
 	outbox_relay_locktag(&tag, part, topic);
-	while (LockHeldByMe(&tag, ExclusiveLock))
+	while (dedup_lock_held_by_me(&tag, ExclusiveLock))
 		LockRelease(&tag, ExclusiveLock, false);
 }
 
@@ -527,7 +527,7 @@ outbox_listener_exit(int code, Datum arg)
 {
 	if (!outbox_listening)
 		return;
-	pg_atomic_write_u32(&outbox_listeners->database[MyBackendId - 1], InvalidOid);
+	pg_atomic_write_u32(&outbox_listeners->database[dedup_my_backend_slot()], InvalidOid);
 	pg_atomic_fetch_sub_u32(&outbox_listeners->count, 1);
 	outbox_listening = false;
 }
@@ -542,10 +542,10 @@ outbox_note_listen(const char *channel)
 {
 	if (outbox_listeners == NULL || outbox_listening || channel == NULL ||
 		strcmp(channel, OUTBOX_CHANNEL) != 0 ||
-		MyBackendId < 1 || MyBackendId > MaxBackends)
+		dedup_my_backend_slot() < 0)
 		return;
 	before_shmem_exit(outbox_listener_exit, (Datum) 0);
-	pg_atomic_write_u32(&outbox_listeners->database[MyBackendId - 1], MyDatabaseId);
+	pg_atomic_write_u32(&outbox_listeners->database[dedup_my_backend_slot()], MyDatabaseId);
 	pg_atomic_fetch_add_u32(&outbox_listeners->count, 1);	/* a full barrier */
 	outbox_listening = true;
 }

@@ -105,6 +105,7 @@
 
 #include "catalog.h"
 #include "checks.h"
+#include "compat.h"
 #include "fingerprint.h"
 #include "outbox.h"
 #include "routing.h"
@@ -420,7 +421,7 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
 	nkeys = put_id_scankeys(index, part, id, skey);
 	slot = table_slot_create(heap, NULL);
 	InitDirtySnapshot(dirty);
-	scan = index_beginscan(heap, index, &dirty, nkeys, 0);
+	scan = dedup_index_beginscan(heap, index, &dirty, nkeys, 0);
 	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
@@ -460,7 +461,7 @@ put_event_exists(const DedupFingerprint *part, const pg_uuid_t *id, LOCKTAG *tag
 	outbox_event_locktag(tag, id);
 	InitDirtySnapshot(dirty);
 	nkeys = put_id_scankeys(index, part, id, skey);
-	scan = index_beginscan(heap, index, &dirty, nkeys, 0);
+	scan = dedup_index_beginscan(heap, index, &dirty, nkeys, 0);
 	for (;;)
 	{
 		TransactionId xwait = InvalidTransactionId;
@@ -801,7 +802,7 @@ put_shape_misfit(Relation heap, int *attnum, List **indexes)
 			return psprintf("Its column \"%s\" is generated.", NameStr(att->attname));
 		if (c == OUTBOX_COL_SEQ ?
 			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS ||
-			getIdentitySequence(RelationGetRelid(heap), att->attnum, true) !=
+			dedup_identity_sequence(heap, att->attnum, true) !=
 			dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ) :
 			att->attidentity != '\0' || !put_shape_default(heap, c, att->attnum))
 			return psprintf("Its column \"%s\" has another default.", NameStr(att->attname));

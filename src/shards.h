@@ -15,6 +15,7 @@
 #include "utils/relcache.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "fingerprint.h"
 
 /* Where a key's shard is: its node (group) and shard, and whether that is here */
@@ -28,7 +29,7 @@ typedef struct DedupShardPlace
 extern uint64 dedup_cluster_generation(void);
 extern void dedup_cluster_place(DedupRelation table, const DedupFingerprint *fp,
 								DedupShardPlace *place);
-extern void dedup_cluster_not_here(DedupRelation table, int64 shardid) pg_attribute_noreturn();
+pg_noreturn extern void dedup_cluster_not_here(DedupRelation table, int64 shardid);
 extern bool dedup_cluster_is_local(DedupRelation table, const DedupFingerprint *fp);
 extern void dedup_cluster_lock_key(DedupRelation table, const DedupFingerprint *fp);
 extern void dedup_cluster_lock_remote(DedupRelation table, const DedupFingerprint *fp);

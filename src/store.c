@@ -68,6 +68,7 @@
 #include "utils/typcache.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "filter.h"
 #include "shards.h"
 #include "store.h"
@@ -126,7 +127,7 @@ store_part_open(KeyStore *ks, KeyStorePart *part)
 		return false;
 	part->heap = table_open(part->heap_oid, NoLock);
 	part->index = index_open(part->index_oid, ks->lockmode);
-	part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
+	part->scan = dedup_index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
 	part->indexinfo = NULL;
 	part->opened = true;
 	return true;
@@ -284,7 +285,7 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 		}
 		part->heap_oid = RelationGetRelid(part->heap);
 		part->index_oid = RelationGetRelid(part->index);
-		part->scan = index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
+		part->scan = dedup_index_beginscan(part->heap, part->index, &ks->dirty, 1, 0);
 		part->indexinfo = NULL;
 		part->opened = true;
 		part->sealed = false;
@@ -517,8 +518,8 @@ store_predicate_lock(KeyStore *ks, ScanKey skey, const bool *probe)
 
 		if (!probe[i])
 			continue;
-		scan = index_beginscan(ks->parts[i].heap, ks->parts[i].index,
-							   GetTransactionSnapshot(), 1, 0);
+		scan = dedup_index_beginscan(ks->parts[i].heap, ks->parts[i].index,
+									 GetTransactionSnapshot(), 1, 0);
 		index_rescan(scan, skey, 1, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, ks->slot);
 		index_endscan(scan);
@@ -802,8 +803,8 @@ key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple
 	{
 		LockTupleMode lockmode;
 
-		result = heap_update(target->heap, &row->tid, tuple, cid,
-							 InvalidSnapshot, false, &tmfd, &lockmode);
+		result = dedup_heap_update(target->heap, &row->tid, tuple, cid,
+								   InvalidSnapshot, false, &tmfd, &lockmode);
 		if (result == TM_Ok && !HeapTupleIsHeapOnly(tuple))
 			store_index_insert(ks, target, &tuple->t_self, fp, true);
 	}
@@ -858,8 +859,8 @@ key_store_read(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row)
 
 		if (!probe[row->part])
 			continue;
-		scan = index_beginscan(ks->parts[row->part].heap, ks->parts[row->part].index,
-							   GetActiveSnapshot(), 1, 0);
+		scan = dedup_index_beginscan(ks->parts[row->part].heap, ks->parts[row->part].index,
+									 GetActiveSnapshot(), 1, 0);
 		index_rescan(scan, &skey, 1, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, ks->slot);
 		if (found)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Scripted test: the Debian package.  Builds postgresql-15-dedup with
-# dpkg-buildpackage from a copy of the source (debian/, PGDG's form), installs
+# Scripted test: the Debian package.  Builds postgresql-N-dedup, N the major
+# of pg_config, with dpkg-buildpackage from a copy of the source (debian/,
+# PGDG's form; debian/control written for the system's majors), installs
 # it with dpkg -i over what make install put there, and checks with dpkg -V
 # that every file on disk is the package's; then a throwaway server with
 # shared_preload_libraries = 'dedup' runs CREATE EXTENSION dedup and a claim.
@@ -11,11 +12,13 @@ set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
 ensure_packages debhelper postgresql-all postgresql-server-dev-all dpkg-dev
+major=$(pg_config --version | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+pkg=postgresql-$major-dedup
 version=$(dpkg-parsechangelog -l "$DEDUP_ROOT/debian/changelog" -S Version)
 work=$(mktemp -d /tmp/dedup-package.XXXXXX)
 chmod 755 "$work"	# the build's test server (user postgres) reads the files built there
 restore() {
-	as_root dpkg -r postgresql-15-dedup >/dev/null 2>&1 || true
+	as_root dpkg -r "$pkg" >/dev/null 2>&1 || true
 	as_root make -C "$DEDUP_ROOT" -s install >/dev/null
 	rm -rf "$work"
 }
@@ -25,15 +28,15 @@ trap restore EXIT
 mkdir "$work/dedup"
 (cd "$DEDUP_ROOT" && git ls-files -co --exclude-standard) |
 	(cd "$DEDUP_ROOT" && tar -cf - -T -) | tar -xf - -C "$work/dedup"
-(cd "$work/dedup" && dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1 ||
+(cd "$work/dedup" && PG_UPDATECONTROL=yes dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1 ||
 	{ tail -n 40 "$work/build.log"; exit 1; }
-deb="$work/postgresql-15-dedup_${version}_$(dpkg --print-architecture).deb"
+deb="$work/${pkg}_${version}_$(dpkg --print-architecture).deb"
 [ -f "$deb" ] || { echo "no $deb"; ls "$work"; exit 1; }
 
 as_root dpkg -i "$deb" >/dev/null
 # every file of the package is on disk as the package has it
-if ! out=$(dpkg -V postgresql-15-dedup 2>&1) || [ -n "$out" ]; then
-	echo "dpkg -V postgresql-15-dedup: $out"
+if ! out=$(dpkg -V "$pkg" 2>&1) || [ -n "$out" ]; then
+	echo "dpkg -V $pkg: $out"
 	exit 1
 fi
 libdir=$(pg_config --pkglibdir)
@@ -42,9 +45,9 @@ for f in "$libdir/dedup.so" "$sharedir/extension/dedup.control" \
 	"$sharedir/extension/dedup--1.0.sql" "$sharedir/extension/dedup--1.1.sql" \
 	"$sharedir/extension/dedup--1.0--1.1.sql" \
 	/usr/share/dedup/monitoring/postgres_exporter.yaml /usr/share/dedup/monitoring/dedup-alerts.yml \
-	/usr/share/doc/postgresql-15-dedup/copyright; do
-	dpkg -S "$f" 2>/dev/null | grep -q '^postgresql-15-dedup: ' ||
-		{ echo "$f is not in postgresql-15-dedup"; dpkg -L postgresql-15-dedup; exit 1; }
+	/usr/share/doc/$pkg/copyright; do
+	dpkg -S "$f" 2>/dev/null | grep -q "^$pkg: " ||
+		{ echo "$f is not in $pkg"; dpkg -L "$pkg"; exit 1; }
 done
 
 test_server package 13 "shared_preload_libraries = 'dedup'"

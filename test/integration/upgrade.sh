@@ -105,11 +105,17 @@ SELECT 'extension ' || extversion || ' in ' || extnamespace::regnamespace
 SELECT 'config ' || c::regclass || ' ' || quote_literal(cond)
   FROM pg_extension, unnest(extconfig, extcondition) AS u(c, cond)
  WHERE extname = 'dedup' ORDER BY 1;
+-- a table's row type and a type's array type go with the table and the type:
+-- 17 records them as members too (15 does not), and drops them with them
 CREATE TEMP VIEW members AS
 SELECT d.classid, d.objid, o.type, o.identity
   FROM pg_depend AS d CROSS JOIN LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) AS o
  WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dedup');
+   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dedup')
+   AND NOT (d.classid = 'pg_type'::regclass AND d.objid IN (
+       SELECT typarray FROM pg_type
+       UNION ALL
+       SELECT t.oid FROM pg_type AS t JOIN pg_class AS c ON c.oid = t.typrelid WHERE c.relkind <> 'c'));
 SELECT 'member ' || m.type || ' ' || m.identity
        || coalesce(' acl ' || (SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(CASE m.classid
               WHEN 'pg_proc'::regclass THEN (SELECT proacl FROM pg_proc WHERE oid = m.objid)

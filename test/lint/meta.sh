@@ -2,7 +2,8 @@
 # Scripted test: META.json (PGXN's meta spec 1.0.0) parses, carries the
 # fields PGXN requires, and names the version dedup.control installs
 # (default_version, as PGXN's semantic version: 1.1 is 1.1.0), whose install
-# script the Makefile builds, and the licence of LICENSE.
+# script the Makefile builds, the licence of LICENSE, and the PostgreSQL
+# majors of debian/pgversions (">= 15.0.0, < 19.0.0" for 15 to 18).
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -32,10 +33,13 @@ perl -MJSON::PP -e '
 		push @fail, "provides.dedup.docfile $p->{docfile} does not exist" unless -f $p->{docfile};
 	}
 	push @fail, "license is not postgresql" unless $m->{license} eq "postgresql";
-	push @fail, "prereqs do not require PostgreSQL 15"
-		unless ($m->{prereqs}{runtime}{requires}{PostgreSQL} // "") =~ /^15\./;
+	# the majors of debian/pgversions, the first to the last
+	my ($first, $last) = @ARGV[1, 2];
+	my $range = ">= $first.0.0, < " . ($last + 1) . ".0.0";
+	push @fail, "prereqs do not require PostgreSQL $range (debian/pgversions)"
+		unless ($m->{prereqs}{runtime}{requires}{PostgreSQL} // "") eq $range;
 	if (@fail) { print "META.json: $_\n" for @fail; exit 1 }
-' "$control"
+' "$control" "$(head -n 1 debian/pgversions)" "$(tail -n 1 debian/pgversions)"
 
 # the version is one everywhere: the package's changelog (upstream part of
 # its top entry), the README ("dedup X.Y.Z") and the reference's title

@@ -46,6 +46,11 @@ SELECT 'object ' || o.type || '|'
   FROM pg_depend AS d CROSS JOIN LATERAL pg_identify_object(d.classid, d.objid, 0) AS o
  WHERE d.classid <> 'pg_proc'::regclass AND d.deptype = 'e'
    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dedup')
+   -- a table's row type and a type's array go with them (17 lists them as members)
+   AND NOT (d.classid = 'pg_type'::regclass AND d.objid IN (
+       SELECT typarray FROM pg_type
+       UNION ALL
+       SELECT t.oid FROM pg_type AS t JOIN pg_class AS c ON c.oid = t.typrelid WHERE c.relkind <> 'c'))
 UNION ALL
 SELECT 'setting ' || concat_ws('|', name, boot_val, coalesce(min_val, ''), coalesce(max_val, ''), context)
   FROM pg_settings WHERE name LIKE 'dedup.%'

@@ -250,7 +250,7 @@ BEGIN;
 SELECT deleted, next_position FROM dedup_cleanup_batch(3::bigint << 32);
 SELECT count(*) AS listed, count(*) FILTER (WHERE state = 'n') AS opened FROM dedup.buckets;
 ROLLBACK;
-SELECT regress_try($$SET dedup.bucket_max_size = -2$$);
+-- (a size out of range: test/sql/setting_ranges.sql)
 RESET dedup.bucket_max_size;
 
 -- dedup.bucket_interval: 0 (the default) follows the ttls written into the
@@ -335,8 +335,7 @@ SELECT bucket, state FROM buckets;
 UPDATE dedup.buckets SET opened_at = opened_at - interval '1 hour' WHERE state = 'c';
 CALL dedup_cleanup();
 SELECT bucket, state FROM buckets;
--- at least 0 seconds, set by superusers
-SELECT regress_try($$SET dedup.bucket_interval = -1$$);
+-- at least 0 seconds (test/sql/setting_ranges.sql), set by superusers
 SHOW dedup.bucket_interval;
 RESET dedup.cleanup_pause;
 -- the tests after this one start from one empty bucket
