@@ -6,7 +6,8 @@
 #   make installcheck        the regress, isolation and TAP tests (test/t) against
 #                            the installed server (not as root: TAP runs initdb)
 #   make lint                checks of the sources: src/'s layers (src/README.md),
-#                            the reference, META.json, C format (test/lint)
+#                            the reference, META.json, C format, commit
+#                            subjects (test/lint)
 #
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
 # is built from the parts in sql/ listed in SQL_PARTS, in that order (types,
@@ -171,9 +172,10 @@ $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sq
 # lint-reference: doc/reference.md against the installed extension (on a
 # server of its own; test/lint/reference.sh).
 # lint-meta: META.json against dedup.control and LICENSE (test/lint/meta.sh).
-# lint-format: the C sources' layout, pgindent's when it is installed
-# (test/lint/format.sh).
-LINT = lint-layers lint-reference lint-meta lint-format
+# lint-format: the C sources' layout, pgindent's when it is installed, and
+# src/typedefs.list complete (test/lint/format.sh).
+# lint-commits: commit subjects of at most 72 characters (test/lint/commits.sh).
+LINT = lint-layers lint-reference lint-meta lint-format lint-commits
 .PHONY: lint $(LINT)
 lint: $(LINT)
 
@@ -188,6 +190,8 @@ lint-meta:
 	@$(call lint_run,bash test/lint/meta.sh)
 lint-format:
 	@$(call lint_run,bash test/lint/format.sh)
+lint-commits:
+	@$(call lint_run,bash test/lint/commits.sh)
 
 .PHONY: sim
 sim: sim/dedup-sim
