@@ -361,6 +361,8 @@ DECLARE
     bid bigint;
     s record;
     missed boolean;
+    counted_topics text[] := '{}';
+    counted_n integer[] := '{}';
 BEGIN
     SELECT coalesce(array_agg(g.id), '{}'), array_agg(g.attempt)
     INTO given_ids, given_attempts FROM dedup.outbox_given(ids, attempts) AS g;
@@ -384,13 +386,14 @@ BEGIN
                 s := dedup.outbox_settle(caller, in_part, bid, '{}', given_ids, given_ids,
                                          given_attempts, retry_delay, error);
                 done := done || s.nacked;
-                PERFORM dedup.scope_count(s.topic, 'events_nacked', cardinality(s.nacked));
+                counted_n := counted_n || cardinality(s.nacked);
             ELSE
                 s := dedup.outbox_settle(caller, in_part, bid, given_ids, '{}', given_ids,
                                          given_attempts, retry_delay, error);
                 done := done || s.acked;
-                PERFORM dedup.scope_count(s.topic, 'events_acked', cardinality(s.acked));
+                counted_n := counted_n || cardinality(s.acked);
             END IF;
+            counted_topics := counted_topics || s.topic;
             missed := missed OR s.topic IS NULL;
         END LOOP;
         EXIT WHEN NOT missed;
@@ -413,12 +416,18 @@ BEGIN
         SELECT coalesce(array_agg(g.id), '{}'), coalesce(array_agg(g.topic), '{}')
         INTO dead_ids, dead_topics FROM gone AS g;
         done := done || dead_ids;
-        PERFORM dedup.scope_count(x.topic, 'events_acked', count(*))
-        FROM unnest(dead_topics) AS x(topic) GROUP BY x.topic;
+        counted_topics := counted_topics || dead_topics;
+        counted_n := counted_n || array_fill(1, ARRAY[cardinality(dead_topics)]);
     END IF;
     IF cardinality(done) < cardinality(ids) THEN
         PERFORM dedup.outbox_check_ids(caller, in_part, ids, done, hidden);
     END IF;
+    -- counted only now, as the call returns: one that raised above (its
+    -- settles rolled back with it) counts nothing, as its caller was told
+    PERFORM dedup.scope_count(c.topic, CASE WHEN nack THEN 'events_nacked' ELSE 'events_acked' END,
+                              sum(c.n))
+    FROM unnest(counted_topics, counted_n) AS c(topic, n)
+    WHERE c.topic IS NOT NULL GROUP BY c.topic;
     RETURN cardinality(done);
 END
 $$;
