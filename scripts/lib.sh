@@ -48,8 +48,10 @@ fi
 
 # server_start DIR PORT [extra postgresql.conf lines...]
 # A new cluster in DIR/data, listening on PORT on a socket in DIR only,
-# with dedup and pg_cron preloaded and fsync off.  @DIR@ in a line stands
-# for DIR.
+# with the settings of every test server (test/perl/dedup.conf, which the
+# TAP tests' test/perl/DedupNode.pm appends too: fsync off, ...) and dedup
+# and pg_cron preloaded; the extra lines come last, so they win.  @DIR@ in
+# a line stands for DIR.
 server_start() {
 	local dir=$1 port=$2
 	shift 2
@@ -59,15 +61,16 @@ server_start() {
 	as_server "$PG_BINDIR/initdb" -D "$dir/data" -U postgres --no-sync -E UTF8 \
 		--locale=C.UTF-8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log"; return 1; }
 	{
+		echo
+		echo "# test/perl/dedup.conf"
+		cat "$DEDUP_ROOT/test/perl/dedup.conf"
+		echo
+		echo "# scripts/lib.sh's server_start"
 		echo "port = $port"
 		echo "listen_addresses = ''"
 		echo "unix_socket_directories = '$dir'"
 		echo "shared_preload_libraries = 'dedup, pg_cron'"
 		echo "cron.database_name = 'postgres'"
-		echo "fsync = off"
-		echo "max_connections = 50"
-		echo "max_prepared_transactions = 10"
-		echo "log_line_prefix = '%m [%p] %q%a '"
 		for line in "$@"; do echo "${line//@DIR@/$dir}"; done
 	} | as_server tee -a "$dir/data/postgresql.conf" >/dev/null
 	as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
@@ -80,27 +83,17 @@ server_stop() {
 }
 
 # server_crash DIR: kill the server's postmaster with SIGKILL, as a crash
-# would, and start the server again (crash recovery replays the WAL).  Waits
-# for the postmaster to be gone and retries the start while its orphaned
-# backends, which exit when they notice its death, still hold shared memory.
+# would, and start the server again (crash recovery replays the WAL):
+# test/perl/DedupServer.pm's crash_restart, which the TAP tests' nodes run
+# too (it waits for the postmaster to be gone, removes its lock files and
+# retries the start while its orphaned backends still hold shared memory).
 server_crash() {
-	local dir=$1 pid state try
-	pid=$(head -n 1 "$dir/data/postmaster.pid")
-	kill -9 "$pid"
-	for _ in $(seq 1 100); do
-		state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-		case "$state" in ""|Z) break ;; esac
-		sleep 0.1
-	done
-	# the dead postmaster's lock files: a zombie's PID would look alive
-	rm -f "$dir/data/postmaster.pid" "$dir"/.s.PGSQL.*.lock
-	for try in $(seq 1 20); do
-		as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-			>/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	echo "server_crash: the server did not start again; see $dir/server.log" >&2
-	return 1
+	local dir=$1 as=()
+	[ "$(id -u)" -eq 0 ] && as=(runuser -u postgres --)
+	perl -I "$DEDUP_ROOT/test/perl" -MDedupServer -e 'exit !DedupServer::crash_dir(@ARGV)' \
+		"$dir/data" "$dir" "${as[@]}" "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+		-w -t 60 start ||
+		{ echo "server_crash: the server did not start again; see $dir/server.log" >&2; return 1; }
 }
 
 # server_crash_command DIR: server_crash DIR as one shell command, for a
