@@ -108,8 +108,8 @@ server_crash_command() {
 # (kept when KEEP is set), with PGHOST/PGPORT/PGUSER/PGDATABASE pointing at
 # it.  Sets dir and port.  Each script has an offset of its own, so that
 # scripts may run side by side (the TAP tests in test/t need none: the
-# harness picks free ports): package 13, pgbouncer 14
-# (and its pooler +100), monitoring 15 (its exporter +200), asyncpg 16,
+# harness picks free ports): package 13, monitoring 15 (its exporter +200),
+# asyncpg 16,
 # lint/reference 20, docs 30, powertools 36, sim 60, upgrade 70, citus 80
 # (its workers 81 and 82).
 test_server() {
