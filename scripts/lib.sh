@@ -108,8 +108,7 @@ server_crash_command() {
 # (kept when KEEP is set), with PGHOST/PGPORT/PGUSER/PGDATABASE pointing at
 # it.  Sets dir and port.  Each script has an offset of its own, so that
 # scripts may run side by side (the TAP tests in test/t need none: the
-# harness picks free ports): package 13, monitoring 15 (its exporter +200),
-# asyncpg 16,
+# harness picks free ports): package 13, asyncpg 16,
 # lint/reference 20, docs 30, powertools 36, sim 60, upgrade 70, citus 80
 # (its workers 81 and 82).
 test_server() {
@@ -154,9 +153,11 @@ check() {
 # run_tap_tests LOG [FILE...]: the TAP tests (test/t/*.pl, or the FILEs
 # named, as test/t/NNN_name.pl) through PGXS's prove_installcheck, against
 # the PostgreSQL of pg_config, as the server user: the harness runs initdb,
-# which refuses root.  They run in a throwaway copy of the Makefile and
-# test/ owned by that user (prove_installcheck writes tmp_check there, and
-# the tree may be root's); prove's output goes to LOG, the harness's logs of
+# which refuses root.  They run in a throwaway copy of what they read (the
+# Makefile, test/, monitoring/, clients/, and sim/ with its build, its
+# times kept so that make sim finds it built) owned by that user
+# (prove_installcheck writes tmp_check there, and the tree may be root's);
+# prove's output goes to LOG, the harness's logs of
 # each file to LOG.d/.  The harness picks free ports; it reserves them in
 # one directory for every run on the machine (/tmp/dedup-tap-ports), so that
 # runs side by side do not pick the same.  Returns make's status.
@@ -164,7 +165,9 @@ run_tap_tests() {
 	local log=$1 tap status ports=/tmp/dedup-tap-ports
 	shift
 	tap=$(mktemp -d /tmp/dedup-tap.XXXXXX)
-	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" "$tap/"
+	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" \
+		"$DEDUP_ROOT/monitoring" "$DEDUP_ROOT/clients" "$tap/"
+	cp -R --preserve=timestamps "$DEDUP_ROOT/sim" "$tap/"
 	chown -R "$SERVER_USER" "$tap"
 	chmod 755 "$tap"
 	mkdir -p "$ports"

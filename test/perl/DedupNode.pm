@@ -26,6 +26,7 @@ package DedupNode;
 use strict;
 use warnings;
 
+use Cwd ();
 use DedupServer;
 use File::Basename qw(dirname);
 use PostgreSQL::Test::Cluster;
@@ -36,6 +37,14 @@ our @ISA = ('PostgreSQL::Test::Cluster');
 
 # test/fixture, beside test/perl
 my $fixture_dir = dirname(__FILE__) . '/../fixture';
+
+# tree_file(PATH): PATH, relative to the top of the tree (or of the copy
+# that scripts/lib.sh's run_tap_tests makes), as the tests can open it
+sub tree_file
+{
+	my ($path) = @_;
+	return Cwd::abs_path(dirname(__FILE__) . '/../..') . "/$path";
+}
 
 # DedupNode->create(NAME, preload => LIBRARIES, streaming => 0|1|'logical',
 #                   conf => [LINES], start => 0|1)
