@@ -109,7 +109,7 @@ server_crash_command() {
 # it.  Sets dir and port.  Each script has an offset of its own, so that
 # scripts may run side by side (the TAP tests in test/t need none: the
 # harness picks free ports): package 13, asyncpg 16,
-# lint/reference 20, docs 30, powertools 36, sim 60, upgrade 70, citus 80
+# lint/reference 20, docs 30, sim 60, upgrade 70, citus 80
 # (its workers 81 and 82).
 test_server() {
 	local name=$1 offset=$2
