@@ -1,7 +1,11 @@
 # scripts/lib.sh: what the test, demo and benchmark scripts share — installing
 # Debian's packages that are missing, building and installing the extension,
-# and starting and stopping throwaway PostgreSQL servers.  Source it; it
-# defines functions and sets no options of the caller's.
+# starting, crashing and stopping throwaway PostgreSQL servers, and running
+# the TAP tests as the server user.  Source it; it defines functions and sets
+# no options of the caller's.  The servers' settings and their crash are the
+# TAP tests' own (test/perl/dedup.conf, test/perl/DedupServer.pm): the tests
+# that need a server of their own are TAP tests (test/t, doc/tests.md); the
+# shell scripts left are what PostgreSQL's harness cannot drive.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 
@@ -91,7 +95,7 @@ server_crash() {
 	local dir=$1 as=()
 	[ "$(id -u)" -eq 0 ] && as=(runuser -u postgres --)
 	perl -I "$DEDUP_ROOT/test/perl" -MDedupServer -e 'exit !DedupServer::crash_dir(@ARGV)' \
-		"$dir/data" "$dir" "${as[@]}" "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+		"$dir/data" "$dir/.s.PGSQL.*.lock" "${as[@]}" "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
 		-w -t 60 start ||
 		{ echo "server_crash: the server did not start again; see $dir/server.log" >&2; return 1; }
 }
@@ -109,7 +113,7 @@ server_crash_command() {
 # it.  Sets dir and port.  Each script has an offset of its own, so that
 # scripts may run side by side (the TAP tests in test/t need none: the
 # harness picks free ports): package 13, asyncpg 16,
-# lint/reference 20, docs 30, sim 60, upgrade 70, citus 80
+# lint/reference 20, docs 30, upgrade 70, citus 80
 # (its workers 81 and 82).
 test_server() {
 	local name=$1 offset=$2

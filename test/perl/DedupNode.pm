@@ -90,9 +90,24 @@ sub crash_restart
 	return 0;
 }
 
+# $node->crash_command: a shell command that does what crash_restart does,
+# with pg_ctl, for a program that crashes the server itself
+# (sim/dedup-sim's --crash-command).  The node's pid is then stale: call
+# $node->_update_pid(1) once the program is done.
+sub crash_command
+{
+	my ($self) = @_;
+	my @command = (
+		'perl', '-I', Cwd::abs_path(dirname(__FILE__)), '-MDedupServer', '-e',
+		'exit !DedupServer::crash_dir(@ARGV)', $self->data_dir,
+		$self->host . '/.s.PGSQL.' . $self->port . '.lock',
+		'pg_ctl', '-w', '-D', $self->data_dir, '-l', $self->logfile, 'start');
+	return join ' ', map { my $arg = $_; $arg =~ s/'/'\\''/g; "'$arg'" } @command;
+}
+
 # process_state(PID) and pid_gone_within(PID, SECONDS): DedupServer's
-*process_state = \&DedupServer::process_state;
-*pid_gone_within = \&DedupServer::pid_gone_within;
+sub process_state { return DedupServer::process_state(@_); }
+sub pid_gone_within { return DedupServer::pid_gone_within(@_); }
 
 # $node->psql_error(DB, SQL, VERBOSITY): what psql prints for SQL run with
 # that VERBOSITY (sqlstate, terse), its file and line prefix taken off:

@@ -5,7 +5,9 @@
 # uses it as a module; scripts/lib.sh's server_crash (the integration
 # scripts, the demo) calls it on the command line:
 #   perl -I test/perl -MDedupServer -e 'exit !DedupServer::crash_dir(@ARGV)' \
-#       DATADIR SOCKETDIR START_COMMAND...
+#       DATADIR LOCK_FILES START_COMMAND...
+# as does a program that crashes the server itself (sim/dedup-sim's
+# --crash-command) in a TAP test (DedupNode's crash_command).
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 
@@ -85,12 +87,13 @@ sub crash_restart
 	return 0;
 }
 
-# crash_dir(DATADIR, SOCKETDIR, START_COMMAND...): crash_restart of the
-# server of DATADIR (its postmaster.pid's), its socket's lock files in
-# SOCKETDIR, START_COMMAND its start (run with its output discarded)
+# crash_dir(DATADIR, LOCK_FILES, START_COMMAND...): crash_restart of the
+# server of DATADIR (its postmaster.pid's), its socket's lock files those
+# LOCK_FILES, a glob pattern, names, START_COMMAND its start (run with its
+# output discarded)
 sub crash_dir
 {
-	my ($datadir, $socketdir, @command) = @_;
+	my ($datadir, $lock_files, @command) = @_;
 	open my $fh, '<', "$datadir/postmaster.pid" or die "$datadir/postmaster.pid: $!";
 	my $pid = <$fh>;
 	close $fh;
@@ -109,7 +112,7 @@ sub crash_dir
 			return $? == 0;
 		},
 		"$datadir/postmaster.pid",
-		glob("$socketdir/.s.PGSQL.*.lock"));
+		glob($lock_files));
 	print STDERR "crash_restart: the server did not start again: @command\n" unless $started;
 	return $started;
 }
