@@ -93,7 +93,7 @@ sub crash_restart
 # $node->crash_command: a shell command that does what crash_restart does,
 # with pg_ctl, for a program that crashes the server itself
 # (sim/dedup-sim's --crash-command).  The node's pid is then stale: call
-# $node->_update_pid(1) once the program is done.
+# $node->_update_pid(-1) once the program is done.
 sub crash_command
 {
 	my ($self) = @_;

@@ -43,14 +43,14 @@ my $logdir = PostgreSQL::Test::Utils::tempdir();
 # simulate(NAME, ARGS...): run the simulator with ARGS against dedup_sim,
 # its output (stdout and stderr) to a file of NAME; its exit status and
 # output.  A crash restarted the node behind the harness's back: its pid is
-# read again.
+# read again (none if a start failed: the checks then say what failed).
 sub simulate
 {
 	my ($name, @args) = @_;
 	my $out = "$logdir/$name.log";
 	IPC::Run::run([ $sim, @args, $conninfo ], '>', $out, '2>&1');
 	my $status = $? >> 8;
-	$node->_update_pid(1);
+	$node->_update_pid(-1);
 	return ($status, PostgreSQL::Test::Utils::slurp_file($out));
 }
 sub lines_matching { my ($re, $text) = @_; return scalar(grep { /$re/ } split /\n/, $text); }
