@@ -4,7 +4,9 @@
 #   make sim                 the exactly-once simulator sim/dedup-sim (a libpq client)
 #   scripts/test             the whole test suite on a throwaway server (see README)
 #   make installcheck        the regress, isolation and TAP tests (test/t) against
-#                            the installed server (not as root: TAP runs initdb)
+#                            the installed server (not as root: TAP runs initdb);
+#                            a TAP test that needs a program not installed
+#                            (PgBouncer, the exporter, Node) skips, saying which
 #   make lint                checks of the sources: src/'s layers (src/README.md),
 #                            the reference, META.json, C format, commit
 #                            subjects (test/lint)
@@ -117,7 +119,11 @@ SLOW_PATH_ISOLATION = $(filter outbox-% extension-recreate,$(ISOLATION))
 
 # TAP tests: test/t/NNN_name.pl, PostgreSQL's own harness
 # (PostgreSQL::Test::Cluster, through test/perl/DedupNode.pm), each on
-# servers of its own; PGXS's prove_installcheck runs them after the regress
+# servers of its own, with the settings of every test server
+# (test/perl/dedup.conf, which scripts/lib.sh's server_start reads too): every
+# test on servers of its own that the harness can drive, the simulator's
+# included (the shell scripts left, test/integration, are what it cannot:
+# doc/tests.md); PGXS's prove_installcheck runs them after the regress
 # and isolation tests, against the installed PostgreSQL, as a user that may
 # run initdb (not root: scripts/lib.sh's run_tap_tests runs them as
 # postgres).  A plain `make installcheck` runs all three; a caller that
@@ -146,6 +152,12 @@ include $(PGXS)
 
 # after PGXS, whose Makefile.global empties it: where DedupNode.pm is
 PROVE_FLAGS = -I test/perl
+
+# test/t/013_sim.pl runs the simulator: a run of the TAP tests builds it
+# first (after PGXS, so that installcheck is not the default goal)
+ifneq ($(TAP_TESTS),)
+installcheck: sim
+endif
 
 .PHONY: installcheck-slow-path
 installcheck-slow-path:

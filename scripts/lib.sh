@@ -1,7 +1,11 @@
 # scripts/lib.sh: what the test, demo and benchmark scripts share — installing
 # Debian's packages that are missing, building and installing the extension,
-# and starting and stopping throwaway PostgreSQL servers.  Source it; it
-# defines functions and sets no options of the caller's.
+# starting, crashing and stopping throwaway PostgreSQL servers, and running
+# the TAP tests as the server user.  Source it; it defines functions and sets
+# no options of the caller's.  The servers' settings and their crash are the
+# TAP tests' own (test/perl/dedup.conf, test/perl/DedupServer.pm): the tests
+# that need a server of their own are TAP tests (test/t, doc/tests.md); the
+# shell scripts left are what PostgreSQL's harness cannot drive.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 
@@ -48,8 +52,10 @@ fi
 
 # server_start DIR PORT [extra postgresql.conf lines...]
 # A new cluster in DIR/data, listening on PORT on a socket in DIR only,
-# with dedup and pg_cron preloaded and fsync off.  @DIR@ in a line stands
-# for DIR.
+# with the settings of every test server (test/perl/dedup.conf, which the
+# TAP tests' test/perl/DedupNode.pm appends too: fsync off, ...) and dedup
+# and pg_cron preloaded; the extra lines come last, so they win.  @DIR@ in
+# a line stands for DIR.
 server_start() {
 	local dir=$1 port=$2
 	shift 2
@@ -59,15 +65,16 @@ server_start() {
 	as_server "$PG_BINDIR/initdb" -D "$dir/data" -U postgres --no-sync -E UTF8 \
 		--locale=C.UTF-8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log"; return 1; }
 	{
+		echo
+		echo "# test/perl/dedup.conf"
+		cat "$DEDUP_ROOT/test/perl/dedup.conf"
+		echo
+		echo "# scripts/lib.sh's server_start"
 		echo "port = $port"
 		echo "listen_addresses = ''"
 		echo "unix_socket_directories = '$dir'"
 		echo "shared_preload_libraries = 'dedup, pg_cron'"
 		echo "cron.database_name = 'postgres'"
-		echo "fsync = off"
-		echo "max_connections = 50"
-		echo "max_prepared_transactions = 10"
-		echo "log_line_prefix = '%m [%p] %q%a '"
 		for line in "$@"; do echo "${line//@DIR@/$dir}"; done
 	} | as_server tee -a "$dir/data/postgresql.conf" >/dev/null
 	as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
@@ -80,27 +87,17 @@ server_stop() {
 }
 
 # server_crash DIR: kill the server's postmaster with SIGKILL, as a crash
-# would, and start the server again (crash recovery replays the WAL).  Waits
-# for the postmaster to be gone and retries the start while its orphaned
-# backends, which exit when they notice its death, still hold shared memory.
+# would, and start the server again (crash recovery replays the WAL):
+# test/perl/DedupServer.pm's crash_restart, which the TAP tests' nodes run
+# too (it waits for the postmaster to be gone, removes its lock files and
+# retries the start while its orphaned backends still hold shared memory).
 server_crash() {
-	local dir=$1 pid state try
-	pid=$(head -n 1 "$dir/data/postmaster.pid")
-	kill -9 "$pid"
-	for _ in $(seq 1 100); do
-		state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-		case "$state" in ""|Z) break ;; esac
-		sleep 0.1
-	done
-	# the dead postmaster's lock files: a zombie's PID would look alive
-	rm -f "$dir/data/postmaster.pid" "$dir"/.s.PGSQL.*.lock
-	for try in $(seq 1 20); do
-		as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-			>/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	echo "server_crash: the server did not start again; see $dir/server.log" >&2
-	return 1
+	local dir=$1 as=()
+	[ "$(id -u)" -eq 0 ] && as=(runuser -u postgres --)
+	perl -I "$DEDUP_ROOT/test/perl" -MDedupServer -e 'exit !DedupServer::crash_dir(@ARGV)' \
+		"$dir/data" "$dir/.s.PGSQL.*.lock" "${as[@]}" "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" \
+		-w -t 60 start ||
+		{ echo "server_crash: the server did not start again; see $dir/server.log" >&2; return 1; }
 }
 
 # server_crash_command DIR: server_crash DIR as one shell command, for a
@@ -115,9 +112,8 @@ server_crash_command() {
 # (kept when KEEP is set), with PGHOST/PGPORT/PGUSER/PGDATABASE pointing at
 # it.  Sets dir and port.  Each script has an offset of its own, so that
 # scripts may run side by side (the TAP tests in test/t need none: the
-# harness picks free ports): fingerprint-cost 12, package 13, pgbouncer 14
-# (and its pooler +100), monitoring 15 (its exporter +200), asyncpg 16,
-# lint/reference 20, docs 30, powertools 36, sim 60, upgrade 70, citus 80
+# harness picks free ports): package 13, asyncpg 16,
+# lint/reference 20, docs 30, upgrade 70, citus 80
 # (its workers 81 and 82).
 test_server() {
 	local name=$1 offset=$2
@@ -161,9 +157,11 @@ check() {
 # run_tap_tests LOG [FILE...]: the TAP tests (test/t/*.pl, or the FILEs
 # named, as test/t/NNN_name.pl) through PGXS's prove_installcheck, against
 # the PostgreSQL of pg_config, as the server user: the harness runs initdb,
-# which refuses root.  They run in a throwaway copy of the Makefile and
-# test/ owned by that user (prove_installcheck writes tmp_check there, and
-# the tree may be root's); prove's output goes to LOG, the harness's logs of
+# which refuses root.  They run in a throwaway copy of what they read (the
+# Makefile, test/, monitoring/, clients/, and sim/ with its build, its
+# times kept so that make sim finds it built) owned by that user
+# (prove_installcheck writes tmp_check there, and the tree may be root's);
+# prove's output goes to LOG, the harness's logs of
 # each file to LOG.d/.  The harness picks free ports; it reserves them in
 # one directory for every run on the machine (/tmp/dedup-tap-ports), so that
 # runs side by side do not pick the same.  Returns make's status.
@@ -171,7 +169,9 @@ run_tap_tests() {
 	local log=$1 tap status ports=/tmp/dedup-tap-ports
 	shift
 	tap=$(mktemp -d /tmp/dedup-tap.XXXXXX)
-	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" "$tap/"
+	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" \
+		"$DEDUP_ROOT/monitoring" "$DEDUP_ROOT/clients" "$tap/"
+	cp -R --preserve=timestamps "$DEDUP_ROOT/sim" "$tap/"
 	chown -R "$SERVER_USER" "$tap"
 	chmod 755 "$tap"
 	mkdir -p "$ports"

@@ -2,7 +2,7 @@
 // (@aws-lambda-powertools/idempotency, makeIdempotent and its middleware) on
 // dedup's idempotency records, in one PostgreSQL: the in-progress record is
 // dedup_begin's lease, the stored result dedup_complete's response, a
-// failure dedup_release.  Tested by test/integration/powertools.sh.
+// failure dedup_release.  Tested by test/t/012_powertools.pl.
 //
 //   import { DedupPersistenceLayer } from '@dedup/powertools-persistence';
 //   const persistenceStore = new DedupPersistenceLayer({ pool, scope: 'orders-lambda' });

@@ -2,12 +2,14 @@
 # tests (test/t/*.pl), run by `make installcheck` through PGXS's
 # prove_installcheck against the installed server.
 #
-# DedupNode->create makes and starts a node as scripts/lib.sh's server_start
-# made a server: dedup preloaded (or what the test asks for), fsync off,
-# restart_after_crash on, wal_level replica, 50 connections, 10 prepared
-# transactions; the harness picks the port and the socket directory.  Then
+# DedupNode->create makes and starts a node with the settings of every test
+# server of dedup, test/perl/dedup.conf, which scripts/lib.sh's server_start
+# appends too (fsync off, restart_after_crash on, wal_level replica, 50
+# connections, 10 prepared transactions), and dedup preloaded (or what the
+# test asks for); the harness picks the port and the socket directory.  Then
 # the few things the tests share that the harness has no method for: a
-# crash with SIGKILL and the start after it, the SQLSTATE or message of a
+# crash with SIGKILL and the start after it (test/perl/DedupServer.pm's,
+# which scripts/lib.sh's server_crash runs too), the SQLSTATE or message of a
 # statement that fails, a poll with a time limit of its own, the server
 # log's lines, a process's exit within a time, and the fixture of every
 # kind of dedup row (test/fixture/*.sql, which test/fixture.sh reads too).
@@ -24,22 +26,31 @@ package DedupNode;
 use strict;
 use warnings;
 
+use Cwd ();
+use DedupServer;
 use File::Basename qw(dirname);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils ();    # its functions named in full: an import would hide methods
 use Test::More;
-use Time::HiRes qw(usleep time);
 
 our @ISA = ('PostgreSQL::Test::Cluster');
 
 # test/fixture, beside test/perl
 my $fixture_dir = dirname(__FILE__) . '/../fixture';
 
+# tree_file(PATH): PATH, relative to the top of the tree (or of the copy
+# that scripts/lib.sh's run_tap_tests makes), as the tests can open it
+sub tree_file
+{
+	my ($path) = @_;
+	return Cwd::abs_path(dirname(__FILE__) . '/../..') . "/$path";
+}
+
 # DedupNode->create(NAME, preload => LIBRARIES, streaming => 0|1|'logical',
 #                   conf => [LINES], start => 0|1)
 # A new node, initialized and (unless start => 0) started.  preload is
 # shared_preload_libraries ('dedup' unless given; '' for none); conf lines
-# come last in postgresql.conf, so they win over the defaults here.
+# come last in postgresql.conf, so they win over dedup.conf's.
 sub create
 {
 	my ($class, $name, %params) = @_;
@@ -47,77 +58,56 @@ sub create
 	my $node = $class->new($name);
 
 	$node->init(allows_streaming => $params{streaming} || 0);
-	my @conf = (
-		"shared_preload_libraries = '$preload'",
-		'fsync = off',
-		'restart_after_crash = on',
-		'log_statement = none',
-		'max_connections = 50',
-		'max_prepared_transactions = 10',
-		"shared_buffers = '128MB'");
-	push @conf, 'wal_level = replica' unless $params{streaming};
+	my @conf = ("shared_preload_libraries = '$preload'");
+	# after dedup.conf's replica
+	push @conf, 'wal_level = logical' if ($params{streaming} || '') eq 'logical';
 	push @conf, "cron.database_name = 'postgres'" if $preload =~ /pg_cron/;
 	push @conf, @{ $params{conf} || [] };
-	$node->append_conf('postgresql.conf', join("\n", @conf));
+	$node->append_conf('postgresql.conf',
+		"\n# test/perl/dedup.conf\n" . DedupServer::conf() . "\n# DedupNode\n" . join("\n", @conf));
 	$node->start unless defined $params{start} && !$params{start};
 	return $node;
 }
 
 # $node->crash_restart: kill the postmaster with SIGKILL, as a crash would,
-# and start it again (crash recovery replays the WAL).  Waits for the
-# postmaster to be gone (or a zombie nobody reaps), removes its lock files
-# (a zombie's PID would look alive), and retries the start while its
-# orphaned backends, which exit when they notice its death, still hold
-# shared memory.  Returns whether the server started again.
+# and start it again (crash recovery replays the WAL): DedupServer's
+# crash_restart, with the harness's start.  Returns whether the server
+# started again.
 sub crash_restart
 {
 	my ($self) = @_;
 	my $pid = $self->{_pid};
 
-	$self->kill9;
-	for (1 .. 100)
-	{
-		my $state = process_state($pid);
-		last if !defined $state || $state eq 'Z';
-		usleep(100_000);
-	}
-	unlink $self->data_dir . '/postmaster.pid';
-	unlink $self->host . '/.s.PGSQL.' . $self->port . '.lock';
-	for (1 .. 20)
-	{
-		return 1 if $self->start(fail_ok => 1);
-		usleep(500_000);
-	}
+	print "### Killing node \"" . $self->name . "\" using signal 9\n";
+	return 1
+	  if DedupServer::crash_restart(
+		$pid,
+		# the node is not running: a failed start may have read a pid
+		sub { $self->{_pid} = undef; $self->start(fail_ok => 1) },
+		$self->data_dir . '/postmaster.pid',
+		$self->host . '/.s.PGSQL.' . $self->port . '.lock');
 	diag 'crash_restart: the server did not start again; see ' . $self->logfile;
 	return 0;
 }
 
-# process_state(PID): the state letter of /proc/PID/stat (Z for a zombie),
-# or undef when there is no such process
-sub process_state
+# $node->crash_command: a shell command that does what crash_restart does,
+# with pg_ctl, for a program that crashes the server itself
+# (sim/dedup-sim's --crash-command).  The node's pid is then stale: call
+# $node->_update_pid(-1) once the program is done.
+sub crash_command
 {
-	my ($pid) = @_;
-	open my $fh, '<', "/proc/$pid/stat" or return undef;
-	my $stat = <$fh>;
-	close $fh;
-	return $stat =~ /^\d+ \(.*\) (\S)/ ? $1 : undef;
+	my ($self) = @_;
+	my @command = (
+		'perl', '-I', Cwd::abs_path(dirname(__FILE__)), '-MDedupServer', '-e',
+		'exit !DedupServer::crash_dir(@ARGV)', $self->data_dir,
+		$self->host . '/.s.PGSQL.' . $self->port . '.lock',
+		'pg_ctl', '-w', '-D', $self->data_dir, '-l', $self->logfile, 'start');
+	return join ' ', map { my $arg = $_; $arg =~ s/'/'\\''/g; "'$arg'" } @command;
 }
 
-# pid_gone_within(PID, SECONDS): the seconds process PID took to exit (or
-# become a zombie), polling every 20 ms; undef if it was still there after
-# SECONDS
-sub pid_gone_within
-{
-	my ($pid, $limit) = @_;
-	my $start = time;
-	while (1)
-	{
-		my $state = process_state($pid);
-		return time - $start if !defined $state || $state eq 'Z';
-		return undef if time - $start > $limit;
-		usleep(20_000);
-	}
-}
+# process_state(PID) and pid_gone_within(PID, SECONDS): DedupServer's
+sub process_state { return DedupServer::process_state(@_); }
+sub pid_gone_within { return DedupServer::pid_gone_within(@_); }
 
 # $node->psql_error(DB, SQL, VERBOSITY): what psql prints for SQL run with
 # that VERBOSITY (sqlstate, terse), its file and line prefix taken off:

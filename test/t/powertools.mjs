@@ -1,4 +1,4 @@
-// test/integration/powertools.mjs, run by powertools.sh beside the layer
+// test/t/powertools.mjs, run by test/t/012_powertools.pl beside the layer
 // (clients/node-powertools/index.mjs) and Powertools' own package: Powertools'
 // makeIdempotent on DedupPersistenceLayer.  Prints "ok: ..." per check and
 // exits non-zero at the first failure.
