@@ -176,7 +176,7 @@ run_tap_tests() {
 	chmod 755 "$tap"
 	mkdir -p "$ports"
 	chmod 1777 "$ports" 2>/dev/null || true
-	(cd "$tap" && as_server env PG_TEST_PORT_DIR="$ports" make -s installcheck REGRESS= ISOLATION= \
+	(cd "$tap" && as_server env PG_TEST_PORT_DIR="$ports" DEDUP_MATRIX_MAJOR="${DEDUP_PG_MAJOR:-}" make -s installcheck REGRESS= ISOLATION= \
 		TAP_TESTS=1 ${1:+PROVE_TESTS="$*"}) >"$log" 2>&1
 	status=$?
 	rm -rf "$log.d"
