@@ -127,6 +127,8 @@ static uint64 outbox_wake_slots = 0;
 static OutboxWaitSlot *outbox_waiting = NULL;
 static uint64 outbox_waiting_generation = 0;
 
+static void outbox_wait_exit(int code, Datum arg);
+
 /*
  * The lowest transaction nesting level at which this transaction woke the
  * relays, 0 for none: a subtransaction rolled back takes its wake-ups
@@ -667,8 +669,16 @@ outbox_wake_takes(void)
 bool
 outbox_wait_begin(const text *topic)
 {
+	static bool exit_registered = false;
+
 	if (outbox_wait_slots == NULL || outbox_waiting != NULL)
 		return false;
+	if (!exit_registered)
+	{
+		/* a FATAL (a terminated backend) skips the take's PG_FINALLY */
+		before_shmem_exit(outbox_wait_exit, (Datum) 0);
+		exit_registered = true;
+	}
 	outbox_waiting = &outbox_wait_slots[outbox_wait_slot(topic)];
 	ConditionVariablePrepareToSleep(&outbox_waiting->cv);
 	pg_atomic_fetch_add_u32(&outbox_waiting->waiters, 1);	/* a full barrier */
@@ -708,6 +718,13 @@ outbox_wait_end(void)
 	ConditionVariableCancelSleep();
 	pg_atomic_fetch_sub_u32(&outbox_waiting->waiters, 1);
 	outbox_waiting = NULL;
+}
+
+/* before_shmem_exit: the backend exits, maybe from a take's wait */
+static void
+outbox_wait_exit(int code, Datum arg)
+{
+	outbox_wait_end();
 }
 
 /* The transaction ends, or one of its subtransactions. */
