@@ -662,9 +662,10 @@ outbox_wake_takes(void)
  * A take of topic starts to wait (outbox_relay.c): false, without shared
  * memory (dedup not preloaded), for a take that polls.  It counts itself
  * among the slot's waiters and joins its condition variable's sleepers
- * before it polls (outbox_wait_changed() before each poll, then
- * outbox_wait_sleep()), so that no commit after that poll's snapshots goes
- * unseen; outbox_wait_end() when it stops waiting, error or not.
+ * before its first poll (then, after each poll that found nothing,
+ * outbox_wait_changed(), and outbox_wait_sleep() if no commit woke it), so
+ * that no commit after that poll's snapshots goes unseen; outbox_wait_end()
+ * when it stops waiting, error or not.
  */
 bool
 outbox_wait_begin(const text *topic)
@@ -688,8 +689,9 @@ outbox_wait_begin(const text *topic)
 
 /*
  * Whether a commit woke the takes of this one's slot since it last looked
- * (it looks before each poll): then it polls again without sleeping, even
- * if the wake-up's latch was used up by a wait of the poll.
+ * (it looks after each poll that found nothing): then it polls again
+ * without sleeping, even if the wake-up's latch was used up by a wait of
+ * the poll.
  */
 bool
 outbox_wait_changed(void)

@@ -290,7 +290,7 @@ relay_not_on_cluster(RelayOp op)
  * wakes it at once (outbox_wait_begin(), outbox.c), and it sleeps the
  * longest from the first: what it polls for then is only what no commit
  * wakes it for (a lease or a retry falling due, an ack letting the next
- * event of an aggregate go, a put of a prepared transaction).
+ * event of an aggregate go).
  */
 #define RELAY_POLL_FIRST_MS 10
 #define RELAY_POLL_MAX_MS 100
