@@ -39,7 +39,18 @@
  * keeps until it commits, so a put that looked before the LISTEN is one
  * the take after it waits for and then sees.
  * Without shared memory (dedup not preloaded) every put notifies, as 1.0
- * did.  A transaction whose put inserted an event cannot be prepared
+ * did.
+ *
+ * A take that waits (dedup_outbox_take_batch's wait) is woken by the commit
+ * itself, with no LISTEN (so through a pooler too): it counts itself in its
+ * topic's slot of OUTBOX_WAIT_SLOTS in shared memory and sleeps on the
+ * slot's condition variable; a transaction that put events notes their
+ * topics' slots, and as it commits (XACT_EVENT_COMMIT, after the commit is
+ * visible) it moves on the generation of, and broadcasts, each slot where
+ * a take waits; a slot where none waits costs the commit one read.  A
+ * rolled back put, or subtransaction, takes its slots with it.  No commit
+ * wakes a take for a lease passing or a retry falling due: it polls for
+ * those every 100 ms.  Without shared memory the take only polls.  A transaction whose put inserted an event cannot be prepared
  * (0A000), whether or not it notified: whether PREPARE TRANSACTION works
  * must not depend on another session listening.
  *
@@ -55,7 +66,9 @@
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/lwlock.h"
@@ -88,6 +101,33 @@ typedef struct OutboxListeners
 
 static OutboxListeners *outbox_listeners = NULL;
 static bool outbox_listening = false;	/* this backend's entry is set */
+
+/*
+ * The waiting takes, in shared memory: OUTBOX_WAIT_SLOTS slots, a topic's
+ * the hash of its database and name (topics that share a slot wake each
+ * other's takes for nothing, which then take nothing and wait again).  In
+ * each, the number of takes waiting there, the generation, which a commit
+ * that wakes them moves on, and the condition variable they sleep on.
+ */
+#define OUTBOX_WAIT_SLOTS 64	/* the bits of outbox_wake_slots */
+
+typedef struct OutboxWaitSlot
+{
+	pg_atomic_uint32 waiters;
+	pg_atomic_uint64 generation;
+	ConditionVariable cv;
+} OutboxWaitSlot;
+
+static OutboxWaitSlot *outbox_wait_slots = NULL;
+
+/* The slots whose takes this transaction wakes as it commits */
+static uint64 outbox_wake_slots = 0;
+
+/* The slot this backend's take waits in, and its generation as last read */
+static OutboxWaitSlot *outbox_waiting = NULL;
+static uint64 outbox_waiting_generation = 0;
+
+static void outbox_wait_exit(int code, Datum arg);
 
 /*
  * The lowest transaction nesting level at which this transaction woke the
@@ -489,7 +529,8 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 }
 
 /* ---------------------------------------------------------------------
- * Wake-ups: NOTIFY dedup_outbox, while a session of the database listens
+ * Wake-ups: NOTIFY dedup_outbox, while a session of the database listens,
+ * and the waiting takes' condition variables
  * --------------------------------------------------------------------- */
 
 static Size
@@ -503,6 +544,7 @@ void
 outbox_listeners_shmem_request(void)
 {
 	RequestAddinShmemSpace(MAXALIGN(outbox_listeners_size()));
+	RequestAddinShmemSpace(MAXALIGN(mul_size(OUTBOX_WAIT_SLOTS, sizeof(OutboxWaitSlot))));
 }
 
 void
@@ -517,6 +559,17 @@ outbox_listeners_shmem_startup(void)
 		pg_atomic_init_u32(&outbox_listeners->count, 0);
 		for (int i = 0; i < MaxBackends; i++)
 			pg_atomic_init_u32(&outbox_listeners->database[i], InvalidOid);
+	}
+	outbox_wait_slots = ShmemInitStruct("dedup outbox waiting takes",
+										mul_size(OUTBOX_WAIT_SLOTS, sizeof(OutboxWaitSlot)), &found);
+	if (!found)
+	{
+		for (int i = 0; i < OUTBOX_WAIT_SLOTS; i++)
+		{
+			pg_atomic_init_u32(&outbox_wait_slots[i].waiters, 0);
+			pg_atomic_init_u64(&outbox_wait_slots[i].generation, 0);
+			ConditionVariableInit(&outbox_wait_slots[i].cv);
+		}
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -565,6 +618,117 @@ outbox_listened(void)
 	return false;
 }
 
+/* The slot of the waiting takes of topic in this database */
+static int
+outbox_wait_slot(const text *topic)
+{
+	uint32		h = hash_bytes((const unsigned char *) VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic));
+
+	return hash_combine(h, hash_uint32(MyDatabaseId)) % OUTBOX_WAIT_SLOTS;
+}
+
+/*
+ * This transaction committed: wake the takes waiting in the slots of the
+ * topics it put events of.  XACT_EVENT_COMMIT comes after the commit is
+ * visible (ProcArrayEndTransaction()), so a take woken sees the events.
+ * A slot where nobody waits costs a read: the counter, after a full
+ * barrier.  Against outbox_wait_begin(): either the take counted itself
+ * before this read, and is woken (generation moved on, then its
+ * condition variable broadcast), or after, and then its next poll, whose
+ * snapshots come after the count, sees this commit.
+ */
+static void
+outbox_wake_takes(void)
+{
+	uint64		slots = outbox_wake_slots;
+
+	outbox_wake_slots = 0;
+	if (outbox_wait_slots == NULL || slots == 0)
+		return;
+	pg_memory_barrier();
+	for (int i = 0; i < OUTBOX_WAIT_SLOTS; i++)
+	{
+		OutboxWaitSlot *slot = &outbox_wait_slots[i];
+
+		if ((slots & (UINT64CONST(1) << i)) == 0 ||
+			pg_atomic_read_u32(&slot->waiters) == 0)
+			continue;
+		pg_atomic_fetch_add_u64(&slot->generation, 1);
+		ConditionVariableBroadcast(&slot->cv);
+	}
+}
+
+/*
+ * A take of topic starts to wait (outbox_relay.c): false, without shared
+ * memory (dedup not preloaded), for a take that polls.  It counts itself
+ * among the slot's waiters and joins its condition variable's sleepers
+ * before its first poll (then, after each poll that found nothing,
+ * outbox_wait_changed(), and outbox_wait_sleep() if no commit woke it), so
+ * that no commit after that poll's snapshots goes unseen; outbox_wait_end()
+ * when it stops waiting, error or not.
+ */
+bool
+outbox_wait_begin(const text *topic)
+{
+	static bool exit_registered = false;
+
+	if (outbox_wait_slots == NULL || outbox_waiting != NULL)
+		return false;
+	if (!exit_registered)
+	{
+		/* a FATAL (a terminated backend) skips the take's PG_FINALLY */
+		before_shmem_exit(outbox_wait_exit, (Datum) 0);
+		exit_registered = true;
+	}
+	outbox_waiting = &outbox_wait_slots[outbox_wait_slot(topic)];
+	ConditionVariablePrepareToSleep(&outbox_waiting->cv);
+	pg_atomic_fetch_add_u32(&outbox_waiting->waiters, 1);	/* a full barrier */
+	outbox_waiting_generation = pg_atomic_read_u64(&outbox_waiting->generation);
+	return true;
+}
+
+/*
+ * Whether a commit woke the takes of this one's slot since it last looked
+ * (it looks after each poll that found nothing): then it polls again
+ * without sleeping, even if the wake-up's latch was used up by a wait of
+ * the poll.
+ */
+bool
+outbox_wait_changed(void)
+{
+	uint64		generation = pg_atomic_read_u64(&outbox_waiting->generation);
+
+	if (generation == outbox_waiting_generation)
+		return false;
+	outbox_waiting_generation = generation;
+	return true;
+}
+
+/* Sleep at most timeout_ms, or until a commit wakes this slot's takes. */
+void
+outbox_wait_sleep(long timeout_ms)
+{
+	(void) ConditionVariableTimedSleep(&outbox_waiting->cv, timeout_ms, PG_WAIT_EXTENSION);
+}
+
+/* The take stops waiting (also on an error: then before the abort). */
+void
+outbox_wait_end(void)
+{
+	if (outbox_waiting == NULL)
+		return;
+	ConditionVariableCancelSleep();
+	pg_atomic_fetch_sub_u32(&outbox_waiting->waiters, 1);
+	outbox_waiting = NULL;
+}
+
+/* before_shmem_exit: the backend exits, maybe from a take's wait */
+static void
+outbox_wait_exit(int code, Datum arg)
+{
+	outbox_wait_end();
+}
+
 /* The transaction ends, or one of its subtransactions. */
 static void
 outbox_wake_xact(XactEvent event, void *arg)
@@ -580,10 +744,14 @@ outbox_wake_xact(XactEvent event, void *arg)
 						 errhint("Put the event in a transaction that is not prepared.")));
 			break;
 		case XACT_EVENT_COMMIT:
+			outbox_wake_takes();
+			outbox_woke_level = 0;
+			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			outbox_wake_slots = 0;
 			outbox_woke_level = 0;
 			break;
 		default:
@@ -598,16 +766,20 @@ outbox_wake_subxact(SubXactEvent event, SubTransactionId mySubid,
 	int			level = GetCurrentTransactionNestLevel();
 
 	if (event == SUBXACT_EVENT_ABORT_SUB && outbox_woke_level >= level)
+	{
+		/* no put of the transaction stays: no take to wake */
 		outbox_woke_level = 0;
+		outbox_wake_slots = 0;
+	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB && outbox_woke_level == level)
 		outbox_woke_level = level - 1;
 }
 
 /*
- * Wake the relays of topic when this transaction commits: NOTIFY
- * dedup_outbox with the topic as payload, if a session of the database
- * listens.  Called by a put that inserted an event, holding its topic's
- * lock (see the head of this file).
+ * Wake the relays of topic when this transaction commits: the takes that
+ * wait on it (outbox_wake_takes()), and NOTIFY dedup_outbox with the topic
+ * as payload, if a session of the database listens.  Called by a put that
+ * inserted an event, holding its topic's lock (see the head of this file).
  */
 void
 outbox_wake(const text *topic)
@@ -622,6 +794,8 @@ outbox_wake(const text *topic)
 	}
 	if (outbox_woke_level == 0 || level < outbox_woke_level)
 		outbox_woke_level = level;
+	if (outbox_wait_slots != NULL)
+		outbox_wake_slots |= UINT64CONST(1) << outbox_wait_slot(topic);
 	if (outbox_listened())
 		Async_Notify(OUTBOX_CHANNEL, text_to_cstring(topic));
 }

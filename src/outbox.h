@@ -5,7 +5,8 @@
  *	  their numbers, batch ids, the producers' topic and aggregate locks,
  *	  the relay lock, the settled sequence a take reads up to, the check
  *	  that kept plans still name the fingerprint type of this database,
- *	  and the wake-ups of the relays that listen (NOTIFY dedup_outbox).
+ *	  and the wake-ups of the relays: those that listen (NOTIFY dedup_outbox)
+ *	  and the takes that wait (a condition variable in shared memory).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -47,6 +48,10 @@ extern void outbox_listeners_shmem_request(void);
 extern void outbox_listeners_shmem_startup(void);
 extern void outbox_note_listen(const char *channel);
 extern void outbox_wake(const text *topic);
+extern bool outbox_wait_begin(const text *topic);
+extern bool outbox_wait_changed(void);
+extern void outbox_wait_sleep(long timeout_ms);
+extern void outbox_wait_end(void);
 extern void outbox_aggregates_shmem_request(void);
 extern void outbox_aggregates_shmem_startup(void);
 extern void outbox_lock_aggregate(const text *topic, const DedupFingerprint *aggregate);

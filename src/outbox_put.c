@@ -65,7 +65,8 @@
  * A new event notifies channel dedup_outbox with the topic as payload
  * while a session of the database listens there (outbox_wake(), outbox.c);
  * PostgreSQL folds a transaction's identical notifications into one, so
- * relays are woken once per committing transaction and topic.
+ * relays are woken once per committing transaction and topic.  Its commit
+ * also wakes the takes waiting on its topic (with dedup preloaded: outbox.c).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------

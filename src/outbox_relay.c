@@ -284,7 +284,14 @@ relay_not_on_cluster(RelayOp op)
 			 errhint("Take, ack and nack batches: dedup_outbox_take_batch, dedup_outbox_ack_batch, dedup_outbox_nack_batch.")));
 }
 
-/* The first and the longest sleep between two polls of a take that waits */
+/*
+ * The first and the longest sleep between two polls of a take that waits.
+ * With dedup preloaded, a commit that put an event of the take's topic
+ * wakes it at once (outbox_wait_begin(), outbox.c), and it sleeps the
+ * longest from the first: what it polls for then is only what no commit
+ * wakes it for (a lease or a retry falling due, an ack letting the next
+ * event of an aggregate go).
+ */
 #define RELAY_POLL_FIRST_MS 10
 #define RELAY_POLL_MAX_MS 100
 
@@ -317,18 +324,27 @@ relay_take_once(FunctionCallInfo fcinfo, RelayOp op, bool with_id, const DedupFi
 
 /*
  * Sleep before the next poll of a take that waits until deadline: false,
- * without sleeping, once it passed.  *sleep_ms doubles, up to its maximum.
- * The sleep holds no lock a producer waits for; it holds its statement's
- * snapshot, like any running statement, so the database's xmin horizon
- * (hence the cap on wait).  A cancel or a shutdown ends it.
+ * without sleeping, once it passed.  A take woken by commits (woken: it
+ * called outbox_wait_begin()) sleeps RELAY_POLL_MAX_MS at most, or until a
+ * commit wakes it; one that polls sleeps *sleep_ms, which doubles, up to
+ * RELAY_POLL_MAX_MS.  The sleep holds no lock a producer waits for; it
+ * holds its statement's snapshot, like any running statement, so the
+ * database's xmin horizon (hence the cap on wait).  A cancel or a shutdown
+ * ends it.
  */
 static bool
-relay_take_sleep(TimestampTz deadline, long *sleep_ms)
+relay_take_sleep(TimestampTz deadline, long *sleep_ms, bool woken)
 {
 	long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
 	if (left <= 0)
 		return false;
+	if (woken)
+	{
+		outbox_wait_sleep(Min(RELAY_POLL_MAX_MS, left));
+		CHECK_FOR_INTERRUPTS();
+		return true;
+	}
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 Min(*sleep_ms, left), PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
@@ -351,8 +367,11 @@ relay_take_sleep(TimestampTz deadline, long *sleep_ms)
  * stays to the end of the transaction, so the take returns no row at once
  * rather than sleep with it.  "Now", for leases and retries falling due, is
  * each poll's clock (both paths read clock_timestamp()), so a lease that
- * passes during the wait is seen by the next poll.  No LISTEN: it works
- * through a pooler.
+ * passes during the wait is seen by the next poll.  With dedup preloaded,
+ * the commit of a put of the topic wakes the take (outbox_wait_begin()):
+ * it polls again at once, and sleeps again if it finds nothing (the put's
+ * event went to another relay, or a topic of the same slot woke it).  No
+ * LISTEN: it works through a pooler.
  */
 static Datum
 relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
@@ -365,6 +384,7 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 	bool		forwarded = false;
 	TimestampTz deadline = 0;
 	long		sleep_ms = RELAY_POLL_FIRST_MS;
+	bool		woken = false;
 
 	relay_start(op);
 	if (with_id)
@@ -408,7 +428,7 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			 * relay's take of the topic passes those partitions.
 			 */
 			while (outbox_cluster_take_batch(fcinfo) == 0 && wait != NULL &&
-				   relay_take_sleep(deadline, &sleep_ms))
+				   relay_take_sleep(deadline, &sleep_ms, false))
 				;
 			return (Datum) 0;
 		}
@@ -444,18 +464,36 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			lease = &settings.value[DEDUP_SCOPE_LEASE];
 	}
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	for (;;)
+	if (wait != NULL && !forwarded && !PG_ARGISNULL(0))
+		woken = outbox_wait_begin(PG_GETARG_TEXT_PP(0));
+	PG_TRY();
 	{
-		relay_take_once(fcinfo, op, with_id, &part, fast, lease, &settings);
-		if (wait == NULL || forwarded ||
-			tuplestore_tuple_count(((ReturnSetInfo *) fcinfo->resultinfo)->setResult) > 0)
-			break;
-		if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
-			break;
-		outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
-		if (!relay_take_sleep(deadline, &sleep_ms))
-			break;
+		for (;;)
+		{
+			relay_take_once(fcinfo, op, with_id, &part, fast, lease, &settings);
+			if (wait == NULL || forwarded ||
+				tuplestore_tuple_count(((ReturnSetInfo *) fcinfo->resultinfo)->setResult) > 0)
+				break;
+			if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+				break;
+			outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
+			/* a commit woke the take during the poll: poll again at once */
+			if (woken && outbox_wait_changed())
+			{
+				if (GetCurrentTimestamp() >= deadline)
+					break;
+				continue;
+			}
+			if (!relay_take_sleep(deadline, &sleep_ms, woken))
+				break;
+		}
 	}
+	PG_FINALLY();
+	{
+		if (woken)
+			outbox_wait_end();
+	}
+	PG_END_TRY();
 	return (Datum) 0;
 }
 

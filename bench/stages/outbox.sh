@@ -16,8 +16,15 @@
 # dead tuples of schema dedup per event put, with and without a
 # transaction holding the horizon for HOLD_SECONDS, and PgQ's (of schema
 # pgq) with the horizon held, ticked before each batch (when installed).
-# OUTBOX_PARTS (default all: "put drain live hot hold") picks the parts to
-# run.
+# And paced latency: producers committing PACED_RATE business transactions
+# a second (each an INSERT and its event), one relay looping on
+# dedup_outbox_take_batch(..., wait => '1 second') and acking, against
+# graphile-worker's runner (woken by LISTEN) on the same load: the latency
+# from each COMMIT to the consumer's receipt, p50 and p99, in one Node
+# program (bench/paced/paced.js, graphile-worker and node-postgres pinned by
+# bench/paced/package.json and its lock, installed with npm ci into a cache
+# folder as the e2e stage's drivers are).  OUTBOX_PARTS (default all: "put
+# drain live hot hold paced") picks the parts to run.
 #
 # Sourced by scripts/bench (the driver) at the top level, with bench/lib.sh's
 # helpers and the driver's settings; defines outbox_figures, which the driver
@@ -32,7 +39,9 @@ DRAIN_BATCHES=3000
 HOT_EVENTS=${HOT_EVENTS:-20000}
 HOLD_RATE=${HOLD_RATE:-1000}
 HOLD_SECONDS=${HOLD_SECONDS:-20}
-OUTBOX_PARTS=${OUTBOX_PARTS:-put drain live hot hold}
+PACED_RATE=${PACED_RATE:-200}
+PACED_SECONDS=${PACED_SECONDS:-20}
+OUTBOX_PARTS=${OUTBOX_PARTS:-put drain live hot hold paced}
 outbox_part() { case " $OUTBOX_PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 hot_fill() {	# TOPIC N AGGREGATES: N events over that many aggregates, in one transaction
 	q -c "SELECT count(*) FROM generate_series(1, $2) i,
@@ -211,6 +220,36 @@ TPS[outbox_latency_p99]=$(sort -g "$OUT/log/outbox_latency.txt" | awk '{a[NR]=$1
 TPS[outbox_live_events]=$(wc -l <"$OUT/log/outbox_latency.txt")
 say "  $(cat "$OUT/log/outbox_relay.txt"); latency p50 ${TPS[outbox_latency_p50]} ms, p99 ${TPS[outbox_latency_p99]} ms"
 fi
+if outbox_part paced; then
+say "== outbox paced: $PACED_RATE business transactions/s for ${PACED_SECONDS}s, commit to receipt: dedup relay (wait => 1 s) vs graphile-worker"
+if [ -z "${DEDUP_BENCH_NO_PACKAGES:-}" ]; then
+	command -v node >/dev/null || ensure_packages nodejs
+	command -v npm >/dev/null || ensure_packages npm
+fi
+paced_src=$DEDUP_ROOT/bench/paced
+paced_mods=${DEDUP_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dedup-bench}/paced-$(cat "$paced_src/package.json" \
+	"$paced_src/package-lock.json" | sha256sum | cut -c1-16)
+if [ ! -f "$paced_mods/installed" ]; then
+	say "  npm ci of bench/paced's packages into $paced_mods"
+	rm -rf "$paced_mods"
+	mkdir -p "$paced_mods"
+	cp "$paced_src/package.json" "$paced_src/package-lock.json" "$paced_mods/"
+	(cd "$paced_mods" && npm ci --no-audit --no-fund --loglevel=error) >"$OUT/log/paced-npm.txt" 2>&1 ||
+		{ cat "$OUT/log/paced-npm.txt"; echo "outbox paced: npm ci of bench/paced's packages failed" >&2; exit 1; }
+	touch "$paced_mods/installed"
+fi
+cp "$paced_src/paced.js" "$paced_mods/"
+fresh
+for sys in dedup graphile; do
+	PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres \
+		node "$paced_mods/paced.js" "$sys" "$PACED_RATE" "$PACED_SECONDS" >"$OUT/log/paced_$sys.txt" 2>&1 ||
+		{ cat "$OUT/log/paced_$sys.txt"; exit 1; }
+	line=$(tail -n 1 "$OUT/log/paced_$sys.txt")
+	TPS[paced_${sys}_p50]=$(echo "$line" | sed -n 's/.* p50_ms=\([0-9.]*\).*/\1/p')
+	TPS[paced_${sys}_p99]=$(echo "$line" | sed -n 's/.* p99_ms=\([0-9.]*\).*/\1/p')
+	say "  $line"
+done
+fi
 outbox_figures() {
 	if outbox_part put; then
 	figure "outbox put + business insert: tps vs seed outbox INSERT + business" \
@@ -279,5 +318,13 @@ outbox_figures() {
 		"${TPS[outbox_latency_p99]}" "" "" "-" ""
 	figure "outbox tables after $OUTBOX_CYCLES retention cycles vs after 1, put + drain" \
 		"${OUTBOX_SIZES[$OUTBOX_CYCLES]}" "${OUTBOX_SIZES[1]}" "${TPS[outbox_live_growth]}" "<=" 1.2
+	fi
+	if outbox_part paced; then
+	# the ratio column holds dedup's p50 itself, in ms: the target is 2 ms
+	figure "outbox paced ($PACED_RATE/s), commit to relay's receipt: p50 ms vs graphile-worker" \
+		"${TPS[paced_dedup_p50]}" "${TPS[paced_graphile_p50]}" "${TPS[paced_dedup_p50]}" "<=" 2
+	figure "outbox paced ($PACED_RATE/s), commit to relay's receipt: p99 ms vs graphile-worker" \
+		"${TPS[paced_dedup_p99]}" "${TPS[paced_graphile_p99]}" \
+		"$(calc "${TPS[paced_dedup_p99]} / ${TPS[paced_graphile_p99]}")" "<=" 1.0
 	fi
 }

@@ -33,7 +33,12 @@ my @steps = (
 		'3000', 'one transaction puts events of 3,000 aggregates' ],
 	[ "SELECT count(*) <= 1024 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 25701 AND pid = pg_backend_pid()",
 		't', 'holding at most 1,024 locks of the topic\'s aggregates' ],
-	[ 'COMMIT', undef ]);
+	[ 'COMMIT', undef ],
+	# no shared memory to wait in: a take that waits polls
+	[ "SELECT count(*) FROM dedup_outbox_take_batch('t', 10, wait => '1 second')", '10',
+		'a take that waits hands out what is there' ],
+	[ "SELECT count(*) FROM dedup_outbox_take_batch('t-none', 10, wait => '200 milliseconds')", '0',
+		'a take that waits on an empty topic polls until its wait passed' ]);
 
 my @out = split /\n/, $node->safe_psql('postgres', join(";\n", map { $_->[0] } @steps) . ";\n"), -1;
 for my $step (grep { defined $_->[1] } @steps)
