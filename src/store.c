@@ -634,6 +634,18 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 			{
 				xwait = TransactionIdIsValid(ks->dirty.xmin) ? ks->dirty.xmin : ks->dirty.xmax;
 				spec_token = ks->dirty.speculativeToken;
+
+				/*
+				 * The version the writer replaces (its xmax in progress):
+				 * a caller told what the writer wrote reads the version
+				 * after it, the next of the HOT chain or of the index (a
+				 * dirty snapshot's scan returns both), when there is one
+				 * (none for a delete).
+				 */
+				if (busy == KEY_BUSY_RETURN && !TransactionIdIsValid(ks->dirty.xmin) &&
+					index_getnext_slot(part->scan, ForwardScanDirection, ks->slot) &&
+					TransactionIdEquals(ks->dirty.xmin, xwait))
+					store_row_from_slot(ks, row);
 			}
 			else
 			{
