@@ -22,7 +22,7 @@
  * A batch (dedup_cluster_batch) goes in runs: each shard of this node, and
  * each other node, whose keys are sent there as a call of their own.  A
  * transaction that sent a call and wrote on this node commits with Citus's
- * two-phase commit (cluster_xact_callback).
+ * two-phase commit (cluster_xact_callback, through dedup.cluster_commit).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -44,6 +44,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/snapmgr.h"
 
 #include "catalog.h"
 #include "checks.h"
@@ -161,23 +162,38 @@ cluster_result(FunctionCallInfo fcinfo, List *rows)
  * outbox), it commits the remote part alone first, and a node that fails
  * during that COMMIT leaves the two parts apart: a claim without its
  * business row.  So, before Citus prepares its commit (this callback,
- * registered after Citus's, runs before it), tell it to use two-phase
- * commit, through its Use2PCForCoordinatedTransaction().
+ * registered after Citus's, runs before it), make the transaction one that
+ * wrote on two nodes as Citus sees it: delete from dedup.cluster_commit
+ * (always empty, a table Citus manages whose shard is on the coordinator;
+ * made by dedup_distribute()).  Citus commits a transaction that wrote on more
+ * than one node with two-phase commit, whichever way the write reaches the
+ * shard (run locally on the coordinator, or over a connection of its own
+ * from a worker).  Only SQL and Citus's documented behaviour: no Citus
+ * symbol, which PostgreSQL 16 and later build hidden.  The DELETE runs as
+ * the owner of dedup's tables (no other role may write that table).
  */
 static void
 cluster_xact_callback(XactEvent event, void *arg)
 {
-	typedef void (*Use2PC) (void);
-	static Use2PC use_2pc = NULL;
-
 	if (event == XACT_EVENT_PRE_COMMIT && cluster_sent_in_xact &&
 		TransactionIdIsValid(GetTopTransactionIdIfAny()))
 	{
-		if (use_2pc == NULL)
-			use_2pc = (Use2PC) load_external_function("$libdir/citus",
-													  "Use2PCForCoordinatedTransaction",
-													  true, NULL);
-		use_2pc();
+		Oid			save_userid;
+		int			save_sec_context;
+
+		cluster_sent_in_xact = false;	/* once, whatever happens */
+		GetUserIdAndSecContext(&save_userid, &save_sec_context);
+		SetUserIdAndSecContext(dedup_relation_owner(DEDUP_REL_CLAIMS),
+							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		/* at commit no snapshot is active: one of its own, as a statement's */
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute("DELETE FROM dedup.cluster_commit", false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "the delete from dedup.cluster_commit failed");
+		SPI_finish();
+		PopActiveSnapshot();
+		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)

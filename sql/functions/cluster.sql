@@ -122,6 +122,13 @@ BEGIN
         RAISE EXCEPTION 'dedup''s tables are distributed already'
             USING ERRCODE = '55000';
     END IF;
+    -- dedup.cluster_commit (below) has its shard on the coordinator
+    IF EXISTS (SELECT FROM pg_dist_node) AND NOT EXISTS (SELECT FROM pg_dist_node WHERE groupid = 0) THEN
+        RAISE EXCEPTION 'the coordinator is not in Citus''s metadata'
+            USING ERRCODE = '55000',
+                  DETAIL = 'dedup''s two-phase commit across nodes writes a table whose shard is on the coordinator.',
+                  HINT = 'Run SELECT citus_set_coordinator_host(''<host>'', <port>) on the coordinator first.';
+    END IF;
     IF shard_count IS NOT NULL AND (shard_count < 1 OR shard_count > 64000) THEN
         RAISE EXCEPTION 'shard_count must be between 1 and 64000'
             USING ERRCODE = '22023';
@@ -226,6 +233,21 @@ BEGIN
     PERFORM create_distributed_table('dedup.outbox_retry', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_held', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
+    -- the two-phase commit of a transaction that sent a call to another node
+    -- and wrote on its own (src/routing.c): before it commits, dedup deletes
+    -- (no row) from this table, always empty, which Citus manages with its
+    -- one shard on the coordinator: a write on a second node as Citus sees
+    -- it, and Citus commits every transaction that wrote on more than one
+    -- node with two-phase commit.  Made here, on the coordinator, and not by
+    -- the install script: Citus makes the table a shard and puts a table of
+    -- its own in its place on every node, which an extension's table on the
+    -- workers would clash with.  No role but the owner reads or writes it.
+    CREATE TABLE dedup.cluster_commit (
+        id integer CONSTRAINT cluster_commit_pkey PRIMARY KEY,
+        CONSTRAINT cluster_commit_empty CHECK (false)
+    );
+    COMMENT ON TABLE dedup.cluster_commit IS 'on a Citus cluster, always empty: deleted from before a transaction that sent a call to another node and wrote on its own commits, so that Citus commits it with two-phase commit';
+    PERFORM citus_add_local_table_to_metadata('dedup.cluster_commit');
     PERFORM create_distributed_function(
         'dedup.call_on_shard(@extschema@.dedup_fingerprint, text, text[])', '$1',
         colocate_with => 'dedup.claims', force_delegation => true);
