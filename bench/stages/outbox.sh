@@ -124,7 +124,7 @@ hold_live_run() {	# NAME SYS: unthrottled relay, the horizon held HOLD_LONG s af
 		-f "$W/${sys}_outbox_hold_put.sql" >"$OUT/log/${name}_puts.txt" 2>&1 &
 	producers=$!
 	PGAPPNAME=bench-relay PGOPTIONS="-c track_functions=all" \
-	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -j 1 -T $((HOLD_PRE + HOLD_LONG + 1)) \
+	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -j 1 -T $((HOLD_PRE + HOLD_LONG + 5)) \
 		-f "$W/${sys}_outbox_hold_relay.sql" >"$OUT/log/$name.txt" 2>&1 &
 	relay=$!
 	t0=$(date +%s)
@@ -155,6 +155,9 @@ hold_live_run() {	# NAME SYS: unthrottled relay, the horizon held HOLD_LONG s af
 	set -- $b0 $b1 $e0 $e1
 	local before=$(calc "($4 - $1) / ($5 - $2)") end=$(calc "(${10} - $7) / (${11} - $8)")
 	local cpu_before=$(calc "($6 - $3) * 10 / ($5 - $2)") cpu_end=$(calc "(${12} - $9) * 10 / (${11} - $8)")
+	# (a backend not found, its CPU read as 0: no figure)
+	[ "$3" -gt 0 ] && [ "$6" -gt 0 ] || cpu_before=nan
+	[ "$9" -gt 0 ] && [ "${12}" -gt 0 ] || cpu_end=nan
 	TPS[${name}_before]=$before
 	TPS[${name}_end]=$end
 	TPS[${name}_cpu_before]=$cpu_before
