@@ -24,10 +24,9 @@
  * Wake-ups.  A put that inserted an event wakes the relays that wait on
  * NOTIFY dedup_outbox (outbox_wake()).  PostgreSQL serializes the commits
  * of the transactions that notify (PreCommit_Notify holds a lock of the
- * database from before the commit record until after it): the seed's
- * INSERT with a pg_notify ran at 0.77x the seed's INSERT alone (2 clients,
- * bench's put + business), which was the whole of what the put lacked of
- * it.  So a put notifies only while a session of its database has run
+ * database from before the commit record until after it), which costs
+ * the producers' throughput (doc/benchmarks.md, "Notify only while a relay
+ * listens").  So a put notifies only while a session of its database has run
  * LISTEN dedup_outbox: each backend's entry in shared memory names the
  * database it listens in, set as its LISTEN runs (module.c's utility
  * hook), before the LISTEN commits, and cleared only when the backend
@@ -224,6 +223,146 @@ dedup_outbox_batch_id(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(outbox_batch_id(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_INT32(1),
 									PG_GETARG_INT32(2)));
+}
+
+/*
+ * The parts of a batch's id (outbox_batch_id()): its partition's number,
+ * its slot's and the slot's generation; false if no batch can have that
+ * id.  Every reader of an id decodes it here, the C paths directly, the
+ * PL/pgSQL ones through dedup.outbox_batch_slot() and
+ * dedup.outbox_batch_generation().
+ */
+bool
+outbox_batch_decode(int64 batch_id, uint32 *number, int32 *slot, int32 *generation)
+{
+	if (batch_id < 0)
+		return false;
+	*number = (uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT);
+	*slot = (int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT);
+	*generation = (int32) (batch_id & OUTBOX_BATCH_MAX_GENERATION);
+	return true;
+}
+
+/* dedup.outbox_batch_slot(batch_id bigint) RETURNS integer: NULL for no batch's */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_slot);
+Datum
+dedup_outbox_batch_slot(PG_FUNCTION_ARGS)
+{
+	uint32		number;
+	int32		slot;
+	int32		generation;
+
+	if (!outbox_batch_decode(PG_GETARG_INT64(0), &number, &slot, &generation))
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(slot);
+}
+
+/* dedup.outbox_batch_generation(batch_id bigint) RETURNS integer: NULL for no batch's */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_generation);
+Datum
+dedup_outbox_batch_generation(PG_FUNCTION_ARGS)
+{
+	uint32		number;
+	int32		slot;
+	int32		generation;
+
+	if (!outbox_batch_decode(PG_GETARG_INT64(0), &number, &slot, &generation))
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(generation);
+}
+
+/*
+ * The generation of a slot's next batch.  It never wraps in practice: a
+ * slot at OUTBOX_BATCH_MAX_GENERATION is retired before (outbox_take.sql);
+ * past it, it would come back to 1, never to 0, which no batch has.
+ */
+int32
+outbox_next_generation(int32 generation)
+{
+	return generation % OUTBOX_BATCH_MAX_GENERATION + 1;
+}
+
+/* Whether a slot at generation is retired: it gives no batch another id. */
+bool
+outbox_slot_retired(int32 generation)
+{
+	return generation >= OUTBOX_BATCH_MAX_GENERATION;
+}
+
+/* dedup.outbox_slot_retired(generation integer) RETURNS boolean */
+PG_FUNCTION_INFO_V1(dedup_outbox_slot_retired);
+Datum
+dedup_outbox_slot_retired(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(outbox_slot_retired(PG_GETARG_INT32(0)));
+}
+
+/* dedup.outbox_next_generation(generation integer) RETURNS integer */
+PG_FUNCTION_INFO_V1(dedup_outbox_next_generation);
+Datum
+dedup_outbox_next_generation(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(outbox_next_generation(PG_GETARG_INT32(0)));
+}
+
+/*
+ * How far a take reads the log for room events of a batch of batch_size:
+ * held events take no room, so it reads on past them, at most ten times
+ * its room, never less than the batch, never more than
+ * OUTBOX_MAX_BATCH_SIZE.
+ */
+int32
+outbox_scan_limit(int32 batch_size, int32 room)
+{
+	int64		limit = Max((int64) batch_size, (int64) room * 10);
+
+	return (int32) Min(limit, (int64) OUTBOX_MAX_BATCH_SIZE);
+}
+
+/* dedup.outbox_scan_limit(batch_size integer, room integer) RETURNS integer */
+PG_FUNCTION_INFO_V1(dedup_outbox_scan_limit);
+Datum
+dedup_outbox_scan_limit(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(outbox_scan_limit(PG_GETARG_INT32(0), PG_GETARG_INT32(1)));
+}
+
+/*
+ * A topic's position after a take that read scanned events of the log
+ * from pos up to the settled sequence stable and kept (handed out or held
+ * back) the first kept of them, the last of seq last: past the settled
+ * sequence when it kept all it read and read less than its scan limit (it
+ * read the log's whole rest up to stable), else past the last it kept.
+ */
+int64
+outbox_next_position(int64 pos, int64 stable, int64 scanned, int64 kept, int32 scan_limit,
+					 int64 last)
+{
+	if (kept == scanned && kept < scan_limit)
+		return Max(pos, stable + 1);
+	return last + 1;
+}
+
+/*
+ * dedup.outbox_next_position(pos bigint, stable bigint, scanned bigint,
+ *							  kept bigint, scan_limit integer, last bigint)
+ *	RETURNS bigint
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_next_position);
+Datum
+dedup_outbox_next_position(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(outbox_next_position(PG_GETARG_INT64(0), PG_GETARG_INT64(1),
+										 PG_GETARG_INT64(2), PG_GETARG_INT64(3),
+										 PG_GETARG_INT32(4), PG_GETARG_INT64(5)));
+}
+
+/* dedup.outbox_max_batch_size() RETURNS integer: the most events a take hands out */
+PG_FUNCTION_INFO_V1(dedup_outbox_max_batch_size);
+Datum
+dedup_outbox_max_batch_size(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(OUTBOX_MAX_BATCH_SIZE);
 }
 
 /* The partition of a batch's id: false if no batch can have that id. */

@@ -22,8 +22,8 @@
  *	  PL/pgSQL take moves it (fast_next_position()); or, with nothing in the
  *	  log past the position, nothing at all;
  *	- an ack of a batch whole (no failed event) with no event of
- *	  outbox_retry: its slot freed, the same statement as the PL/pgSQL
- *	  ack's first branch.
+ *	  outbox_retry: its slot freed (the PL/pgSQL ack runs this one too,
+ *	  through dedup.outbox_ack_whole()).
  *
  * In every other case it gives way, having written nothing, and the
  * caller runs the PL/pgSQL function.  Why not the whole take in C: the
@@ -174,8 +174,8 @@ outbox_fast_plans_check(void)
  * plan, made again only when its tables change): it reads a range of the
  * index on (topic, seq) in order, whatever the values.  Left to choose,
  * the plan cache planned it anew at every take, its LIMIT and range
- * looking cheaper known than unknown, and that planning was half the
- * scan's time (perf of a drain, doc/benchmarks.md).  The others are left
+ * looking cheaper known than unknown (what that cost a drain:
+ * doc/benchmarks.md, "The take's scan, planned once").  The others are left
  * to the plan cache, which keeps their generic plans too, except on Citus:
  * Citus cannot plan FAST_STATE without its values and says so with a plan
  * of huge cost, so that the plan cache plans it with them each time.
@@ -221,20 +221,15 @@ fast_int4_cmp(const void *a, const void *b)
  * The topic's position after a take that read scanned events of the log
  * from pos up to the settled stable (at most batch_size + 1) and handed
  * out n of them, the last of seq last; none held back (the fast path's
- * case).  The PL/pgSQL take's rule (its step 3, with nothing held): past
- * the settled sequence when it read the log's whole rest up to it and less
- * than its scan limit (ten times the batch, at most 10,000), else past the
- * last event handed out.
+ * case): the PL/pgSQL take's rule, outbox_next_position(), with its scan
+ * limit, outbox_scan_limit() (src/outbox.c).
  */
 static int64
 fast_next_position(int64 pos, int64 stable, int32 batch_size, uint64 scanned, uint64 n,
 				   int64 last)
 {
-	int32		scan_limit = Min(OUTBOX_MAX_BATCH_SIZE, Max(batch_size, batch_size * 10));
-
-	if (scanned <= (uint64) batch_size && n < (uint64) scan_limit)
-		return Max(pos, stable + 1);
-	return last + 1;
+	return outbox_next_position(pos, stable, (int64) scanned, (int64) n,
+								outbox_scan_limit(batch_size, batch_size), last);
 }
 
 /*
@@ -310,7 +305,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 			nblocked += nelems;
 		}
 		else if (slot < 0 &&
-				 DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull)) < PG_INT32_MAX)
+				 !outbox_slot_retired(DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull))))
 		{
 			/* (a slot at its last generation is retired: outbox_take.sql) */
 			slot = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
@@ -388,7 +383,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 * position after it, in it (sql/tables/outbox_relay.sql)
 	 */
 	args[10] = Int32GetDatum(generation);
-	generation = generation + 1;	/* below PG_INT32_MAX: never wraps */
+	generation = outbox_next_generation(generation);
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_timestamp_plus(GetCurrentTimestamp(), lease);
 	args[0] = PointerGetDatum(part);
@@ -464,13 +459,17 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	text	   *topic;
 	DedupScopeSettings settings;
 	int32		n;
+	uint32		number;
+	int32		slot;
+	int32		generation;
 
 	/* an id of another partition's batch names none here */
-	if (batch_id < 0 || (uint64) (batch_id >> OUTBOX_BATCH_PART_SHIFT) != outbox_part_number(part))
+	if (!outbox_batch_decode(batch_id, &number, &slot, &generation) ||
+		number != outbox_part_number(part))
 		return -1;
 	args[0] = PointerGetDatum(part);
-	args[1] = Int32GetDatum((int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT));
-	args[2] = Int32GetDatum((int32) (batch_id & PG_INT32_MAX));
+	args[1] = Int32GetDatum(slot);
+	args[2] = Int32GetDatum(generation);
 	if (fast_run(FAST_ACK_TOPIC, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
 		return -1;
 	topic = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
@@ -486,20 +485,23 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	return n;
 }
 
-/* ---------------------------------------------------------------------
- * The relay on a Citus cluster
+/*
+ * dedup.outbox_ack_whole(caller oid, in_part dedup_fingerprint,
+ *						  batch_id bigint) RETURNS integer
  *
- * The outbox is distributed by partition, each a shard of dedup.claims.  A
- * call of the relay made by a client runs, through dedup_call_on_shard, on
- * the node of each partition it concerns, as the same call forwarded by
- * that partition's part: there it works in that partition alone (below).
- * A take fills its batch across the partitions, this node's first, each
- * partition's part a batch of its own (outbox_cluster.c); an ack or nack
- * of a batch goes to its members' partitions and to the one its id names;
- * redrive and the figures go to every partition.  The 1.0 calls, which name
- * events by id (an id does not say its partition), do not run on a
- * cluster.
- * ---------------------------------------------------------------------
+ * The whole-batch ack above for the PL/pgSQL ack (outbox_settle.sql), so
+ * that both paths run this one: -1 when it does not apply.
  */
+PG_FUNCTION_INFO_V1(dedup_outbox_ack_whole);
+Datum
+dedup_outbox_ack_whole(PG_FUNCTION_ARGS)
+{
+	int32		n;
 
-/* The figures of one topic, summed over the partitions */
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	n = outbox_fast_ack(PG_GETARG_DEDUP_FINGERPRINT_P(1), PG_GETARG_INT64(2), PG_GETARG_OID(0));
+	SPI_finish();
+	PG_RETURN_INT32(n);
+}

@@ -15,16 +15,11 @@
 # up with producers at HOLD_RATE puts/s, its take + ack latency and the
 # dead tuples of schema dedup per event put, with and without a
 # transaction holding the horizon for HOLD_SECONDS, and PgQ's (of schema
-# pgq) with the horizon held, ticked before each batch (when installed).
-# And paced latency: producers committing PACED_RATE business transactions
-# a second (each an INSERT and its event), one relay looping on
-# dedup_outbox_take_batch(..., wait => '1 second') and acking, against
-# graphile-worker's runner (woken by LISTEN) on the same load: the latency
-# from each COMMIT to the consumer's receipt, p50 and p99, in one Node
-# program (bench/paced/paced.js, graphile-worker and node-postgres pinned by
-# bench/paced/package.json and its lock, installed with npm ci into a cache
-# folder as the e2e stage's drivers are).  OUTBOX_PARTS (default all: "put
-# drain live hot hold paced") picks the parts to run.
+HOLD_LONG=${HOLD_LONG:-120}
+HOLD_PRE=${HOLD_PRE:-40}
+PACED_RATE=${PACED_RATE:-200}
+PACED_SECONDS=${PACED_SECONDS:-20}
+OUTBOX_PARTS=${OUTBOX_PARTS:-put drain live hot hold holdlive paced}
 #
 # Sourced by scripts/bench (the driver) at the top level, with bench/lib.sh's
 # helpers and the driver's settings; defines outbox_figures, which the driver
@@ -39,9 +34,11 @@ DRAIN_BATCHES=3000
 HOT_EVENTS=${HOT_EVENTS:-20000}
 HOLD_RATE=${HOLD_RATE:-1000}
 HOLD_SECONDS=${HOLD_SECONDS:-20}
+HOLD_LONG=${HOLD_LONG:-120}
+HOLD_PRE=${HOLD_PRE:-40}
 PACED_RATE=${PACED_RATE:-200}
 PACED_SECONDS=${PACED_SECONDS:-20}
-OUTBOX_PARTS=${OUTBOX_PARTS:-put drain live hot hold paced}
+OUTBOX_PARTS=${OUTBOX_PARTS:-put drain live hot hold holdlive paced}
 outbox_part() { case " $OUTBOX_PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 hot_fill() {	# TOPIC N AGGREGATES: N events over that many aggregates, in one transaction
 	q -c "SELECT count(*) FROM generate_series(1, $2) i,
@@ -92,6 +89,82 @@ hold_run() {	# NAME HOLD [pgq]: producers at HOLD_RATE puts/s and a relay for HO
 	TPS[${name}_dead]=$(calc "($dead1 - $dead0) / $puts")
 	echo "$name,,$lat,,,,$(calc "($dead1 - $dead0) / $puts"),$puts,$(relation_bytes)" >>"$OUT/results.csv"
 	say "  $name: take + ack $lat ms; $((dead1 - dead0)) dead tuples in schema $sys for $puts events put"
+}
+# The server's side of the relay backend named bench-relay: the total time
+# (ms) of the top-level functions of a cycle, the number of cycles, and the
+# backend's CPU (clock ticks), space-separated.
+relay_sample() {	# FUNCS CYCLE_FUNC
+	local pid cpu
+	pid=$(q -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench-relay' LIMIT 1")
+	cpu=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null) || cpu=0
+	q -F ' ' -c "SELECT coalesce(sum(total_time), 0),
+	                    coalesce(sum(calls) FILTER (WHERE funcid = '$2'::regprocedure), 0), $cpu
+	             FROM pg_stat_user_functions WHERE funcid = ANY (ARRAY[$1]::regprocedure[]::oid[])"
+}
+hold_live_run() {	# NAME SYS: unthrottled relay, the horizon held HOLD_LONG s after HOLD_PRE s
+	local name=$1 sys=$2 funcs cyc seqsql logsize t0 b0 b1 e0 e1 dead0 dead1 seq0 seq1 holder producers relay tick
+	if [ "$sys" = dedup ]; then
+		funcs="'dedup_outbox_take_batch(text,integer,interval,interval)', 'dedup_outbox_ack_batch(bigint,uuid[],interval,text)'"
+		cyc='dedup_outbox_take_batch(text,integer,interval,interval)'
+		seqsql="SELECT pg_sequence_last_value('dedup.outbox_seq_seq')"
+		logsize="SELECT pg_total_relation_size('dedup.outbox')"
+	else
+		funcs="'pgq.ticker(text)', 'pgq.next_batch(text,text)', 'pgq.get_batch_events(bigint)', 'pgq.finish_batch(bigint)'"
+		cyc='pgq.next_batch(text,text)'
+		seqsql="SELECT pg_sequence_last_value(queue_event_seq::regclass) FROM pgq.queue WHERE queue_name = 'bench-hold'"
+		logsize="SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		         WHERE n.nspname = 'pgq' AND c.relkind = 'r' AND c.relname LIKE 'event\\_%'"
+	fi
+	say "run $name (unthrottled relay; ${HOLD_PRE}s, then the horizon held ${HOLD_LONG}s; $HOLD_RATE puts/s)"
+	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -j 1 -R "$HOLD_RATE" -T $((HOLD_PRE + HOLD_LONG + 2)) \
+		-f "$W/${sys}_outbox_hold_put.sql" >"$OUT/log/${name}_puts.txt" 2>&1 &
+	producers=$!
+	PGAPPNAME=bench-relay PGOPTIONS="-c track_functions=all" \
+	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -j 1 -T $((HOLD_PRE + HOLD_LONG + 5)) \
+		-f "$W/${sys}_outbox_hold_relay.sql" >"$OUT/log/$name.txt" 2>&1 &
+	relay=$!
+	t0=$(date +%s)
+	tick() { sleep $(( $1 - ($(date +%s) - t0) )) 2>/dev/null || :; }
+	tick $((HOLD_PRE - 10)); b0=$(relay_sample "$funcs" "$cyc")
+	tick "$HOLD_PRE"; b1=$(relay_sample "$funcs" "$cyc")
+	psql -X -q -h "$dir" -p "$port" -U postgres -d postgres \
+		-c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM orders" \
+		-c "SELECT pg_sleep($HOLD_LONG)" -c "COMMIT" >/dev/null 2>&1 &
+	holder=$!
+	sleep 0.5
+	dead0=$(q -c "SELECT coalesce(sum(n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables WHERE schemaname = '$sys'")
+	seq0=$(q -c "$seqsql")
+	tick $((HOLD_PRE + HOLD_LONG - 10)); e0=$(relay_sample "$funcs" "$cyc")
+	tick $((HOLD_PRE + HOLD_LONG)); e1=$(relay_sample "$funcs" "$cyc")
+	seq1=$(q -c "$seqsql")
+	echo "samples (ms calls cpu_ticks): $b0 / $b1 / $e0 / $e1" >>"$OUT/log/$name.txt"
+	sleep 1.2	# let the backends' statistics reach the shared counters
+	dead1=$(q -c "SELECT coalesce(sum(n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables WHERE schemaname = '$sys'")
+	wait "$holder"
+	wait "$relay" || { cat "$OUT/log/$name.txt"; exit 1; }
+	wait "$producers" || { cat "$OUT/log/${name}_puts.txt"; exit 1; }
+	local schema events
+	schema=$(q -c "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	               WHERE n.nspname = '$sys' AND c.relkind = 'r'")
+	events=$(q -c "$logsize")
+	# per cycle: server-side ms of its calls, and CPU ms of the backend
+	set -- $b0 $b1 $e0 $e1
+	local before=$(calc "($4 - $1) / ($5 - $2)") end=$(calc "(${10} - $7) / (${11} - $8)")
+	local cpu_before=$(calc "($6 - $3) * 10 / ($5 - $2)") cpu_end=$(calc "(${12} - $9) * 10 / (${11} - $8)")
+	# (a backend not found, its CPU read as 0: no figure)
+	[ "$3" -gt 0 ] && [ "$6" -gt 0 ] || cpu_before=nan
+	[ "$9" -gt 0 ] && [ "${12}" -gt 0 ] || cpu_end=nan
+	TPS[${name}_before]=$before
+	TPS[${name}_end]=$end
+	TPS[${name}_cpu_before]=$cpu_before
+	TPS[${name}_cpu_end]=$cpu_end
+	TPS[${name}_dead]=$(calc "($dead1 - $dead0) / ($seq1 - $seq0)")
+	TPS[${name}_size]=$(calc "$schema / $events")
+	echo "$name,,$end,,,,${TPS[${name}_dead]},$((seq1 - seq0)),$schema" >>"$OUT/results.csv"
+	say "  $name: cycle (server) $before ms before the hold, $end ms at its end ($(calc "$end / $before")x);" \
+		"CPU $cpu_before -> $cpu_end ms; $(($5 - $2)) -> $((${11} - $8)) cycles in 10 s"
+	say "  $name: $((dead1 - dead0)) dead tuples in schema $sys for $((seq1 - seq0)) events put during the hold;" \
+		"schema $(numfmt --to=iec "$schema")B, events' table $(numfmt --to=iec "$events")B"
 }
 drain_run() {	# NAME SCRIPT CHECK_SQL [CLIENTS]
 	local name=$1 script=$2 check=$3 clients=${4:-1} tps left
@@ -187,6 +260,19 @@ if [ -n "$(q -c "SELECT 1 FROM pg_extension WHERE extname = 'pgq'")" ]; then
 	q -c "SELECT pgq.create_queue('bench-hold')" -c "SELECT pgq.set_queue_config('bench-hold', 'ticker_max_count', '1')" \
 	  -c "SELECT pgq.register_consumer('bench-hold', 'relay')" -c "CHECKPOINT" >/dev/null
 	hold_run pgq_hold_held yes pgq
+	q -c "SELECT pgq.unregister_consumer('bench-hold', 'relay')" -c "SELECT pgq.drop_queue('bench-hold')" >/dev/null
+fi
+fi
+
+if outbox_part holdlive; then
+say "== outbox under a held xmin horizon, relay back to back: $HOLD_RATE puts/s, held ${HOLD_LONG}s after ${HOLD_PRE}s"
+fresh
+hold_live_run dedup_outbox_holdlive dedup
+if [ -n "$(q -c "SELECT 1 FROM pg_extension WHERE extname = 'pgq'")" ]; then
+	fresh
+	q -c "SELECT pgq.create_queue('bench-hold')" -c "SELECT pgq.set_queue_config('bench-hold', 'ticker_max_count', '1')" \
+	  -c "SELECT pgq.register_consumer('bench-hold', 'relay')" -c "CHECKPOINT" >/dev/null
+	hold_live_run pgq_holdlive pgq
 	q -c "SELECT pgq.unregister_consumer('bench-hold', 'relay')" -c "SELECT pgq.drop_queue('bench-hold')" >/dev/null
 fi
 fi
@@ -310,6 +396,27 @@ outbox_figures() {
 	[ -n "${TPS[pgq_hold_held_dead]:-}" ] &&
 	figure "  (PgQ at the same batch cadence: dead tuples in pgq per event put, held)" \
 		"${TPS[pgq_hold_held_dead]}" "" "${TPS[pgq_hold_held_dead]}" "-" ""
+	fi
+	if outbox_part holdlive; then
+	figure "outbox take + ack back to back, server ms: end of a ${HOLD_LONG}s hold vs before" \
+		"${TPS[dedup_outbox_holdlive_end]}" "${TPS[dedup_outbox_holdlive_before]}" \
+		"$(calc "${TPS[dedup_outbox_holdlive_end]} / ${TPS[dedup_outbox_holdlive_before]}")" "<=" 1.5
+	figure "  (the same, the relay backend's CPU ms a cycle: end vs before)" \
+		"${TPS[dedup_outbox_holdlive_cpu_end]}" "${TPS[dedup_outbox_holdlive_cpu_before]}" \
+		"$(calc "${TPS[dedup_outbox_holdlive_cpu_end]} / ${TPS[dedup_outbox_holdlive_cpu_before]}")" "-" ""
+	figure "outbox dead tuples in dedup per event put during the hold, back to back" \
+		"${TPS[dedup_outbox_holdlive_dead]}" "" "${TPS[dedup_outbox_holdlive_dead]}" "<" 0.05
+	figure "outbox schema size after the hold vs its log's (the events alone)" \
+		"${TPS[dedup_outbox_holdlive_size]}" "" "${TPS[dedup_outbox_holdlive_size]}" "<=" 1.5
+	if [ -n "${TPS[pgq_holdlive_end]:-}" ]; then
+	figure "  (PgQ back to back, server ms a cycle: end of the hold vs before)" \
+		"${TPS[pgq_holdlive_end]}" "${TPS[pgq_holdlive_before]}" \
+		"$(calc "${TPS[pgq_holdlive_end]} / ${TPS[pgq_holdlive_before]}")" "-" ""
+	figure "  (PgQ back to back: dead tuples in pgq per event put during the hold)" \
+		"${TPS[pgq_holdlive_dead]}" "" "${TPS[pgq_holdlive_dead]}" "-" ""
+	figure "  (PgQ back to back: schema pgq vs its event tables)" \
+		"${TPS[pgq_holdlive_size]}" "" "${TPS[pgq_holdlive_size]}" "-" ""
+	fi
 	fi
 	if outbox_part live; then
 	figure "  (outbox latency from put to take, relay on NOTIFY: p50 ms)" \

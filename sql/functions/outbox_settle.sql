@@ -2,6 +2,16 @@
 -- Transactional outbox: the relay's ack and nack
 -- By batch (settle, ack_batch, nack_batch) and by ids (the 1.0 calls).
 -------------------------------------------------------------------------
+-- The ack of a batch whole, with no event of outbox_retry, in partition
+-- in_part, for caller: its slot freed, its events counted acked; how many
+-- it had, 0 for a batch of a topic the caller may not relay, -1 when no
+-- batch of that id is handed out with no event of outbox_retry (the
+-- settle below answers).  The fast path's (src/outbox_fast.c).
+CREATE OR REPLACE FUNCTION dedup.outbox_ack_whole(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_ack_whole' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_ack_whole(oid, @extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
+
 -- Settle events of one batch: those of done (NULL: all but the failed)
 -- were published and never come back; those of failed were not, and come
 -- back after retry_delay, or go dead at max_attempts; so do the later
@@ -122,7 +132,6 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    t text;
     n integer;
     s record;
 BEGIN
@@ -134,25 +143,12 @@ BEGIN
     END IF;
     PERFORM dedup.check_interval(retry_delay, 'retry_delay', true);
     IF coalesce(cardinality(failed), 0) = 0 THEN
-        -- (the privilege checked first: Citus runs no STABLE function of a
-        -- column in an UPDATE); a batch of a topic the caller may not relay
-        -- is answered as one not handed out
-        SELECT x.topic INTO t FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
-          AND x.busy AND x.retried = 0;
-        IF FOUND AND NOT dedup.has_privilege(caller, t, 'relay', false) THEN
-            RETURN 0;
-        END IF;
-        UPDATE dedup.outbox_batches AS x SET busy = false
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = batch_id / 2147483648 % 65536 AND x.generation = batch_id % 2147483648
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = batch_id
-          AND x.busy AND x.retried = 0 AND x.topic = t
-        RETURNING x.topic, x.events INTO t, n;
-        IF FOUND THEN
-            PERFORM dedup.scope_count(t, 'events_acked', n);
+        -- a batch acked whole with no event of outbox_retry: the fast
+        -- path's ack (src/outbox_fast.c), one rule for both paths; a batch
+        -- of a topic the caller may not relay is answered as one not
+        -- handed out (0)
+        n := dedup.outbox_ack_whole(caller, in_part, batch_id);
+        IF n >= 0 THEN
             RETURN n;
         END IF;
     END IF;
@@ -486,7 +482,7 @@ BEGIN
     until := pg_catalog.clock_timestamp() + l;
     UPDATE dedup.outbox_batches AS x SET lease_until = until
     WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
       AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
     RETURNING x.lease_until INTO until;
     RETURN until;
@@ -517,12 +513,12 @@ BEGIN
     IF members IS NULL THEN
         SELECT x.members INTO m FROM dedup.outbox_batches AS x
         WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
           AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t;
     ELSE
         UPDATE dedup.outbox_batches AS x SET members = outbox_group.members
         WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
           AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
         RETURNING x.members INTO m;
     END IF;

@@ -168,6 +168,41 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'dedup_outbox_batch_id' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, integer, integer) FROM PUBLIC;
 
+-- The slot and the generation of batch id bid (NULL for an id no batch
+-- can have): src/outbox.c decodes an id for both paths.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_slot(bid bigint) RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_slot' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_slot(bigint) FROM PUBLIC;
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_generation(bid bigint) RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_generation' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_generation(bigint) FROM PUBLIC;
+
+-- The generation of a slot's next batch, and whether a slot is retired
+-- at its generation (below).
+CREATE OR REPLACE FUNCTION dedup.outbox_next_generation(generation integer) RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_next_generation' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_next_generation(integer) FROM PUBLIC;
+CREATE OR REPLACE FUNCTION dedup.outbox_slot_retired(generation integer) RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_outbox_slot_retired' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_slot_retired(integer) FROM PUBLIC;
+
+-- The most events a take hands out (the fast path's OUTBOX_MAX_BATCH_SIZE).
+CREATE OR REPLACE FUNCTION dedup.outbox_max_batch_size() RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_max_batch_size' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_max_batch_size() FROM PUBLIC;
+
+-- How many events of the log a take reads for room events of a batch of
+-- batch_size, and the topic's position after it read scanned of them and
+-- kept the first kept, the last of seq last (src/outbox.c has both rules,
+-- which the fast path applies too).
+CREATE OR REPLACE FUNCTION dedup.outbox_scan_limit(batch_size integer, room integer) RETURNS integer
+AS 'MODULE_PATHNAME', 'dedup_outbox_scan_limit' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_scan_limit(integer, integer) FROM PUBLIC;
+CREATE OR REPLACE FUNCTION dedup.outbox_next_position(pos bigint, stable bigint, scanned bigint,
+    kept bigint, scan_limit integer, last bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'dedup_outbox_next_position' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_next_position(bigint, bigint, bigint, bigint, integer, bigint) FROM PUBLIC;
+
 -- The busy slot of partition in_part that holds batch bid, locked, or no row.
 -- (These two are PL/pgSQL, not SQL: Citus plans no statement of a SQL
 -- function that has parameters.)
@@ -180,7 +215,7 @@ BEGIN
     RETURN QUERY
     SELECT * FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
       AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy
     FOR UPDATE;
 END
@@ -202,7 +237,7 @@ DECLARE
 BEGIN
     SELECT x.topic INTO t FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = bid / 2147483648 % 65536 AND x.generation = bid % 2147483648
+      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
       AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy;
     IF NOT FOUND OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
         RETURN NULL;
@@ -415,8 +450,9 @@ BEGIN
     IF topic IS NULL OR batch_size IS NULL THEN
         RAISE EXCEPTION 'topic and batch_size must not be null' USING ERRCODE = '22004';
     END IF;
-    IF batch_size < 1 OR batch_size > 10000 THEN
-        RAISE EXCEPTION 'batch_size must be between 1 and 10000' USING ERRCODE = '22023';
+    IF batch_size < 1 OR batch_size > dedup.outbox_max_batch_size() THEN
+        RAISE EXCEPTION 'batch_size must be between 1 and %', dedup.outbox_max_batch_size()
+            USING ERRCODE = '22023';
     END IF;
     PERFORM dedup.has_privilege(caller, topic, 'relay', true);
     SELECT coalesce(for_lease, s.lease), s.max_attempts INTO lease, max_attempts
@@ -518,16 +554,16 @@ BEGIN
             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         END IF;
         -- a slot at its last generation gives it no new id: a new slot does
-        IF b.generation = 2147483647 THEN
+        IF dedup.outbox_slot_retired(b.generation) THEN
             b := dedup.outbox_slot_move(in_part, b.slot);
         END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
         UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1,
-               batch = dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1)
+               batch = dedup.outbox_batch_id(in_part, b.slot, dedup.outbox_next_generation(b.generation))
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
         UPDATE dedup.outbox_batches AS x
         SET attempt = x.attempt + 1, lease_until = lease_end,
-            generation = b.generation % 2147483647 + 1, members = '{}'
+            generation = dedup.outbox_next_generation(b.generation), members = '{}'
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         b := dedup.outbox_batch_recount(in_part, b.slot);
         CONTINUE WHEN NOT b.busy;
@@ -574,19 +610,19 @@ BEGIN
     -- has no more slots than batches handed out at once, and those retired.
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
-      AND x.generation < 2147483647
+      AND NOT dedup.outbox_slot_retired(x.generation)
     ORDER BY x.slot LIMIT 1
     FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         SELECT * INTO b FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy AND x.generation < 2147483647
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy AND NOT dedup.outbox_slot_retired(x.generation)
         ORDER BY x.slot LIMIT 1
         FOR UPDATE SKIP LOCKED;
     END IF;
     IF NOT FOUND THEN
         b := dedup.outbox_slot_new(in_part, outbox_take_batch.topic);
     END IF;
-    bid := dedup.outbox_batch_id(in_part, b.slot, b.generation % 2147483647 + 1);
+    bid := dedup.outbox_batch_id(in_part, b.slot, dedup.outbox_next_generation(b.generation));
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
     -- holds, each with every earlier one of its aggregate there due too
@@ -680,7 +716,7 @@ BEGIN
     -- stretched over it; the others go in the batch, several of one
     -- aggregate in seq order.  Held events take no room in the batch: the
     -- scan goes on until the batch is full, reading at most ten times its
-    -- room (up to 10,000), and the position moves past what it read
+    -- room (dedup.outbox_scan_limit()), and the position moves past what it read
     -- (written below: into the batch's slot, or, with no batch, into
     -- outbox_topics).
     room := batch_size - cardinality(r_ids) - cardinality(x_seqs);
@@ -690,7 +726,7 @@ BEGIN
         END IF;
         stable := dedup.outbox_stable_seq(in_part, topic);
         lease_end := pg_catalog.clock_timestamp() + lease;
-        scan_limit := least(10000, greatest(batch_size, room * 10));
+        scan_limit := dedup.outbox_scan_limit(batch_size, room);
         WITH scanned AS (
             SELECT o.seq, o.aggregateid, pg_catalog.hashtext(o.aggregateid) AS h
             FROM dedup.outbox AS o
@@ -730,9 +766,8 @@ BEGIN
                coalesce(array_agg(k.seq ORDER BY k.seq) FILTER (WHERE k.held), '{}'),
                count(*) FILTER (WHERE NOT k.held),
                coalesce(array_agg(DISTINCT k.h) FILTER (WHERE NOT k.held), '{}'),
-               CASE WHEN count(*) = (SELECT count(*) FROM scanned) AND count(*) < scan_limit
-                    THEN greatest(pos, stable + 1)
-                    ELSE max(k.seq) + 1 END
+               dedup.outbox_next_position(pos, stable, (SELECT count(*) FROM scanned), count(*),
+                                          scan_limit, coalesce(max(k.seq), pos - 1))
         INTO c_lo, c_hi, c_held, c_n, c_aggs, new_pos
         FROM kept AS k;
         -- the held events within the batch's range are not of it
@@ -748,7 +783,7 @@ BEGIN
         END IF;
         UPDATE dedup.outbox_batches AS x
         SET topic = outbox_take_batch.topic,
-            generation = b.generation % 2147483647 + 1, busy = true, attempt = 1,
+            generation = dedup.outbox_next_generation(b.generation), busy = true, attempt = 1,
             lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
             extra = x_seqs, retried = cardinality(r_ids), events = n,
             aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a),

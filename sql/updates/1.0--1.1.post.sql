@@ -52,7 +52,9 @@ BEGIN
                                           lease_until, retried, events, aggregates)
         VALUES ('00000000000000000000000000000000', s, t.topic, 1, true, t.attempt, t.visible_at, t.events, t.events,
                 t.aggregates);
-        UPDATE dedup.outbox_retry SET batch = s::bigint * 2147483648 + 1 WHERE id = ANY (t.ids);
+        UPDATE dedup.outbox_retry
+        SET batch = dedup.outbox_batch_id('00000000000000000000000000000000', s, 1)
+        WHERE id = ANY (t.ids);
     END LOOP;
 END
 $$;
