@@ -118,7 +118,7 @@ server_crash_command() {
 # harness picks free ports): fingerprint-cost 12, package 13, pgbouncer 14
 # (and its pooler +100), monitoring 15 (its exporter +200), asyncpg 16,
 # lint/reference 20, docs 30, powertools 36, sim 60, upgrade 70, citus 80
-# (its workers 81 and 82).
+# (its workers 81 and 82), citus-buckets 83 (84 and 85).
 test_server() {
 	local name=$1 offset=$2
 	shift 2
