@@ -111,6 +111,7 @@
 #include "catalog.h"
 #include "filter.h"
 #include "settings.h"
+#include "shards.h"
 
 /* dedup.buckets.state */
 #define BUCKET_NEXT		'n'
@@ -238,7 +239,7 @@ bucket_read(BucketRow **rowsp)
 	{
 		memset(&rows[0], 0, sizeof(BucketRow));
 		rows[0].number = 0;
-		rows[0].relid = dedup_relation_oid(DEDUP_REL_CLAIMS);
+		rows[0].relid = dedup_relation_lookup(DEDUP_REL_CLAIMS);
 		rows[0].state = BUCKET_CURRENT;
 		rows[0].opened_at = DT_NOBEGIN;
 		n = 1;
@@ -295,8 +296,8 @@ bucket_list_load(DedupBucketList *list)
 		/* dedup.claims alone */
 		list->nbuckets = 1;
 		list->buckets[0].number = 0;
-		list->buckets[0].heap = dedup_relation_oid(DEDUP_REL_CLAIMS);
-		list->buckets[0].index = dedup_relation_oid(DEDUP_REL_CLAIMS_PKEY);
+		list->buckets[0].heap = dedup_relation_lookup(DEDUP_REL_CLAIMS);
+		list->buckets[0].index = dedup_relation_lookup(DEDUP_REL_CLAIMS_PKEY);
 		list->buckets[0].current = true;
 		list->buckets[0].sealed = false;
 		list->buckets[0].closed_at = 0;
@@ -316,7 +317,8 @@ bucket_list_load(DedupBucketList *list)
 		b = &list->buckets[list->nbuckets++];
 		b->number = rows[i].number;
 		b->heap = rows[i].relid;
-		b->index = bucket_index(&rows[i]);
+		/* on a cluster, the bucket's distributed table: store.c opens its shards */
+		b->index = dedup_relation_hashed(DEDUP_REL_CLAIMS) ? InvalidOid : bucket_index(&rows[i]);
 		b->current = (rows[i].state == BUCKET_CURRENT);
 		b->sealed = (rows[i].state == BUCKET_SEALED);
 		b->closed_at = rows[i].closed_at;
@@ -336,7 +338,7 @@ dedup_bucket_list(uint64 *generation)
 
 	if (!registered)
 	{
-		CacheRegisterRelcacheCallback(bucket_list_callback, (Datum) 0);
+		dedup_relcache_register(bucket_list_callback);
 		registered = true;
 	}
 	bucket_table_relid = dedup_relation_lookup(DEDUP_REL_BUCKETS);
@@ -444,8 +446,11 @@ dedup_bucket_open_current(LOCKMODE lockmode)
 bool
 dedup_bucket_storage(void)
 {
-	return OidIsValid(dedup_relation_lookup(DEDUP_REL_BUCKETS)) &&
-		!dedup_relation_hashed(DEDUP_REL_CLAIMS) && !dedup_node_is_citus_worker();
+	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_BUCKETS)))
+		return false;
+	if (dedup_relation_hashed(DEDUP_REL_CLAIMS))
+		return !dedup_node_is_citus_worker();	/* the coordinator drives them */
+	return !dedup_node_is_citus_worker();
 }
 
 /* ---------------------------------------------------------------------
@@ -1302,6 +1307,280 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 	return total;
 }
 
+/* ---------------------------------------------------------------------
+ * On a Citus cluster
+ *
+ * Each bucket is a table distributed by key, co-located with dedup.claims
+ * (claims_N: a key's shard of it is on its node, by the same shard index),
+ * so that a claim writes into its key's shard of the current bucket on the
+ * key's node, and looks the key up in that node's shards of the buckets its
+ * list holds (store.c), as on one server.  Each node keeps its own list in
+ * its own dedup.buckets (a plain table, not distributed): the waits of a
+ * switch and of a seal are for the calls and writers on that node's shards,
+ * which only that node can see.  The coordinator drives the steps, once per
+ * cluster (its cleanup; dedup.bucket_cluster_step in sql/functions/
+ * cluster.sql): it creates and drops the buckets' tables (Citus propagates
+ * the DDL, moves a bucket's shards with the co-located ones), and tells
+ * each node, through dedup.bucket_node() below, to list a bucket, switch
+ * to it, seal, retire or forget one.  The coordinator's own list is the
+ * cluster's: a bucket moves on there once every node did.  A node that
+ * cannot be reached holds back the step, which the next pass makes again:
+ * the current bucket meanwhile takes the claims, nothing is lost.
+ * ---------------------------------------------------------------------
+ */
+
+/* Wait for the calls on a bucket's shards here; whether any wrote into one, not committed. */
+static bool
+bucket_node_wait(const BucketRow *row)
+{
+	Oid		   *heaps = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+	int			n = dedup_cluster_bucket_local_shards(row->relid, bucket_table_name(row->number),
+													  heaps, NULL, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+	bool		writers = false;
+
+	for (int i = 0; i < n; i++)
+		bucket_wait_for_lockers(heaps[i], ShareLock);
+	for (int i = 0; i < n && !writers; i++)
+		writers = bucket_has_writers(heaps[i]);
+	pfree(heaps);
+	return writers;
+}
+
+/* The size of the primary keys of a bucket's shards here, in bytes. */
+static int64
+bucket_node_bytes(const BucketRow *row)
+{
+	Oid		   *heaps = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+	Oid		   *indexes = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+	int			n = dedup_cluster_bucket_local_shards(row->relid, bucket_table_name(row->number),
+													  heaps, indexes, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+	int64		bytes = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		Relation	rel = try_relation_open(indexes[i], AccessShareLock);
+
+		if (rel == NULL)
+			continue;
+		bytes += (int64) RelationGetNumberOfBlocks(rel) * BLCKSZ;
+		relation_close(rel, AccessShareLock);
+	}
+	pfree(heaps);
+	pfree(indexes);
+	return bytes;
+}
+
+static BucketRow *
+bucket_row_of(BucketRow *rows, int n, int32 number)
+{
+	for (int i = 0; i < n; i++)
+		if (rows[i].number == number && (number != 0 || rows[i].opened_at != DT_NOBEGIN))
+			return &rows[i];
+	return NULL;
+}
+
+/*
+ * dedup.bucket_node(action, bucket): one step of the buckets' work on this
+ * node, as the coordinator's cleanup asks (run_command_on_workers); returns
+ * the bucket's state here after it ('-' when it is not listed), or for
+ * 'due' whether this node's current bucket is due for a switch, by time or
+ * by the size of its shards here (this node's share):
+ *	list	list bucket N as next (every call here reads it, none writes it);
+ *	switch	once the calls on the current bucket's shards here that began
+ *			before N was listed ended, make N current, the other closed;
+ *	seal	once the calls that may still write into N's shards here ended,
+ *			and no transaction in progress wrote into them, mark N sealed;
+ *	retire	N's rows have all expired (the coordinator read them): no call
+ *			reads it;
+ *	forget	N's table was dropped: unlist it;
+ *	state	nothing: its state here.
+ */
+PG_FUNCTION_INFO_V1(dedup_bucket_node);
+Datum
+dedup_bucket_node(PG_FUNCTION_ARGS)
+{
+	char	   *action = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		number = PG_GETARG_INT32(1);
+	Relation	rel;
+	BucketRow  *rows;
+	BucketRow  *row;
+	int			n;
+	char		result[2] = {'-', '\0'};
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+
+	if (!dedup_relation_hashed(DEDUP_REL_CLAIMS))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("dedup.claims is not distributed on this node"),
+				 errhint("dedup.bucket_node() is the cluster's cleanup's: run SELECT dedup_distribute() on the coordinator.")));
+	/* one at a time on this node */
+	rel = dedup_relation_open(DEDUP_REL_BUCKETS, ShareUpdateExclusiveLock);
+	table_close(rel, NoLock);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	n = bucket_read(&rows);
+	if (strcmp(action, "list") == 0 || bucket_row_of(rows, n, 0) == NULL)
+	{
+		/* a node's first list: bucket 0, dedup.claims itself, current */
+		if (rows[0].opened_at == DT_NOBEGIN)
+		{
+			bucket_sql("INSERT INTO dedup.buckets (bucket, relid, state, opened_at) "
+					   "VALUES (0, 'dedup.claims'::pg_catalog.regclass, 'c', pg_catalog.now())",
+					   0, NULL, NULL);
+			bucket_ttls_reset(0, false);
+			bucket_list_invalidate();
+			pfree(rows);
+			n = bucket_read(&rows);
+		}
+	}
+	row = bucket_row_of(rows, n, number);
+	if (strcmp(action, "list") == 0)
+	{
+		if (row == NULL && number > 0)
+		{
+			values[0] = Int32GetDatum(number);
+			values[1] = CStringGetTextDatum(psprintf("dedup.%s", bucket_table_name(number)));
+			bucket_sql("INSERT INTO dedup.buckets (bucket, relid, state, opened_at) "
+					   "VALUES ($1, $2::pg_catalog.regclass, 'n', pg_catalog.now())", 2, types, values);
+			bucket_list_invalidate();
+			result[0] = BUCKET_NEXT;
+		}
+		else if (row != NULL)
+			result[0] = row->state;
+	}
+	else if (strcmp(action, "switch") == 0)
+	{
+		BucketRow  *current = NULL;
+
+		for (int i = 0; i < n; i++)
+			if (rows[i].state == BUCKET_CURRENT)
+				current = &rows[i];
+		if (row != NULL && row->state == BUCKET_NEXT && !row->mine && current != NULL)
+		{
+			/* the calls that began before N was listed here have ended */
+			(void) bucket_node_wait(current);
+			values[0] = Int32GetDatum(current->number);
+			bucket_sql("UPDATE dedup.buckets SET state = 'x', closed_at = pg_catalog.now() "
+					   "WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
+			values[0] = Int32GetDatum(number);
+			bucket_sql("UPDATE dedup.buckets SET state = 'c', opened_at = pg_catalog.now() "
+					   "WHERE bucket OPERATOR(pg_catalog.=) $1", 1, types, values);
+			bucket_list_invalidate();
+			bucket_ttls_reset(number, true);
+			result[0] = BUCKET_CURRENT;
+		}
+		else if (row != NULL)
+			result[0] = row->state;
+	}
+	else if (strcmp(action, "seal") == 0)
+	{
+		if (row != NULL && row->state == BUCKET_CLOSED && !row->mine)
+		{
+			/* the calls that may still write into it, then its writers in progress */
+			if (!bucket_node_wait(row))
+			{
+				bucket_set_state(number, BUCKET_SEALED);
+				bucket_list_invalidate();
+				result[0] = BUCKET_SEALED;
+			}
+			else
+				result[0] = BUCKET_CLOSED;
+		}
+		else if (row != NULL)
+			result[0] = row->state;
+	}
+	else if (strcmp(action, "retire") == 0)
+	{
+		if (row != NULL && row->state == BUCKET_SEALED)
+		{
+			bucket_set_state(number, BUCKET_RETIRED);
+			bucket_list_invalidate();
+			result[0] = BUCKET_RETIRED;
+		}
+		else if (row != NULL)
+			result[0] = row->state;
+	}
+	else if (strcmp(action, "forget") == 0)
+	{
+		if (row != NULL && row->state == BUCKET_RETIRED)
+		{
+			values[0] = Int32GetDatum(number);
+			bucket_sql("DELETE FROM dedup.buckets WHERE bucket OPERATOR(pg_catalog.=) $1",
+					   1, types, values);
+			bucket_list_invalidate();
+		}
+		else if (row != NULL)
+			result[0] = row->state;
+	}
+	else if (strcmp(action, "state") == 0)
+	{
+		if (row != NULL)
+			result[0] = row->state;
+	}
+	else if (strcmp(action, "due") == 0)
+	{
+		BucketRow  *current = NULL;
+		int			live = 0;
+		TimestampTz now = GetCurrentTimestamp();
+		int64		max_bytes = dedup_bucket_max_bytes();
+		bool		due = false;
+
+		for (int i = 0; i < n; i++)
+		{
+			if (rows[i].state == BUCKET_CURRENT)
+				current = &rows[i];
+			if (rows[i].state != BUCKET_RETIRED)
+				live++;
+		}
+		if (current != NULL && current->opened_at != DT_NOBEGIN)
+		{
+			due = now >= current->opened_at + dedup_bucket_interval_usecs(current->number);
+			if (!due && max_bytes > 0 && live < DEDUP_MAX_BUCKETS / 2)
+				due = bucket_node_bytes(current) >= max_bytes;
+		}
+		result[0] = due ? 't' : 'f';
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown bucket action \"%s\"", action)));
+	SPI_finish();
+	PG_RETURN_TEXT_P(cstring_to_text(result));
+}
+
+/*
+ * One step of the buckets' work on a cluster, from its coordinator:
+ * dedup.bucket_cluster_step (sql/functions/cluster.sql), which tells each
+ * node through dedup.bucket_node(); the rows of the buckets it dropped,
+ * counted by kind.
+ */
+static int64
+bucket_cluster_step(int step, int64 removed[DEDUP_NUM_KINDS])
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(step)};
+	int64		claims = 0;
+	int64		records = 0;
+
+	if (SPI_execute_with_args("SELECT claims, records FROM dedup.bucket_cluster_step($1)",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not run step %d of the buckets on the cluster", step);
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d;
+
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		claims = isnull ? 0 : DatumGetInt64(d);
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+		records = isnull ? 0 : DatumGetInt64(d);
+	}
+	removed[DEDUP_KIND_CLAIM] += claims;
+	removed[DEDUP_KIND_RECORD] += records;
+	return claims + records;
+}
+
 /*
  * One step of the cleanup's work on buckets (0 to DEDUP_BUCKET_NSTEPS - 1),
  * in the current transaction, as the owner of dedup.buckets.  Returns the
@@ -1341,6 +1620,15 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS], DedupBucketFold fold
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	if (dedup_relation_hashed(DEDUP_REL_CLAIMS))
+	{
+		/* on a Citus cluster, from its coordinator: every node's (bucket_cluster_step) */
+		total = bucket_cluster_step(step, removed);
+		SPI_finish();
+		AtEOXact_GUC(true, save_nestlevel);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+		return total;
+	}
 	n = bucket_read(&rows);
 	switch (step)
 	{

@@ -86,6 +86,47 @@ dedup_relcache_callback(Datum arg, Oid relid)
 }
 
 /*
+ * The relcache callbacks of the layers above (the buckets' list, the shard
+ * maps, the scopes' and histories' caches): PostgreSQL 15 has room for ten
+ * in a backend, shared with Citus's, so dedup takes one slot, this file's,
+ * and calls theirs from it, in the order they were registered.
+ */
+#define DEDUP_MAX_RELCACHE_CALLBACKS 8
+static RelcacheCallbackFunction dedup_relcache_callbacks[DEDUP_MAX_RELCACHE_CALLBACKS];
+static int	dedup_relcache_ncallbacks = 0;
+
+static void
+dedup_relcache_dispatch(Datum arg, Oid relid)
+{
+	dedup_relcache_callback(arg, relid);
+	for (int i = 0; i < dedup_relcache_ncallbacks; i++)
+		dedup_relcache_callbacks[i] (arg, relid);
+}
+
+static void
+dedup_relcache_register_self(void)
+{
+	if (!dedup_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(dedup_relcache_dispatch, (Datum) 0);
+		dedup_callback_registered = true;
+	}
+}
+
+/* Register a relcache callback of a layer above, once per backend. */
+void
+dedup_relcache_register(RelcacheCallbackFunction func)
+{
+	dedup_relcache_register_self();
+	for (int i = 0; i < dedup_relcache_ncallbacks; i++)
+		if (dedup_relcache_callbacks[i] == func)
+			return;
+	if (dedup_relcache_ncallbacks >= DEDUP_MAX_RELCACHE_CALLBACKS)
+		elog(ERROR, "out of dedup's relcache callback slots");
+	dedup_relcache_callbacks[dedup_relcache_ncallbacks++] = func;
+}
+
+/*
  * Forget the OIDs looked up: at an invalidation of one of them (above), or
  * of a relation a layer above keeps with them (the shard maps, shards.c).
  */
@@ -221,11 +262,7 @@ dedup_fingerprint_eq_sql(void)
 Oid
 dedup_relation_lookup(DedupRelation rel)
 {
-	if (!dedup_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(dedup_relcache_callback, (Datum) 0);
-		dedup_callback_registered = true;
-	}
+	dedup_relcache_register_self();
 	/* a cheap check, so that a re-created extension is seen at once */
 	AcceptInvalidationMessages();
 	while (!OidIsValid(dedup_relids[rel]))
@@ -300,7 +337,9 @@ dedup_relation_oid(DedupRelation rel)
 				 errdetail("Relation \"%s.%s\" does not exist.",
 						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
 				 errhint("Run CREATE EXTENSION dedup.")));
-	if (dedup_citus_worker && dedup_relkind[rel] == DEDUP_CITUS_NONE)
+	/* each node's own list of the buckets of a distributed dedup.claims (bucket.c) */
+	if (dedup_citus_worker && dedup_relkind[rel] == DEDUP_CITUS_NONE &&
+		!(dedup_relation_table(rel) == DEDUP_REL_BUCKETS && dedup_relation_hashed(DEDUP_REL_CLAIMS)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("dedup's %s run on the coordinator of a Citus cluster, not on its workers",

@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "storage/lockdefs.h"
+#include "utils/inval.h"
 #include "utils/relcache.h"
 
 #include "fingerprint.h"
@@ -55,6 +56,7 @@ extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);
 extern Oid	dedup_relation_owner(DedupRelation rel);
 extern bool dedup_relation_hashed(DedupRelation rel);
 extern void dedup_relation_reset(void);
+extern void dedup_relcache_register(RelcacheCallbackFunction func);
 extern uint64 dedup_relation_generation(void);
 extern Oid	dedup_fingerprint_type(void);
 extern char *dedup_fingerprint_eq_sql(void);

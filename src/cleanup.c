@@ -333,7 +333,8 @@ static const char *const cleanup_bucket_steps[DEDUP_BUCKET_NSTEPS] = {
  * One step of the work on buckets, in a subtransaction: a step that cannot
  * get a lock in time (lock_timeout: the worker's is 100 ms) is rolled back
  * alone, logged, counted as an error of the figures (cleanup_stats.c), and
- * left to the next pass, and the pass goes on with the next step and the
+ * left to the next pass (so is one that cannot reach a node of a Citus
+ * cluster: bucket.c), and the pass goes on with the next step and the
  * next stages (the outbox's log, which would otherwise never be trimmed
  * while one call holds the step back).  Any other error is raised.
  */
@@ -365,10 +366,12 @@ cleanup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		/* on a Citus cluster, a node that cannot be reached: the next pass too */
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
+			(edata->sqlerrcode & 0xFFF) != (ERRCODE_CONNECTION_FAILURE & 0xFFF))	/* class 08 */
 			ReThrowError(edata);
 		ereport(LOG,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				(errcode(edata->sqlerrcode),
 				 errmsg("dedup cleanup leaves the %s step of the buckets of dedup.claims to its next pass",
 						cleanup_bucket_steps[step]),
 				 errdetail_internal("%s", edata->message)));

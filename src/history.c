@@ -238,7 +238,7 @@ history_list_read(void)
 		return true;
 	if (!registered)
 	{
-		CacheRegisterRelcacheCallback(history_list_callback, (Datum) 0);
+		dedup_relcache_register(history_list_callback);
 		registered = true;
 	}
 	rel = table_open(relid, AccessShareLock);

@@ -252,7 +252,7 @@ scope_entry(const text *scope, ScopeCacheEntry *loaded)
 
 	if (!registered)
 	{
-		CacheRegisterRelcacheCallback(scope_cache_callback, (Datum) 0);
+		dedup_relcache_register(scope_cache_callback);
 		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, scope_role_callback, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHOID, scope_role_callback, (Datum) 0);
 		registered = true;

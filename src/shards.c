@@ -158,7 +158,7 @@ cluster_map(DedupRelation table)
 
 	if (!cluster_callback_registered)
 	{
-		CacheRegisterRelcacheCallback(shard_relcache_callback, (Datum) 0);
+		dedup_relcache_register(shard_relcache_callback);
 		cluster_callback_registered = true;
 	}
 	cluster_sync();
@@ -472,3 +472,124 @@ dedup_cluster_partitions(DedupFingerprint **parts, bool **local)
 	return n;
 }
 
+
+/* ---------------------------------------------------------------------
+ * The time buckets of dedup.claims on a cluster (bucket.c): each a table
+ * distributed by key and co-located with dedup.claims (claims_N), so that
+ * a key's shard of every bucket has the same index among its table's
+ * shards as the key's shard of dedup.claims, on the same node.
+ * ---------------------------------------------------------------------
+ */
+
+/* The shards of a bucket's table, by range, as this backend last read them */
+typedef struct ClusterBucketMap
+{
+	Oid			shell;			/* the bucket's distributed table */
+	uint64		resets;			/* cluster_resets when read */
+	int			nshards;
+	int64	   *shardids;		/* by range, in TopMemoryContext */
+} ClusterBucketMap;
+
+#define CLUSTER_MAX_BUCKET_MAPS 128
+static ClusterBucketMap cluster_bucket_maps[CLUSTER_MAX_BUCKET_MAPS];
+static int	cluster_bucket_next = 0;
+
+/* The shard ids of a bucket's table, by range; read again after any reset. */
+static ClusterBucketMap *
+cluster_bucket_map(Oid shell)
+{
+	ClusterBucketMap *map = NULL;
+
+	cluster_sync();
+	for (int i = 0; i < CLUSTER_MAX_BUCKET_MAPS; i++)
+		if (cluster_bucket_maps[i].shell == shell)
+			map = &cluster_bucket_maps[i];
+	if (map == NULL)
+	{
+		map = &cluster_bucket_maps[cluster_bucket_next];
+		cluster_bucket_next = (cluster_bucket_next + 1) % CLUSTER_MAX_BUCKET_MAPS;
+		if (map->shardids)
+			pfree(map->shardids);
+		map->shardids = NULL;
+		map->shell = shell;
+		map->resets = cluster_resets - 1;
+	}
+	while (map->resets != cluster_resets)
+	{
+		uint64		resets = cluster_resets;
+		DedupCitusShard *shards;
+		int			n = dedup_cluster_read_shards(shell, &shards);
+		int64	   *ids = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(n, 1));
+
+		for (int i = 0; i < n; i++)
+			ids[i] = shards[i].shardid;
+		pfree(shards);
+		if (map->shardids)
+			pfree(map->shardids);
+		map->shardids = ids;
+		map->nshards = n;
+		cluster_sync();
+		map->resets = resets;
+	}
+	return map;
+}
+
+/*
+ * The relations here of a key's shard of a bucket's table (shell, named
+ * relname: claims_N), its table and primary key; false when the bucket has
+ * no such shard here (its table was dropped, or is not co-located).  Call it
+ * once the key's shard is known to be here, its metadata locked
+ * (dedup_cluster_lock_key): co-located shards share that lock.
+ */
+bool
+dedup_cluster_bucket_shard(Oid shell, const char *relname, const DedupFingerprint *fp,
+						   Oid *heap, Oid *index)
+{
+	ClusterShard *shard = cluster_shard_of(DEDUP_REL_CLAIMS, fp);
+	int			shardindex = shard->shardindex;
+	int			nclaims = cluster_map(DEDUP_REL_CLAIMS)->nshards;
+	ClusterBucketMap *map = cluster_bucket_map(shell);
+	int64		shardid;
+
+	if (map->nshards != nclaims || shardindex >= map->nshards)
+		return false;
+	shardid = map->shardids[shardindex];
+	*heap = dedup_cluster_shard_relid(relname, shardid);
+	*index = dedup_cluster_shard_relid(psprintf("%s_pkey", relname), shardid);
+	return OidIsValid(*heap) && OidIsValid(*index);
+}
+
+/*
+ * The tables and primary keys of a bucket's shards on this node, up to max
+ * of them; the number of them.  The shards here are those of dedup.claims's
+ * shards here, by index (co-located).
+ */
+int
+dedup_cluster_bucket_local_shards(Oid shell, const char *relname, Oid *heaps, Oid *indexes,
+								  int max)
+{
+	ClusterMap *claims = cluster_map(DEDUP_REL_CLAIMS);
+	ClusterBucketMap *map = cluster_bucket_map(shell);
+	int			n = 0;
+
+	if (map->nshards != claims->nshards)
+		return 0;
+	for (int i = 0; i < claims->nshards && n < max; i++)
+	{
+		Oid			heap;
+		Oid			index;
+
+		if (!claims->shards[i].local)
+			continue;
+		heap = dedup_cluster_shard_relid(relname, map->shardids[i]);
+		index = dedup_cluster_shard_relid(psprintf("%s_pkey", relname), map->shardids[i]);
+		if (OidIsValid(heap) && OidIsValid(index))
+		{
+			heaps[n] = heap;
+			if (indexes)
+				indexes[n] = index;
+			n++;
+		}
+	}
+	return n;
+}

@@ -40,6 +40,12 @@ extern void dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint
 #define DEDUP_CLUSTER_MAX_LOCAL_SHARDS 4096
 extern int	dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max);
 
+/* the time buckets of dedup.claims on a cluster: their shards here */
+extern bool dedup_cluster_bucket_shard(Oid shell, const char *relname, const DedupFingerprint *fp,
+									   Oid *heap, Oid *index);
+extern int	dedup_cluster_bucket_local_shards(Oid shell, const char *relname, Oid *heaps,
+											  Oid *indexes, int max);
+
 /* the outbox's partitions (one a shard of dedup.claims), each named by a part */
 #define DEDUP_OUTBOX_MAX_PARTITION 65535	/* a batch's id has room for no more */
 extern void dedup_outbox_part(uint32 n, DedupFingerprint *part);

@@ -159,10 +159,11 @@ store_open_buckets(KeyStore *ks)
 		const DedupBucketList *list = dedup_bucket_list(&generation);
 		bool		opened = true;
 
-		ks->nparts = list->nbuckets;
+		ks->nparts = 0;
+		ks->current = -1;
 		for (int i = 0; i < list->nbuckets; i++)
 		{
-			KeyStorePart *part = &ks->parts[i];
+			KeyStorePart *part = &ks->parts[ks->nparts];
 
 			part->heap_oid = list->buckets[i].heap;
 			part->index_oid = list->buckets[i].index;
@@ -171,11 +172,39 @@ store_open_buckets(KeyStore *ks)
 			part->closed_at = list->buckets[i].closed_at;
 			part->opened = false;
 			part->written = false;
+			if (ks->cluster)
+			{
+				/*
+				 * On a cluster, the key's shard of the bucket here (co-located
+				 * with its shard of dedup.claims); a bucket whose table was
+				 * dropped since the list was read is left out.  No filter is
+				 * kept of a bucket's shards: a sealed one is read too.
+				 */
+				char	   *name = part->number == 0 ? "claims" :
+					psprintf("claims_%d", part->number);
+
+				if (!dedup_cluster_bucket_shard(list->buckets[i].heap, name, &ks->cluster_key,
+												&part->heap_oid, &part->index_oid))
+				{
+					if (list->buckets[i].current)
+						ereport(ERROR,
+								(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+								 errmsg("the current bucket of dedup.claims has no shard of the key on this node"),
+								 errdetail("Bucket %d is listed current, and its table or shard is gone.",
+										   part->number),
+								 errhint("Run the transaction again.")));
+					continue;
+				}
+				part->sealed = false;
+			}
 			if (list->buckets[i].current)
-				ks->current = i;
+				ks->current = ks->nparts;
+			ks->nparts++;
 			if (!part->sealed && opened)
 				opened = store_part_open(ks, part);
 		}
+		if (ks->current < 0)
+			elog(ERROR, "dedup.buckets lists no current bucket");
 		if (opened && !dedup_bucket_list_changed(generation))
 			return;
 		for (int i = 0; i < ks->nparts; i++)
@@ -267,9 +296,21 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	ks->bucketed = false;
 	/* on a Citus cluster, the key's shard (without a key, catalog.c refuses: 0A000) */
 	sharded = key != NULL && dedup_relation_hashed(table);
-	if (table == DEDUP_REL_CLAIMS && !sharded && !dedup_relation_hashed(table))
+	ks->cluster = false;
+	if (table == DEDUP_REL_CLAIMS && (sharded || !dedup_relation_hashed(table)))
 	{
 		ks->bucketed = true;
+		if (sharded)
+		{
+			/*
+			 * On a cluster: the key's shards of the buckets here, once the
+			 * shards' metadata is locked as Citus's writers lock it (a move
+			 * waits for this transaction, or has switched and is seen)
+			 */
+			ks->cluster = true;
+			ks->cluster_key = *key;
+			dedup_cluster_lock_key(DEDUP_REL_CLAIMS, key);
+		}
 		store_open_buckets(ks);
 	}
 	else

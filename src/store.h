@@ -130,6 +130,8 @@ typedef struct KeyStore
 	DedupRelation table;		/* which key table */
 	LOCKMODE	lockmode;		/* on every part */
 	bool		bucketed;		/* the buckets of dedup.claims (bucket.c) */
+	bool		cluster;		/* on a Citus cluster: their shards of cluster_key */
+	DedupFingerprint cluster_key;
 	int			nparts;
 	KeyStorePart parts[DEDUP_MAX_BUCKETS];	/* newest first */
 	int			current;		/* the part new rows go into */

@@ -269,3 +269,135 @@ $$;
 COMMENT ON FUNCTION @extschema@.dedup_distribute(integer) IS
     'on a Citus coordinator: distribute dedup.claims and dedup.streams by key (shard_count shards, citus.shard_count by default) and the outbox by partition (one a shard), make the scopes and grants reference tables, and route calls to the node of their key';
 REVOKE ALL ON FUNCTION @extschema@.dedup_distribute(integer) FROM PUBLIC;
+
+-- The time buckets of dedup.claims on a cluster (bucket.c): one step of
+-- their work on this node, as the coordinator's cleanup asks.  Internal.
+CREATE OR REPLACE FUNCTION dedup.bucket_node(action text, bucket integer)
+RETURNS text
+AS 'MODULE_PATHNAME', 'dedup_bucket_node' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.bucket_node(text, integer) FROM PUBLIC;
+
+-- Tell every worker (their results, failures as '!' || the error), from the coordinator.
+CREATE OR REPLACE FUNCTION dedup.bucket_workers(action text, bucket integer)
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    results text[];
+BEGIN
+    EXECUTE 'SELECT coalesce(array_agg(CASE WHEN success THEN result ELSE ''!'' || result END), ''{}'')'
+            ' FROM run_command_on_workers($1)'
+        INTO results USING format('SELECT dedup.bucket_node(%L, %s)', action, bucket);
+    RETURN results;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.bucket_workers(text, integer) FROM PUBLIC;
+
+-- One step of the buckets' work on a cluster, driven by the coordinator's
+-- cleanup (bucket.c, the cleanup's steps 0 to 4): open a bucket (its table
+-- created and distributed, co-located with dedup.claims) when a node's
+-- current bucket is due, by time or by its shards' size there; switch to it
+-- once every node lists it, each node after the calls there on the current
+-- one ended; seal a closed one once every node did, reading its latest
+-- expiry across the shards; retire it on every node once that passed; drop
+-- its table once every node retired it.  The coordinator's dedup.buckets
+-- is the cluster's list: a bucket moves on there once every node's did.  A
+-- node that cannot be reached leaves the step to the next pass.  Returns
+-- the rows of the buckets dropped.
+CREATE OR REPLACE FUNCTION dedup.bucket_cluster_step(step integer,
+                                                     OUT claims bigint, OUT records bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b record;
+    r text[];
+    due boolean;
+    nrows integer;
+    nlive integer;
+    name text;
+    mx timestamptz;
+    nclaims bigint;
+    nrecords bigint;
+BEGIN
+    claims := 0;
+    records := 0;
+    IF step = 0 THEN
+        IF NOT EXISTS (SELECT FROM dedup.buckets) THEN
+            -- the first pass: bucket 0, dedup.claims itself, on every node
+            PERFORM dedup.bucket_node('list', 0);
+            PERFORM dedup.bucket_workers('list', 0);
+            RETURN;
+        END IF;
+        IF EXISTS (SELECT FROM dedup.buckets WHERE state = 'n') THEN
+            RETURN;                 -- opened, not yet switched to
+        END IF;
+        SELECT count(*), count(*) FILTER (WHERE state <> 'r') INTO nrows, nlive FROM dedup.buckets;
+        IF nrows >= 128 OR nlive >= 64 THEN
+            RAISE WARNING 'dedup.claims keeps its current bucket: dedup.buckets lists % buckets', nrows
+                USING ERRCODE = '54000',
+                      HINT = 'A node that cannot be reached holds back the drops; raise dedup.bucket_max_size or dedup.bucket_interval.';
+            RETURN;
+        END IF;
+        r := dedup.bucket_workers('due', (SELECT bucket FROM dedup.buckets WHERE state = 'c'));
+        due := 't' = ANY (r) OR dedup.bucket_node('due', 0) = 't';
+        -- Citus creates a table on every node: none opened while one is down
+        IF NOT due OR EXISTS (SELECT FROM unnest(r) x WHERE x LIKE '!%') THEN
+            RETURN;
+        END IF;
+        name := format('claims_%s', (SELECT max(bucket) + 1 FROM dedup.buckets));
+        EXECUTE format('CREATE TABLE dedup.%I (LIKE dedup.claims INCLUDING DEFAULTS INCLUDING CONSTRAINTS,'
+                       ' CONSTRAINT %I PRIMARY KEY (key)) WITH (autovacuum_vacuum_scale_factor = 0.02)',
+                       name, name || '_pkey');
+        PERFORM create_distributed_table(format('dedup.%I', name), 'key', colocate_with => 'dedup.claims');
+        PERFORM dedup.bucket_node('list', (SELECT max(bucket) + 1 FROM dedup.buckets));
+    ELSIF step = 1 THEN
+        FOR b IN SELECT bucket FROM dedup.buckets WHERE state = 'n' LOOP
+            -- every node reads it before any writes it
+            r := dedup.bucket_workers('list', b.bucket);
+            CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> 'n' AND x <> 'c');
+            r := dedup.bucket_workers('switch', b.bucket);
+            CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> 'c');
+            PERFORM dedup.bucket_node('switch', b.bucket);
+        END LOOP;
+    ELSIF step = 2 THEN
+        FOR b IN SELECT bucket FROM dedup.buckets WHERE state = 'x' ORDER BY bucket LOOP
+            r := dedup.bucket_workers('seal', b.bucket);
+            CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> 's');
+            -- every node's writers ended: its latest expiry, across its shards
+            EXECUTE format('SELECT max(expires_at), count(*) FILTER (WHERE record IS NULL),'
+                           ' count(*) FILTER (WHERE record IS NOT NULL) FROM dedup.%I',
+                           CASE WHEN b.bucket = 0 THEN 'claims' ELSE format('claims_%s', b.bucket) END)
+                INTO mx, nclaims, nrecords;
+            PERFORM dedup.bucket_node('seal', b.bucket);
+            UPDATE dedup.buckets SET max_expires_at = mx, claims = nclaims, records = nrecords
+                WHERE bucket = b.bucket;
+        END LOOP;
+    ELSIF step = 3 THEN
+        FOR b IN SELECT bucket FROM dedup.buckets
+                 WHERE state = 's' AND (max_expires_at IS NULL OR max_expires_at <= clock_timestamp()) LOOP
+            r := dedup.bucket_workers('retire', b.bucket);
+            CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> 'r');
+            PERFORM dedup.bucket_node('retire', b.bucket);
+        END LOOP;
+    ELSIF step = 4 THEN
+        FOR b IN SELECT bucket, buckets.claims AS c, buckets.records AS rc
+                 FROM dedup.buckets WHERE state = 'r' LOOP
+            -- Citus drops the table on every node: not while one is down
+            r := dedup.bucket_workers('state', b.bucket);
+            CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x LIKE '!%');
+            IF b.bucket = 0 THEN
+                TRUNCATE dedup.claims;
+            ELSE
+                EXECUTE format('DROP TABLE dedup.%I', format('claims_%s', b.bucket));
+            END IF;
+            PERFORM dedup.bucket_workers('forget', b.bucket);
+            PERFORM dedup.bucket_node('forget', b.bucket);
+            claims := claims + coalesce(b.c, 0);
+            records := records + coalesce(b.rc, 0);
+        END LOOP;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.bucket_cluster_step(integer) FROM PUBLIC;
