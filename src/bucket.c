@@ -317,7 +317,11 @@ bucket_list_load(DedupBucketList *list)
 		b = &list->buckets[list->nbuckets++];
 		b->number = rows[i].number;
 		b->heap = rows[i].relid;
-		/* on a cluster, the bucket's distributed table: store.c opens its shards */
+
+		/*
+		 * on a cluster, the bucket's distributed table: store.c opens its
+		 * shards
+		 */
 		b->index = dedup_relation_hashed(DEDUP_REL_CLAIMS) ? InvalidOid : bucket_index(&rows[i]);
 		b->current = (rows[i].state == BUCKET_CURRENT);
 		b->sealed = (rows[i].state == BUCKET_SEALED);
@@ -504,7 +508,8 @@ typedef struct BucketWritten
 	bool		noted;			/* whether a ttl is */
 	int64		min_ttl;		/* microseconds */
 	int64		max_ttl;
-	bool		complete;		/* noted since its switch: every row written is */
+	bool		complete;		/* noted since its switch: every row written
+								 * is */
 	bool		expiry_noted;	/* whether a row written is */
 	TimestampTz min_expires;	/* the earliest expiry of a row written */
 } BucketWritten;
@@ -512,7 +517,8 @@ typedef struct BucketWritten
 typedef struct BucketTtls
 {
 	Oid			dboid;			/* InvalidOid: a free slot */
-	Oid			buckets;		/* dedup.buckets of that database: the extension's */
+	Oid			buckets;		/* dedup.buckets of that database: the
+								 * extension's */
 	pg_atomic_uint32 generation;	/* advanced by each switch */
 	int32		number;			/* the current bucket, whose rows these are */
 	BucketWritten written;
@@ -537,7 +543,7 @@ static struct
 	int64		max_ttl;
 	TimestampTz min_expires;	/* nor an expiry from this one on */
 	TimestampTz retry_at;		/* when slot is NULL: when to ask again */
-}			bucket_ttls_seen;
+} bucket_ttls_seen;
 
 void
 dedup_bucket_shmem_request(void)
@@ -696,13 +702,18 @@ dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at)
 		return;
 	buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
 	slot = bucket_ttls_seen.slot;
+
 	if (slot != NULL && bucket_ttls_seen.buckets == buckets &&
 		bucket_ttls_seen.number == number &&
 		pg_atomic_read_u32(&slot->generation) == bucket_ttls_seen.generation &&
 		(ttl <= 0 || (ttl >= bucket_ttls_seen.min_ttl && ttl <= bucket_ttls_seen.max_ttl)) &&
 		expires_at >= bucket_ttls_seen.min_expires)
 		return;
-	/* no slot for this database: asked again only every BUCKET_TTL_RETRY_USECS */
+
+	/*
+	 * no slot for this database: asked again only every
+	 * BUCKET_TTL_RETRY_USECS
+	 */
 	if (slot == NULL && bucket_ttls_seen.buckets == buckets &&
 		now < bucket_ttls_seen.retry_at)
 		return;
@@ -726,8 +737,10 @@ dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at)
 	bucket_ttls_seen.buckets = buckets;
 	bucket_ttls_seen.number = number;
 	bucket_ttls_seen.retry_at = now + BUCKET_TTL_RETRY_USECS;
+
 	if (slot != NULL)
 		bucket_ttls_seen.generation = pg_atomic_read_u32(&slot->generation);
+
 	if (slot != NULL && slot->number == number)
 	{
 		/* with no ttl noted yet (only an expired row), every one is new */
@@ -1283,10 +1296,10 @@ bucket_drop(BucketRow *rows, int n, int64 removed[DEDUP_NUM_KINDS])
 
 		/*
 		 * Only if its table is free: a call that read an old list, or a
-		 * transaction that read dedup.claims and holds its lock until it
-		 * ends (a report, pg_dump), leaves it to a later pass.  Waiting here
-		 * would wait for that transaction (and in the worker, time out and
-		 * leave every other retired bucket listed too).
+		 * transaction that read dedup.claims and holds its lock until it ends
+		 * (a report, pg_dump), leaves it to a later pass.  Waiting here would
+		 * wait for that transaction (and in the worker, time out and leave
+		 * every other retired bucket listed too).
 		 */
 		if (!ConditionalLockRelationOid(rows[i].relid, AccessExclusiveLock))
 			continue;
@@ -1477,7 +1490,10 @@ dedup_bucket_node(PG_FUNCTION_ARGS)
 	{
 		if (row != NULL && row->state == BUCKET_CLOSED && !row->mine)
 		{
-			/* the calls that may still write into it, then its writers in progress */
+			/*
+			 * the calls that may still write into it, then its writers in
+			 * progress
+			 */
 			if (!bucket_node_wait(row))
 			{
 				bucket_set_state(number, BUCKET_SEALED);
@@ -1610,8 +1626,8 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS], DedupBucketFold fold
 	/*
 	 * As the owner, with a search_path of pg_catalog only, as a SECURITY
 	 * DEFINER function with SET search_path would run: the statements name
-	 * the extension's relations with their schema, and nothing the caller
-	 * put on its search_path (an operator, a function) can be picked.
+	 * the extension's relations with their schema, and nothing the caller put
+	 * on its search_path (an operator, a function) can be picked.
 	 */
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
@@ -1622,7 +1638,10 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS], DedupBucketFold fold
 		elog(ERROR, "SPI_connect failed");
 	if (dedup_relation_hashed(DEDUP_REL_CLAIMS))
 	{
-		/* on a Citus cluster, from its coordinator: every node's (bucket_cluster_step) */
+		/*
+		 * on a Citus cluster, from its coordinator: every node's
+		 * (bucket_cluster_step)
+		 */
 		total = bucket_cluster_step(step, removed);
 		SPI_finish();
 		AtEOXact_GUC(true, save_nestlevel);

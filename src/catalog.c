@@ -69,8 +69,9 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_OUTBOX_DEAD_PKEY] = "outbox_dead_pkey",
 };
 static DedupCitusKind dedup_relkind[DEDUP_NUM_RELATIONS];	/* Citus's kind of each */
-static bool dedup_relremote[DEDUP_NUM_RELATIONS];	/* one shard, not on this node */
-static bool dedup_citus_worker = false;	/* this node is a Citus worker */
+static bool dedup_relremote[DEDUP_NUM_RELATIONS];	/* one shard, not on this
+													 * node */
+static bool dedup_citus_worker = false; /* this node is a Citus worker */
 static uint64 dedup_relids_resets = 0;	/* counts the resets of dedup_relids */
 static bool dedup_callback_registered = false;
 
@@ -293,7 +294,8 @@ dedup_relation_lookup(DedupRelation rel)
 				relid = shard;
 		}
 		if (resets != dedup_relids_resets)
-			continue;			/* an invalidation came: look the name up again */
+			continue;			/* an invalidation came: look the name up
+								 * again */
 		dedup_relkind[rel] = kind;
 		dedup_relremote[rel] = remote;
 		dedup_citus_worker = worker;
@@ -337,7 +339,11 @@ dedup_relation_oid(DedupRelation rel)
 				 errdetail("Relation \"%s.%s\" does not exist.",
 						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
 				 errhint("Run CREATE EXTENSION dedup.")));
-	/* each node's own list of the buckets of a distributed dedup.claims (bucket.c) */
+
+	/*
+	 * each node's own list of the buckets of a distributed dedup.claims
+	 * (bucket.c)
+	 */
 	if (dedup_citus_worker && dedup_relkind[rel] == DEDUP_CITUS_NONE &&
 		!(dedup_relation_table(rel) == DEDUP_REL_BUCKETS && dedup_relation_hashed(DEDUP_REL_CLAIMS)))
 		ereport(ERROR,
@@ -516,4 +522,3 @@ dedup_cluster_single_shard(Oid relid, const char *relname, bool *local)
 	pfree(shards);
 	return result;
 }
-

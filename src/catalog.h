@@ -80,10 +80,13 @@ typedef struct DedupCitusShard
 	int32		max;
 	int64		shardid;
 	int32		colocationid;	/* of its table */
-	int32		shardindex;		/* its place among the table's shards, by range */
-	int32		group;			/* the node group of its placement (of a hash-distributed table: one) */
+	int32		shardindex;		/* its place among the table's shards, by
+								 * range */
+	int32		group;			/* the node group of its placement (of a
+								 * hash-distributed table: one) */
 	bool		local;			/* its placement is on this node */
-	int32		partition;		/* the outbox partition it holds, once found; -1 before */
+	int32		partition;		/* the outbox partition it holds, once found;
+								 * -1 before */
 	Oid			heap;			/* its table here, once looked up */
 	Oid			index;			/* its primary key here, once looked up */
 } DedupCitusShard;

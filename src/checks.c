@@ -118,7 +118,8 @@ dedup_scope_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 #define DEDUP_MAX_INTERVAL_MONTHS (100 * MONTHS_PER_YEAR)
 #define DEDUP_MAX_INTERVAL_DAYS 36525	/* the most days 100 years have */
 #define DEDUP_MIN_CENTURY_DAYS 36524	/* the fewest */
-#define DEDUP_MAX_DAY_USECS (25 * USECS_PER_HOUR)	/* a calendar day across DST */
+#define DEDUP_MAX_DAY_USECS (25 * USECS_PER_HOUR)	/* a calendar day across
+													 * DST */
 
 static char *
 dedup_interval_text(const Interval *value)

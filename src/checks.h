@@ -21,7 +21,7 @@
 extern void dedup_check_writable(const char *funcname);
 extern void dedup_check_scope_name(const text *scope, const char *what);
 extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno,
-							  const char *what);
+							 const char *what);
 extern bool dedup_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,
 									const char *what);

@@ -202,7 +202,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DedupScopeSettings settings;
 	text	   *scope = dedup_scope_of_call(fcinfo, "scope", "dedup_claim_batch", DEDUP_PRIV_USAGE,
-									   &settings);
+											&settings);
 	ArrayType  *keys;
 	Oid			elemtype;
 	int16		typlen;
@@ -213,7 +213,8 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	int			nelems;
 	BatchEntry *entries;
 	DedupFingerprint *fps;
-	int		   *keypos;			/* the position of each fingerprint's key given */
+	int		   *keypos;			/* the position of each fingerprint's key
+								 * given */
 	int			nkeys;
 	bool	   *claimed_key;
 	bool	   *claimed;
@@ -260,7 +261,10 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 	}
 	qsort(entries, nelems, sizeof(BatchEntry), claim_batch_entry_cmp);
 
-	/* each key once, in fingerprint order: a key given twice is new at most once */
+	/*
+	 * each key once, in fingerprint order: a key given twice is new at most
+	 * once
+	 */
 	fps = palloc(sizeof(DedupFingerprint) * Max(nelems, 1));
 	keypos = palloc(sizeof(int) * Max(nelems, 1));
 	nkeys = 0;

@@ -224,7 +224,11 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 		CHECK_FOR_INTERRUPTS();
 		if (DatumGetTimestampTz(slot_getattr(slot, Anum_key_expires_at, &isnull)) > now)
 			continue;
-		/* a claim of a scope with a history goes with its bucket, folded (history.c) */
+
+		/*
+		 * a claim of a scope with a history goes with its bucket, folded
+		 * (history.c)
+		 */
 		if (table == DEDUP_REL_CLAIMS && slot->tts_tupleDescriptor->natts >= Anum_claims_history &&
 			!slot_attisnull(slot, Anum_claims_history))
 			continue;
@@ -256,7 +260,8 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 	UnregisterSnapshot(snapshot);
 	table_close(rel, RowExclusiveLock);
 	if (deleted > 0)
-		CommandCounterIncrement();	/* the rest of the statement sees the deletes */
+		CommandCounterIncrement();	/* the rest of the statement sees the
+									 * deletes */
 	cleanup_next_shard(table, shard, position);
 	return deleted;
 }
@@ -366,7 +371,11 @@ cleanup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		/* on a Citus cluster, a node that cannot be reached: the next pass too */
+
+		/*
+		 * on a Citus cluster, a node that cannot be reached: the next pass
+		 * too
+		 */
 		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
 			(edata->sqlerrcode & 0xFFF) != (ERRCODE_CONNECTION_FAILURE & 0xFFF))	/* class 08 */
 			ReThrowError(edata);

@@ -95,7 +95,8 @@ typedef struct StatsBatch
 	bool		pass_start;
 	bool		pass_end;
 	TimestampTz started_at;
-	int64		skipped;		/* steps rolled back alone, left to the next pass */
+	int64		skipped;		/* steps rolled back alone, left to the next
+								 * pass */
 	int64		deleted[DEDUP_NUM_KINDS];
 } StatsBatch;
 

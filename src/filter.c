@@ -108,7 +108,8 @@ typedef struct FilterSlot
 	Oid			dboid;
 	int			kind;			/* FILTER_BUCKET or FILTER_HISTORY */
 	int64		ident;			/* the bucket's relation, or the generation */
-	int64		stamp;			/* when the bucket closed, or the generation opened */
+	int64		stamp;			/* when the bucket closed, or the generation
+								 * opened */
 	int64		version;		/* of a generation: its keys when read */
 	int			k;				/* positions a key */
 	int			width;			/* log2 of a block's bits */
@@ -513,7 +514,11 @@ filter_free_orphans(void)
 
 		if (pg_atomic_read_u32(&slot->state) != FILTER_READY)
 			continue;
-		/* catalog look-ups without the lock; the slot is checked again under it */
+
+		/*
+		 * catalog look-ups without the lock; the slot is checked again under
+		 * it
+		 */
 		if (dboid != MyDatabaseId)
 			gone = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboid));
 		else if (kind == FILTER_BUCKET)
@@ -727,7 +732,11 @@ dedup_filter_history_load(int64 generation, TimestampTz opened_at, int64 version
 				LWLockRelease(filter_shared->lock);
 				return true;
 			}
-			/* another version, or a dropped extension's generation of that number */
+
+			/*
+			 * another version, or a dropped extension's generation of that
+			 * number
+			 */
 			if (filter_may_release(s))
 				filter_release(s);
 			else if (s->stamp == opened_at && s->version == version)

@@ -59,8 +59,8 @@ typedef struct FpHasher
 static void
 fp_hasher_start(FpHasher *h, const char *tag)
 {
-	static EVP_MD *sha256 = NULL;
-	static EVP_MD_CTX *ctx = NULL;
+	static EVP_MD * sha256 = NULL;
+	static EVP_MD_CTX * ctx = NULL;
 
 	if (sha256 == NULL)
 	{

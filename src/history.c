@@ -231,8 +231,8 @@ history_list_read(void)
 
 	/*
 	 * Invalidations are taken in as a call locks its buckets: the fold that
-	 * changed the list committed with the retirement of the bucket it
-	 * folded, so a call that still has the old list still reads the bucket.
+	 * changed the list committed with the retirement of the bucket it folded,
+	 * so a call that still has the old list still reads the bucket.
 	 */
 	if (history_valid && relid == history_relid)
 		return true;
@@ -250,7 +250,11 @@ history_list_read(void)
 	history_relid = relid;
 	invalidations = history_invalidations;
 	snapshot = RegisterSnapshot(IsInParallelMode() ? GetTransactionSnapshot() : GetLatestSnapshot());
-	/* built in the caller's memory: an error while reading leaves the old list, invalid */
+
+	/*
+	 * built in the caller's memory: an error while reading leaves the old
+	 * list, invalid
+	 */
 	list = palloc(sizeof(HistoryGeneration) * size);
 	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
 	while ((tuple = systable_getnext(scan)) != NULL)
@@ -474,7 +478,8 @@ typedef struct HistoryScope
 	int32		history_id;
 	double		window_secs;
 	double		rate;
-	TimestampTz cutoff;			/* claims that expired before it are not folded */
+	TimestampTz cutoff;			/* claims that expired before it are not
+								 * folded */
 	int64		count;			/* claims of the bucket to fold */
 } HistoryScope;
 
@@ -606,7 +611,10 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 
 	if (found)
 	{
-		/* full before its slice ends: twice the keys, a quarter then half the rate */
+		/*
+		 * full before its slice ends: twice the keys, a quarter then half the
+		 * rate
+		 */
 		int64		keys;
 		double		rates;
 		int64		generations;
@@ -619,9 +627,9 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 	else
 	{
 		/*
-		 * A new slice: as many keys as the last slice took, if there was
-		 * one, and what its rates leave of the scope's while it is kept;
-		 * else the fold's keys
+		 * A new slice: as many keys as the last slice took, if there was one,
+		 * and what its rates leave of the scope's while it is kept; else the
+		 * fold's keys
 		 */
 		int64		last_keys = 0;
 		double		last_rates = 0;
@@ -631,7 +639,11 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 			history_slice(h->history_id, g->slice_end, &last_keys, &last_rates, &generations);
 		if (any && g->slice_end + (TimestampTz) (h->window_secs * USECS_PER_SEC) <= now)
 			last_rates = 0;		/* gone before this slice takes a fold */
-		/* (at least a quarter, should the scope's rate have been lowered since) */
+
+		/*
+		 * (at least a quarter, should the scope's rate have been lowered
+		 * since)
+		 */
 		rate = Max(h->rate / 4, Min(h->rate / 2, h->rate - last_rates));
 		capacity = last_keys > 0 ? last_keys : h->count;
 		slice_end = now + (TimestampTz) (h->window_secs * USECS_PER_SEC);

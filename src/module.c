@@ -166,6 +166,7 @@ dedup_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 
 /* The subtransaction that noted a drop of the extension, or none. */
 static SubTransactionId dedup_drop_subid = InvalidSubTransactionId;
+
 /* The extension created again after the drop: its dedup.scopes, read before commit */
 static Oid	dedup_drop_recreated = InvalidOid;
 

@@ -386,7 +386,7 @@ outbox_batch_part(int64 batch_id, DedupFingerprint *part)
 static void
 outbox_topic_hash(const text *topic, uint32 part_number, uint32 *hi, uint32 *lo)
 {
-	static char *last_topic = NULL;	/* in TopMemoryContext */
+	static char *last_topic = NULL; /* in TopMemoryContext */
 	static Size last_len = 0;
 	static uint32 last_part = 0;
 	static uint32 last_hi;
@@ -971,7 +971,8 @@ outbox_wake(const text *topic)
  * --------------------------------------------------------------------- */
 
 #define OUTBOX_AGGREGATE_PARTITIONS 32	/* a power of 2 */
-#define OUTBOX_AGGREGATE_STRIPES 1024	/* of a topic, without shared memory; a power of 2 */
+#define OUTBOX_AGGREGATE_STRIPES 1024	/* of a topic, without shared memory;
+										 * a power of 2 */
 
 typedef struct OutboxAggregateKey
 {
@@ -1168,10 +1169,9 @@ outbox_lock_aggregate(const text *topic, const DedupFingerprint *aggregate)
 
 		/*
 		 * No shared memory: one of the topic's OUTBOX_AGGREGATE_STRIPES
-		 * heavyweight locks, so that a transaction holds at most that many
-		 * of a topic (the lock table is shared, and small), named by the
-		 * topic's fingerprint, so that only producers of one topic share
-		 * them
+		 * heavyweight locks, so that a transaction holds at most that many of
+		 * a topic (the lock table is shared, and small), named by the topic's
+		 * fingerprint, so that only producers of one topic share them
 		 */
 		outbox_topic_hash(topic, 0, &hi, &lo);
 		memcpy(&stripe, aggregate->bytes, sizeof(stripe));

@@ -157,7 +157,10 @@ cluster_group(int64 leader, ArrayType *members, int *n)
 static bool
 cluster_row_rehanded(char **values, int ncols)
 {
-	/* (batch_id, id, aggregatetype, aggregateid, type, payload, headers, attempts, ...) */
+	/*
+	 * (batch_id, id, aggregatetype, aggregateid, type, payload, headers,
+	 * attempts, ...)
+	 */
 	return ncols > 7 && values[7] != NULL && pg_strtoint32(values[7]) > 1;
 }
 

@@ -94,6 +94,7 @@ static const struct
 	Oid			argtypes[11];
 	int			cursor_options; /* CURSOR_OPT_GENERIC_PLAN: see fast_run() */
 }			fast_queries[FAST_NPLANS] = {
+
 	[FAST_STATE] = {"SELECT t.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
 		"  WHERE r.part %1$s $1 AND r.topic OPERATOR(pg_catalog.=) $2"
@@ -109,7 +110,7 @@ static const struct
 		" FROM dedup.outbox_positions AS t LEFT JOIN dedup.outbox_batches AS x"
 		"  ON x.part %1$s t.part AND x.topic OPERATOR(pg_catalog.=) t.topic"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2"
-		" ORDER BY x.slot", 2, {InvalidOid, TEXTOID}},
+	" ORDER BY x.slot", 2, {InvalidOid, TEXTOID}},
 	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
 		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
 		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
@@ -127,7 +128,7 @@ static const struct
 		"  RETURNING x.slot)"
 		" SELECT pg_catalog.count(*) FROM batch",
 		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
-		INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
+	INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
@@ -135,13 +136,13 @@ static const struct
 		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
 		" AND x.generation OPERATOR(pg_catalog.=) $3"
 		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0",
-		3, {InvalidOid, INT4OID, INT4OID}},
+	3, {InvalidOid, INT4OID, INT4OID}},
 	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
 		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
 		" AND x.generation OPERATOR(pg_catalog.=) $3"
 		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
 		" AND x.topic OPERATOR(pg_catalog.=) $4 RETURNING x.events",
-		4, {InvalidOid, INT4OID, INT4OID, TEXTOID}},
+	4, {InvalidOid, INT4OID, INT4OID, TEXTOID}},
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -261,9 +262,9 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	bool	   *colnulls;
 
 	/*
-	 * The topic's position; nothing in outbox_retry or outbox_held,
-	 * something in the log; the slots: none expired, one free; the
-	 * aggregates the busy ones hold
+	 * The topic's position; nothing in outbox_retry or outbox_held, something
+	 * in the log; the slots: none expired, one free; the aggregates the busy
+	 * ones hold
 	 */
 	(void) outbox_lock_relay(part, topic, false);
 	outbox_wait_puts(topic);
@@ -376,11 +377,11 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	}
 
 	/*
-	 * The batch, in the free slot, if it is still free at the generation
-	 * read and no other take has locked it (a take of another topic that
-	 * needs a slot may take this topic's free one: the PL/pgSQL take passes
-	 * a slot locked, as this one does, and never waits for it); the topic's
-	 * position after it, in it (sql/tables/outbox_relay.sql)
+	 * The batch, in the free slot, if it is still free at the generation read
+	 * and no other take has locked it (a take of another topic that needs a
+	 * slot may take this topic's free one: the PL/pgSQL take passes a slot
+	 * locked, as this one does, and never waits for it); the topic's position
+	 * after it, in it (sql/tables/outbox_relay.sql)
 	 */
 	args[10] = Int32GetDatum(generation);
 	generation = outbox_next_generation(generation);
@@ -407,7 +408,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	fast_run(FAST_WRITE, args, 0);
 	if (SPI_processed != 1 ||
 		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 1)
-		return false;			/* the slot went to another take: nothing written */
+		return false;			/* the slot went to another take: nothing
+								 * written */
 
 	/* the events, as take returns them (take_batch with each one's seq last) */
 	for (uint64 i = 0; i < n; i++)

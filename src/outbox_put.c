@@ -119,6 +119,7 @@
 
 /* The insert's kept plans: for a 1.1 database, and for one still at 1.0 */
 static SPIPlanPtr put_insert_plans[2];
+
 /* The fingerprint type they were made with (put_plans_check) */
 static Oid	put_plans_type = InvalidOid;
 
@@ -343,7 +344,8 @@ put_check_same_event(Relation heap, TupleTableSlot *slot, const PutEvent *ev)
 				strcmp(NameStr(TupleDescAttr(desc, i)->attname), columns[c]) == 0)
 				attnum = i + 1;
 		if (attnum == InvalidAttrNumber)
-			continue;			/* a table of the owner's own shape: not compared */
+			continue;			/* a table of the owner's own shape: not
+								 * compared */
 		stored = slot_getattr(slot, attnum, &isnull);
 		if (!isnull)
 			stored = put_stored_as(stored, TupleDescAttr(desc, attnum - 1)->atttypid,
@@ -407,8 +409,8 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
 	if (!outbox_distributed())
 	{
 		/*
-		 * A table with no pages (these two have none unless events
-		 * failed) holds no event: no look-up
+		 * A table with no pages (these two have none unless events failed)
+		 * holds no event: no look-up
 		 */
 		bool		empty;
 
@@ -523,9 +525,11 @@ static void
 put_sequence_catch_up(const DedupFingerprint *part, text *topic)
 {
 	static uint64 checked_generation = 0;
-	static List *checked = NIL;		/* "number/topic" caught up, in TopMemoryContext */
+	static List *checked = NIL; /* "number/topic" caught up, in
+								 * TopMemoryContext */
 	Oid			seq = dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ);
 	int64		used;
+
 	LOCAL_FCINFO(seqinfo, 1);
 	Datum		last;
 	char	   *name = psprintf("%u/%s", outbox_part_number(part), text_to_cstring(topic));
@@ -544,7 +548,7 @@ put_sequence_catch_up(const DedupFingerprint *part, text *topic)
 	}
 	foreach(lc, checked)
 		if (strcmp((char *) lfirst(lc), name) == 0)
-			return;
+		return;
 	if (outbox_partition_last_seq(part, topic, &used))
 	{
 		InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
@@ -595,7 +599,7 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 	(void) LockAcquire(&tag, RowExclusiveLock, false, false);
 	if (!at_1_0 && !outbox_distributed() &&
 		put_insert_direct(part, id, topic, aggregate_type, aggregate_id, type, payload,
-							 headers))
+						  headers))
 		return true;
 	owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
@@ -610,10 +614,10 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 		SPIPlanPtr	plan;
 
 		/*
-		 * A database still at 1.0 has one outbox, with no partitions.  At
-		 * 1.1 a plain VALUES: on a Citus cluster, a statement Citus routes
-		 * without planning a query (about a fifth of the cost of the
-		 * INSERT ... SELECT with its look-ups, measured)
+		 * A database still at 1.0 has one outbox, with no partitions.  At 1.1
+		 * a plain VALUES: on a Citus cluster, a statement Citus routes
+		 * without planning a query (about a fifth of the cost of the INSERT
+		 * ... SELECT with its look-ups, measured)
 		 */
 		plan = SPI_prepare(at_1_0 ?
 						   "INSERT INTO dedup.outbox"
@@ -867,7 +871,8 @@ put_shape_direct(Relation heap)
 		}
 		list_free(put_shape.indexes);
 		old = MemoryContextSwitchTo(TopMemoryContext);
-		put_shape.indexes = list_copy(indexes);
+		put_shape.	indexes = list_copy(indexes);
+
 		MemoryContextSwitchTo(old);
 		list_free(indexes);
 		memcpy(put_shape.attnum, attnum, sizeof(attnum));
@@ -881,9 +886,10 @@ put_shape_direct(Relation heap)
 		if (put_insert_plans[0] != NULL)
 			SPI_freeplan(put_insert_plans[0]);
 		put_insert_plans[0] = NULL;
-		put_shape.direct = (misfit == NULL);
-		put_shape.relid = RelationGetRelid(heap);
-		put_shape.generation = generation;
+		put_shape.	direct = (misfit == NULL);
+		put_shape.	relid = RelationGetRelid(heap);
+		put_shape.	generation = generation;
+
 		if (misfit == NULL)
 			ereport(DEBUG1,
 					(errmsg_internal("dedup.outbox has the shape dedup created: puts write it directly")));
@@ -936,6 +942,7 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 		}
 		/* the verdict's indexes, locked; taken again if that let one change */
 		generation = put_shape.generation;
+
 		nindexes = 0;
 		index_rels = palloc(sizeof(Relation) * Max(list_length(put_shape.indexes), 1));
 		foreach(lc, put_shape.indexes)
@@ -1073,11 +1080,12 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		key_store_close(&ks);
 	}
 	else if (!outbox_distributed() && put_legacy_key(topic, &fp))
-		is_new = false;		/* (a cluster has none: dedup_distribute() wants none) */
+		is_new = false;			/* (a cluster has none: dedup_distribute()
+								 * wants none) */
 	else
 	{
 		PutEvent	ev = {topic, key, payload, headers, type ? type : topic,
-			aggregate_id ? aggregate_id : key, aggregate_type ? aggregate_type : topic};
+		aggregate_id ? aggregate_id : key, aggregate_type ? aggregate_type : topic};
 
 		is_new = !put_event_exists(&part, (pg_uuid_t *) fp.bytes, &event_lock, &ev);
 		event_locked = true;

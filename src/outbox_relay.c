@@ -81,6 +81,7 @@ static const struct
 	int			nargs;			/* of the call's own arguments it is passed;
 								 * -1: all */
 }			relay_ops[RELAY_NOPS] = {
+
 	/* (the take's wait is the C entry's: the PL/pgSQL take is one poll) */
 	[RELAY_TAKE_BATCH] = {"dedup_outbox_take_batch", "outbox_take_batch", false, 3},
 	[RELAY_ACK_BATCH] = {"dedup_outbox_ack_batch", "outbox_ack_batch", false, -1},
@@ -421,8 +422,8 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 		if (dedup_cluster_forwarded_key() == NULL)
 		{
 			/*
-			 * The wait is the coordinator's: each partition is polled once
-			 * a poll.  The forwarded takes keep the relay locks of the
+			 * The wait is the coordinator's: each partition is polled once a
+			 * poll.  The forwarded takes keep the relay locks of the
 			 * partitions they went through (their remote transactions stay
 			 * open to this one's end), so while this take waits another
 			 * relay's take of the topic passes those partitions.
@@ -440,8 +441,8 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 		 * A take of a cluster's relay passes a partition whose relay lock
 		 * another take holds (it is taking from it): no take waits for
 		 * another, so takes that go through the partitions in different
-		 * orders, each holding the locks of those it passed until it
-		 * commits, never deadlock.
+		 * orders, each holding the locks of those it passed until it commits,
+		 * never deadlock.
 		 */
 		if (!PG_ARGISNULL(0) && !outbox_lock_relay(&part, PG_GETARG_TEXT_PP(0), true))
 		{

@@ -176,7 +176,8 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 	KeyRow		row;
 	const char *outcome;
 	bool		show_response = false;
-	bool		claim_in_window = false;	/* an expired claim a history still counts */
+	bool		claim_in_window = false;	/* an expired claim a history
+											 * still counts */
 	TupleDesc	tupdesc;
 	Datum		values[BEGIN_RESULT_NATTS];
 	bool		nulls[BEGIN_RESULT_NATTS];
@@ -251,16 +252,17 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 
 		/*
 		 * absent, expired, released, or processing with its lease passed:
-		 * take it; the attempts go on counting from any record still in
-		 * the table
+		 * take it; the attempts go on counting from any record still in the
+		 * table
 		 */
 		take = state == KEY_LIVE;
 		attempts = state != KEY_ABSENT && row.has_record ? row.record.attempts : 0;
+
 		/*
-		 * A takeover is remembered while the holder it took the key from
-		 * may still be at work: through a release's tombstone until the
-		 * record would have expired (a ttl after the last lease), not past
-		 * an expiry, whether or not the cleanup has deleted the row yet
+		 * A takeover is remembered while the holder it took the key from may
+		 * still be at work: through a release's tombstone until the record
+		 * would have expired (a ttl after the last lease), not past an
+		 * expiry, whether or not the cleanup has deleted the row yet
 		 */
 		taken_over = take ||
 			(state == KEY_EXPIRED && row.has_record &&
@@ -333,6 +335,7 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 		nulls[4] = nulls[5] = nulls[6] = false;
 		if (row.record.status == RECORD_COMPLETE)
 			nulls[5] = true;	/* no lease once complete */
+
 		/*
 		 * the stored request's fingerprint: on a mismatch, the other one (a
 		 * database at 1.0 has no such column)
@@ -380,6 +383,7 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 						text_to_cstring(ks->scope)),
 				 errdetail("It was claimed by dedup_claim(), which completes with its transaction.")));
 	}
+
 	/*
 	 * A caller whose attempt is not the record's lost the key to a takeover,
 	 * whether the taker is still processing or has completed it since.
@@ -405,9 +409,9 @@ record_find_held(KeyStore *ks, const DedupFingerprint *fp, int32 attempt,
 	/*
 	 * A caller that gives no attempt is the holder, unless the key was ever
 	 * taken over (begun again while a holder's lease had passed and its row
-	 * was live): that holder may come back without an attempt, and could
-	 * not be told apart.  A release is its holder giving the key back, and
-	 * an expired record's holder has been gone a whole ttl: the next holder
+	 * was live): that holder may come back without an attempt, and could not
+	 * be told apart.  A release is its holder giving the key back, and an
+	 * expired record's holder has been gone a whole ttl: the next holder
 	 * after either may leave the attempt out.
 	 */
 	if (attempt < 0 && row->record.taken_over)

@@ -71,7 +71,7 @@ dedup_cluster_forwarded_key(void)
 }
 
 /* The columns of a row of a forwarded call's result, as C strings (NULL for NULL) */
-char **
+char	  **
 dedup_cluster_row_values(ArrayType *row, int *n)
 {
 	Datum	   *elems;
@@ -237,7 +237,11 @@ dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 	dims[0] = nargs;
 	argarray = construct_md_array(elems, (bool *) argnulls, 1, dims, lbs, TEXTOID, -1, false,
 								  TYPALIGN_INT);
-	/* run by the role that called: dedup_distribute() gave PUBLIC USAGE on dedup */
+
+	/*
+	 * run by the role that called: dedup_distribute() gave PUBLIC USAGE on
+	 * dedup
+	 */
 	sql = psprintf("SELECT r FROM dedup.call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
 				   quote_literal_cstr(dedup_fingerprint_hex(route)), format_type_be_qualified(dedup_fingerprint_type()),
 				   quote_literal_cstr(format_procedure_qualified(fnoid)),
@@ -572,4 +576,3 @@ dedup_call_on_shard(PG_FUNCTION_ARGS)
 	SPI_finish();
 	return (Datum) 0;
 }
-

@@ -65,7 +65,7 @@
 #define Anum_scopes_lease		3
 #define Anum_scopes_retention	4
 #define Anum_scopes_max_attempts 5
-#define Anum_scopes_sequence_mode 7	/* after updated_at: added in 1.1 */
+#define Anum_scopes_sequence_mode 7 /* after updated_at: added in 1.1 */
 #define Anum_scopes_history		8	/* the history tier: added in 1.1 */
 #define Anum_scopes_false_positive_rate 9
 #define Anum_scopes_history_id	10
@@ -90,6 +90,7 @@ typedef struct ScopeCacheEntry
 	int32		history_id;		/* 0: no history */
 	Interval	history;
 	double		false_positive_rate;
+
 	/*
 	 * privileges of two roles on the scope (a caller, and the owner the
 	 * relay's work runs as), as far as they were looked up
@@ -779,35 +780,35 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 		nulls[SCOPE_NSETTINGS + 6] = ' ';
 	}
 	rc = SPI_execute_with_args(full ?
-							  "INSERT INTO dedup.scopes AS s"
-							  " (scope, ttl, lease, retention, max_attempts, sequence_mode,"
-							  "  history, false_positive_rate, history_id)"
-							  " VALUES ($1, $2, $3, $4, $5, $6, $7,"
-							  "  CASE WHEN $7 IS NOT NULL THEN COALESCE($8, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
-							  "  $10)"
-							  " ON CONFLICT (scope) DO UPDATE SET"
-							  " ttl = COALESCE(excluded.ttl, s.ttl),"
-							  " lease = COALESCE(excluded.lease, s.lease),"
-							  " retention = COALESCE(excluded.retention, s.retention),"
-							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
-							  " sequence_mode = COALESCE(excluded.sequence_mode, s.sequence_mode),"
-							  " history = CASE WHEN $9 THEN NULL ELSE COALESCE($7, s.history) END,"
-							  " false_positive_rate = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
-							  "  ELSE COALESCE($8, s.false_positive_rate, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
-							  " history_id = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
-							  "  ELSE COALESCE(s.history_id, $10) END,"
-							  " updated_at = excluded.updated_at"
-							  " RETURNING history IS NOT NULL" :
-							  "INSERT INTO dedup.scopes AS s (scope, ttl, lease, retention, max_attempts)"
-							  " VALUES ($1, $2, $3, $4, $5)"
-							  " ON CONFLICT (scope) DO UPDATE SET"
-							  " ttl = COALESCE(excluded.ttl, s.ttl),"
-							  " lease = COALESCE(excluded.lease, s.lease),"
-							  " retention = COALESCE(excluded.retention, s.retention),"
-							  " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
-							  " updated_at = excluded.updated_at",
-							  full ? SET_SCOPE_NARGS + 2 : SET_SCOPE_NARGS_10,
-							  argtypes, values, nulls, false, 0);
+							   "INSERT INTO dedup.scopes AS s"
+							   " (scope, ttl, lease, retention, max_attempts, sequence_mode,"
+							   "  history, false_positive_rate, history_id)"
+							   " VALUES ($1, $2, $3, $4, $5, $6, $7,"
+							   "  CASE WHEN $7 IS NOT NULL THEN COALESCE($8, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
+							   "  $10)"
+							   " ON CONFLICT (scope) DO UPDATE SET"
+							   " ttl = COALESCE(excluded.ttl, s.ttl),"
+							   " lease = COALESCE(excluded.lease, s.lease),"
+							   " retention = COALESCE(excluded.retention, s.retention),"
+							   " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
+							   " sequence_mode = COALESCE(excluded.sequence_mode, s.sequence_mode),"
+							   " history = CASE WHEN $9 THEN NULL ELSE COALESCE($7, s.history) END,"
+							   " false_positive_rate = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
+							   "  ELSE COALESCE($8, s.false_positive_rate, " CppAsString2(HISTORY_DEFAULT_RATE) ") END,"
+							   " history_id = CASE WHEN $9 OR COALESCE($7, s.history) IS NULL THEN NULL"
+							   "  ELSE COALESCE(s.history_id, $10) END,"
+							   " updated_at = excluded.updated_at"
+							   " RETURNING history IS NOT NULL" :
+							   "INSERT INTO dedup.scopes AS s (scope, ttl, lease, retention, max_attempts)"
+							   " VALUES ($1, $2, $3, $4, $5)"
+							   " ON CONFLICT (scope) DO UPDATE SET"
+							   " ttl = COALESCE(excluded.ttl, s.ttl),"
+							   " lease = COALESCE(excluded.lease, s.lease),"
+							   " retention = COALESCE(excluded.retention, s.retention),"
+							   " max_attempts = COALESCE(excluded.max_attempts, s.max_attempts),"
+							   " updated_at = excluded.updated_at",
+							   full ? SET_SCOPE_NARGS + 2 : SET_SCOPE_NARGS_10,
+							   argtypes, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT_RETURNING && rc != SPI_OK_INSERT)
 		elog(ERROR, "could not store the settings of a dedup scope");
 	if (full && rate_given)

@@ -70,7 +70,8 @@ typedef struct ClusterMap
 static ClusterMap cluster_maps[DEDUP_NUM_RELATIONS];
 
 static uint64 cluster_resets = 0;
-static uint64 cluster_catalog_generation = 0;	/* catalog.c's, when last synced */
+static uint64 cluster_catalog_generation = 0;	/* catalog.c's, when last
+												 * synced */
 static bool cluster_callback_registered = false;
 
 /* The primary key of one of dedup's distributed tables */
@@ -314,7 +315,11 @@ dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 						 errmsg("shard " INT64_FORMAT " of \"%s.%s\" has no table or primary key on this node",
 								shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_relation_lookup(table))),
 						 errdetail("Citus's metadata places it here.")));
-			/* looking names up may take in invalidations: look the shard up again */
+
+			/*
+			 * looking names up may take in invalidations: look the shard up
+			 * again
+			 */
 			shard = cluster_shard_of(table, fp);
 			if (shard->shardid != shardid)
 				continue;

@@ -47,7 +47,8 @@ extern int	dedup_cluster_bucket_local_shards(Oid shell, const char *relname, Oid
 											  Oid *indexes, int max);
 
 /* the outbox's partitions (one a shard of dedup.claims), each named by a part */
-#define DEDUP_OUTBOX_MAX_PARTITION 65535	/* a batch's id has room for no more */
+#define DEDUP_OUTBOX_MAX_PARTITION 65535	/* a batch's id has room for no
+											 * more */
 extern void dedup_outbox_part(uint32 n, DedupFingerprint *part);
 extern void dedup_cluster_partition(const DedupFingerprint *afp, DedupFingerprint *part);
 extern int	dedup_cluster_partitions(DedupFingerprint **parts, bool **local);

@@ -175,10 +175,11 @@ store_open_buckets(KeyStore *ks)
 			if (ks->cluster)
 			{
 				/*
-				 * On a cluster, the key's shard of the bucket here (co-located
-				 * with its shard of dedup.claims); a bucket whose table was
-				 * dropped since the list was read is left out.  No filter is
-				 * kept of a bucket's shards: a sealed one is read too.
+				 * On a cluster, the key's shard of the bucket here
+				 * (co-located with its shard of dedup.claims); a bucket whose
+				 * table was dropped since the list was read is left out.  No
+				 * filter is kept of a bucket's shards: a sealed one is read
+				 * too.
 				 */
 				char	   *name = part->number == 0 ? "claims" :
 					psprintf("claims_%d", part->number);
@@ -294,7 +295,11 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	InitDirtySnapshot(ks->dirty);
 	ks->current = 0;
 	ks->bucketed = false;
-	/* on a Citus cluster, the key's shard (without a key, catalog.c refuses: 0A000) */
+
+	/*
+	 * on a Citus cluster, the key's shard (without a key, catalog.c refuses:
+	 * 0A000)
+	 */
 	sharded = key != NULL && dedup_relation_hashed(table);
 	ks->cluster = false;
 	if (table == DEDUP_REL_CLAIMS && (sharded || !dedup_relation_hashed(table)))
@@ -418,7 +423,7 @@ store_record_desc(KeyStore *ks)
 		int32		off = 0;
 
 		desc = lookup_rowtype_tupdesc(TupleDescAttr(RelationGetDescr(ks->heap),
-													 Anum_claims_record - 1)->atttypid,
+													Anum_claims_record - 1)->atttypid,
 									  -1);
 		for (int i = 0; i < Anum_record_response_code; i++)
 		{
@@ -650,12 +655,12 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 		CHECK_FOR_INTERRUPTS();
 
 		/*
-		 * Always wait for the key lock, whatever the policy: its holder
-		 * only looks the key up and writes it (a batch: up to
-		 * STORE_BATCH_ROWS keys), never waiting for a transaction while
-		 * holding it, so the wait is short; "busy" means a
-		 * transaction in progress has written the key, never that another
-		 * call is between its look-up and its write at this instant.
+		 * Always wait for the key lock, whatever the policy: its holder only
+		 * looks the key up and writes it (a batch: up to STORE_BATCH_ROWS
+		 * keys), never waiting for a transaction while holding it, so the
+		 * wait is short; "busy" means a transaction in progress has written
+		 * the key, never that another call is between its look-up and its
+		 * write at this instant.
 		 */
 		(void) LockAcquire(&row->tag, ExclusiveLock, false, false);
 
@@ -677,11 +682,11 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 				spec_token = ks->dirty.speculativeToken;
 
 				/*
-				 * The version the writer replaces (its xmax in progress):
-				 * a caller told what the writer wrote reads the version
-				 * after it, the next of the HOT chain or of the index (a
-				 * dirty snapshot's scan returns both), when there is one
-				 * (none for a delete).
+				 * The version the writer replaces (its xmax in progress): a
+				 * caller told what the writer wrote reads the version after
+				 * it, the next of the HOT chain or of the index (a dirty
+				 * snapshot's scan returns both), when there is one (none for
+				 * a delete).
 				 */
 				if (busy == KEY_BUSY_RETURN && !TransactionIdIsValid(ks->dirty.xmin) &&
 					index_getnext_slot(part->scan, ForwardScanDirection, ks->slot) &&
@@ -865,8 +870,8 @@ key_store_write(KeyStore *ks, const DedupFingerprint *fp, KeyRow *row, HeapTuple
 	{
 		/*
 		 * A live row in an older bucket is deleted as its new version goes
-		 * into a newer one: that bucket must be free to go once its rows
-		 * have expired.  An expired row can stay: it never comes back.
+		 * into a newer one: that bucket must be free to go once its rows have
+		 * expired.  An expired row can stay: it never comes back.
 		 */
 		if (row->state != KEY_ABSENT && row->expires_at > ks->now)
 			result = heap_delete(ks->parts[row->part].heap, &row->tid, cid,
@@ -1049,7 +1054,11 @@ key_store_claim_batch(KeyStore *ks, const DedupFingerprint *keys, int nkeys,
 					claimed[k] = key_store_claim(ks, &keys[k], expires_at, nowait);
 					continue;
 				}
-				/* an expired row in an older bucket stays: a new row, as when absent */
+
+				/*
+				 * an expired row in an older bucket stays: a new row, as when
+				 * absent
+				 */
 				break;
 			case KEY_ABSENT:
 				if (key_store_history_seen(ks, &keys[k], &row))

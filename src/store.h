@@ -28,7 +28,7 @@
 /* Status of an idempotency record */
 #define RECORD_PROCESSING	'p'
 #define RECORD_COMPLETE		'c'
-#define RECORD_RELEASED		'r'	/* a tombstone: counts as absent */
+#define RECORD_RELEASED		'r' /* a tombstone: counts as absent */
 
 /*
  * The record part of a row (column "record" of type dedup.record_state).
@@ -48,18 +48,20 @@ typedef struct DedupRecord
 	TimestampTz first_seen;
 	bool		has_completed_at;
 	TimestampTz completed_at;
+
 	/*
 	 * The key was taken over from a holder whose lease had passed (kept
 	 * through a release until the record would have expired, never past an
-	 * expiry): a caller that gives no attempt may be that holder.  Read whole records only; a record written before 1.1
-	 * (none stored) counts as taken over once past attempt 1.
+	 * expiry): a caller that gives no attempt may be that holder.  Read whole
+	 * records only; a record written before 1.1 (none stored) counts as taken
+	 * over once past attempt 1.
 	 */
 	bool		taken_over;
 
 	/*
-	 * How long the record stays once its lease ends or it completes, given
-	 * to dedup_begin() (else the scope's ttl applies).  Records written
-	 * before 1.1 have none.
+	 * How long the record stays once its lease ends or it completes, given to
+	 * dedup_begin() (else the scope's ttl applies).  Records written before
+	 * 1.1 have none.
 	 */
 	bool		has_ttl;
 	Interval	ttl;
@@ -87,7 +89,8 @@ typedef struct DedupStreamRow
 {
 	bool		has_epoch;
 	int64		epoch;
-	bool		has_mark;		/* false after a new epoch, before its first advance */
+	bool		has_mark;		/* false after a new epoch, before its first
+								 * advance */
 	int64		mark;
 } DedupStreamRow;
 
@@ -116,7 +119,8 @@ typedef struct KeyStorePart
 	bool		opened;			/* a sealed bucket is opened when first needed */
 	bool		sealed;			/* a sealed bucket: its filter may be asked */
 	TimestampTz closed_at;		/* of a sealed bucket: names its filter */
-	bool		written;		/* its write lock is held (a bucket of dedup.claims) */
+	bool		written;		/* its write lock is held (a bucket of
+								 * dedup.claims) */
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;			/* look-ups with the dirty snapshot */
@@ -130,7 +134,8 @@ typedef struct KeyStore
 	DedupRelation table;		/* which key table */
 	LOCKMODE	lockmode;		/* on every part */
 	bool		bucketed;		/* the buckets of dedup.claims (bucket.c) */
-	bool		cluster;		/* on a Citus cluster: their shards of cluster_key */
+	bool		cluster;		/* on a Citus cluster: their shards of
+								 * cluster_key */
 	DedupFingerprint cluster_key;
 	int			nparts;
 	KeyStorePart parts[DEDUP_MAX_BUCKETS];	/* newest first */
@@ -142,7 +147,8 @@ typedef struct KeyStore
 	TupleDesc	record_desc;	/* of dedup.record_state */
 	int32		record_head_len;	/* bytes of a record read for its status */
 	bool		whole_records;	/* read records whole, response included */
-	TimestampTz now;			/* the time of the call: expiry is decided by it */
+	TimestampTz now;			/* the time of the call: expiry is decided by
+								 * it */
 	int32		history_id;		/* the scope's history (history.c), or 0 */
 	TimestampTz history_from;	/* a claim that expired after it is still seen */
 	bool		wrote;			/* a row was written or deleted */

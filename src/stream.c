@@ -459,10 +459,10 @@ dedup_new_epoch(PG_FUNCTION_ARGS)
 		bool		present = key_store_find(&ks, &a.fp, KEY_BUSY_WAIT, &row) != KEY_ABSENT;
 
 		/*
-		 * Count on from an expired row's epoch too: epochs never go back.
-		 * The largest epoch dedup_advance() takes is PG_INT64_MAX - 1: a
-		 * stream there has no newer one to give, and a wrap would make
-		 * every fenced producer newer again.
+		 * Count on from an expired row's epoch too: epochs never go back. The
+		 * largest epoch dedup_advance() takes is PG_INT64_MAX - 1: a stream
+		 * there has no newer one to give, and a wrap would make every fenced
+		 * producer newer again.
 		 */
 		if (present && row.stream.has_epoch && row.stream.epoch >= PG_INT64_MAX - 1)
 			ereport(ERROR,
