@@ -9,7 +9,7 @@
 #                            (PgBouncer, the exporter, Node) skips, saying which
 #   make lint                checks of the sources: src/'s layers (src/README.md),
 #                            the reference, META.json, C format, commit
-#                            subjects (test/lint)
+#                            subjects, exported names' prefixes (test/lint)
 #
 # SQL: the install script of the current version, dedup--$(EXTVERSION).sql,
 # is built from the parts in sql/ listed in SQL_PARTS, in that order (types,
@@ -187,7 +187,9 @@ $(EXTENSION)--1.0--1.1.sql: sql/functions/checks.sql sql/updates/1.0--1.1.pre.sq
 # lint-format: the C sources' layout, pgindent's when it is installed, and
 # src/typedefs.list complete (test/lint/format.sh).
 # lint-commits: commit subjects of at most 72 characters (test/lint/commits.sh).
-LINT = lint-layers lint-reference lint-meta lint-format lint-commits
+# lint-names: every name a C file exports carries its file's prefix
+# (test/lint/names.sh, on the built objects).
+LINT = lint-layers lint-reference lint-meta lint-format lint-commits lint-names
 .PHONY: lint $(LINT)
 lint: $(LINT)
 
@@ -204,6 +206,8 @@ lint-format:
 	@$(call lint_run,bash test/lint/format.sh)
 lint-commits:
 	@$(call lint_run,bash test/lint/commits.sh)
+lint-names: all
+	@$(call lint_run,bash test/lint/names.sh)
 
 .PHONY: sim
 sim: sim/dedup-sim

@@ -194,7 +194,7 @@ bucket_read(BucketRow **rowsp)
 {
 	int			size = BUCKET_MAX_ROWS;
 	BucketRow  *rows = palloc(sizeof(BucketRow) * size);
-	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
+	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(IsInParallelMode() ?
 											GetTransactionSnapshot() : GetLatestSnapshot());
 	SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
@@ -239,7 +239,7 @@ bucket_read(BucketRow **rowsp)
 	{
 		memset(&rows[0], 0, sizeof(BucketRow));
 		rows[0].number = 0;
-		rows[0].relid = dedup_relation_lookup(DEDUP_REL_CLAIMS);
+		rows[0].relid = dedup_catalog_relation_lookup(DEDUP_REL_CLAIMS);
 		rows[0].state = BUCKET_CURRENT;
 		rows[0].opened_at = DT_NOBEGIN;
 		n = 1;
@@ -284,7 +284,7 @@ bucket_list_load(DedupBucketList *list)
 	list->nbuckets = 0;
 	if (!OidIsValid(bucket_table_relid))
 	{
-		Oid			claims = dedup_relation_oid(DEDUP_REL_CLAIMS);
+		Oid			claims = dedup_catalog_relation_oid(DEDUP_REL_CLAIMS);
 
 		/* a database still at 1.0 (not one whose list of buckets is lost) */
 		if (has_subclass(claims))
@@ -296,8 +296,8 @@ bucket_list_load(DedupBucketList *list)
 		/* dedup.claims alone */
 		list->nbuckets = 1;
 		list->buckets[0].number = 0;
-		list->buckets[0].heap = dedup_relation_lookup(DEDUP_REL_CLAIMS);
-		list->buckets[0].index = dedup_relation_lookup(DEDUP_REL_CLAIMS_PKEY);
+		list->buckets[0].heap = dedup_catalog_relation_lookup(DEDUP_REL_CLAIMS);
+		list->buckets[0].index = dedup_catalog_relation_lookup(DEDUP_REL_CLAIMS_PKEY);
 		list->buckets[0].current = true;
 		list->buckets[0].sealed = false;
 		list->buckets[0].closed_at = 0;
@@ -322,7 +322,7 @@ bucket_list_load(DedupBucketList *list)
 		 * on a cluster, the bucket's distributed table: store.c opens its
 		 * shards
 		 */
-		b->index = dedup_relation_hashed(DEDUP_REL_CLAIMS) ? InvalidOid : bucket_index(&rows[i]);
+		b->index = dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS) ? InvalidOid : bucket_index(&rows[i]);
 		b->current = (rows[i].state == BUCKET_CURRENT);
 		b->sealed = (rows[i].state == BUCKET_SEALED);
 		b->closed_at = rows[i].closed_at;
@@ -342,10 +342,10 @@ dedup_bucket_list(uint64 *generation)
 
 	if (!registered)
 	{
-		dedup_relcache_register(bucket_list_callback);
+		dedup_catalog_relcache_register(bucket_list_callback);
 		registered = true;
 	}
-	bucket_table_relid = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+	bucket_table_relid = dedup_catalog_relation_lookup(DEDUP_REL_BUCKETS);
 	*generation = bucket_list_generation;
 	if (!bucket_list_valid)
 	{
@@ -450,11 +450,12 @@ dedup_bucket_open_current(LOCKMODE lockmode)
 bool
 dedup_bucket_storage(void)
 {
-	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_BUCKETS)))
+	if (!OidIsValid(dedup_catalog_relation_lookup(DEDUP_REL_BUCKETS)))
 		return false;
-	if (dedup_relation_hashed(DEDUP_REL_CLAIMS))
-		return !dedup_node_is_citus_worker();	/* the coordinator drives them */
-	return !dedup_node_is_citus_worker();
+	if (dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
+		return !dedup_catalog_is_citus_worker();	/* the coordinator drives
+													 * them */
+	return !dedup_catalog_is_citus_worker();
 }
 
 /* ---------------------------------------------------------------------
@@ -670,7 +671,7 @@ bucket_ttls_reset(int32 number, bool empty)
 
 	if (bucket_shared == NULL)
 		return;
-	buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+	buckets = dedup_catalog_relation_lookup(DEDUP_REL_BUCKETS);
 	slot = bucket_ttls_acquire(buckets, number);
 	if (slot != NULL)
 	{
@@ -700,7 +701,7 @@ dedup_bucket_note_written(int32 number, TimestampTz now, TimestampTz expires_at)
 
 	if (bucket_shared == NULL)
 		return;
-	buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+	buckets = dedup_catalog_relation_lookup(DEDUP_REL_BUCKETS);
 	slot = bucket_ttls_seen.slot;
 
 	if (slot != NULL && bucket_ttls_seen.buckets == buckets &&
@@ -770,7 +771,7 @@ bucket_written(int32 number, BucketWritten *written)
 
 	if (bucket_shared != NULL)
 	{
-		Oid			buckets = dedup_relation_lookup(DEDUP_REL_BUCKETS);
+		Oid			buckets = dedup_catalog_relation_lookup(DEDUP_REL_BUCKETS);
 		BucketTtls *slot;
 
 		LWLockAcquire(bucket_shared->lock, LW_SHARED);
@@ -960,7 +961,7 @@ bucket_set_state(int32 number, char state)
 static void
 bucket_list_invalidate(void)
 {
-	CacheInvalidateRelcacheByRelid(dedup_relation_oid(DEDUP_REL_BUCKETS));
+	CacheInvalidateRelcacheByRelid(dedup_catalog_relation_oid(DEDUP_REL_BUCKETS));
 }
 
 /* Wait for the transactions that hold a lock on relid conflicting with mode. */
@@ -1347,8 +1348,8 @@ static bool
 bucket_node_wait(const BucketRow *row)
 {
 	Oid		   *heaps = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
-	int			n = dedup_cluster_bucket_local_shards(row->relid, bucket_table_name(row->number),
-													  heaps, NULL, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+	int			n = dedup_shards_bucket_local_shards(row->relid, bucket_table_name(row->number),
+													 heaps, NULL, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
 	bool		writers = false;
 
 	for (int i = 0; i < n; i++)
@@ -1365,8 +1366,8 @@ bucket_node_bytes(const BucketRow *row)
 {
 	Oid		   *heaps = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
 	Oid		   *indexes = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
-	int			n = dedup_cluster_bucket_local_shards(row->relid, bucket_table_name(row->number),
-													  heaps, indexes, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+	int			n = dedup_shards_bucket_local_shards(row->relid, bucket_table_name(row->number),
+													 heaps, indexes, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
 	int64		bytes = 0;
 
 	for (int i = 0; i < n; i++)
@@ -1422,13 +1423,13 @@ dedup_bucket_node(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		values[2];
 
-	if (!dedup_relation_hashed(DEDUP_REL_CLAIMS))
+	if (!dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("dedup.claims is not distributed on this node"),
 				 errhint("dedup.bucket_node() is the cluster's cleanup's: run SELECT dedup_distribute() on the coordinator.")));
 	/* one at a time on this node */
-	rel = dedup_relation_open(DEDUP_REL_BUCKETS, ShareUpdateExclusiveLock);
+	rel = dedup_catalog_relation_open(DEDUP_REL_BUCKETS, ShareUpdateExclusiveLock);
 	table_close(rel, NoLock);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -1609,7 +1610,7 @@ int64
 dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS], DedupBucketFold fold,
 				  DedupBucketExpire expire)
 {
-	Relation	rel = dedup_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
+	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_BUCKETS, AccessShareLock);
 	Oid			relid = RelationGetRelid(rel);
 	Oid			owner = rel->rd_rel->relowner;
 	Oid			save_userid;
@@ -1636,7 +1637,7 @@ dedup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS], DedupBucketFold fold
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (dedup_relation_hashed(DEDUP_REL_CLAIMS))
+	if (dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
 	{
 		/*
 		 * on a Citus cluster, from its coordinator: every node's

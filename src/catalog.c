@@ -42,7 +42,7 @@
  * The OIDs of the extension's tables and indexes, looked up by name once per
  * backend and forgotten when any of them is invalidated (dropped, renamed,
  * the extension re-created), or a shard the shard maps hold (shards.c calls
- * dedup_relation_reset).
+ * dedup_catalog_relation_reset).
  */
 static Oid	dedup_relids[DEDUP_NUM_RELATIONS];
 static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
@@ -83,7 +83,7 @@ dedup_relcache_callback(Datum arg, Oid relid)
 	for (int i = 0; i < DEDUP_NUM_RELATIONS && !reset; i++)
 		reset = (dedup_relids[i] == relid);
 	if (reset)
-		dedup_relation_reset();
+		dedup_catalog_relation_reset();
 }
 
 /*
@@ -116,7 +116,7 @@ dedup_relcache_register_self(void)
 
 /* Register a relcache callback of a layer above, once per backend. */
 void
-dedup_relcache_register(RelcacheCallbackFunction func)
+dedup_catalog_relcache_register(RelcacheCallbackFunction func)
 {
 	dedup_relcache_register_self();
 	for (int i = 0; i < dedup_relcache_ncallbacks; i++)
@@ -132,7 +132,7 @@ dedup_relcache_register(RelcacheCallbackFunction func)
  * of a relation a layer above keeps with them (the shard maps, shards.c).
  */
 void
-dedup_relation_reset(void)
+dedup_catalog_relation_reset(void)
 {
 	memset(dedup_relids, 0, sizeof(dedup_relids));
 	dedup_relids_resets++;
@@ -143,7 +143,7 @@ dedup_relation_reset(void)
  * them (the shard maps) holds while it stays.
  */
 uint64
-dedup_relation_generation(void)
+dedup_catalog_relation_generation(void)
 {
 	return dedup_relids_resets;
 }
@@ -214,15 +214,15 @@ dedup_read_citus_worker(void)
  * Citus keeps of it where it is distributed.
  */
 Oid
-dedup_relation_owner(DedupRelation rel)
+dedup_catalog_relation_owner(DedupRelation rel)
 {
 	Relation	r;
 	Oid			owner;
 
-	if (dedup_relation_hashed(rel))
-		r = relation_open(dedup_relation_lookup(rel), AccessShareLock);
+	if (dedup_catalog_relation_hashed(rel))
+		r = relation_open(dedup_catalog_relation_lookup(rel), AccessShareLock);
 	else
-		r = dedup_relation_open(rel, AccessShareLock);
+		r = dedup_catalog_relation_open(rel, AccessShareLock);
 	owner = r->rd_rel->relowner;
 	relation_close(r, NoLock);
 	return owner;
@@ -230,9 +230,9 @@ dedup_relation_owner(DedupRelation rel)
 
 /* The OID of type dedup_fingerprint: that of the key of dedup.claims. */
 Oid
-dedup_fingerprint_type(void)
+dedup_catalog_fingerprint_type(void)
 {
-	return get_atttype(dedup_relation_lookup(DEDUP_REL_CLAIMS), 1);
+	return get_atttype(dedup_catalog_relation_lookup(DEDUP_REL_CLAIMS), 1);
 }
 
 /*
@@ -240,9 +240,9 @@ dedup_fingerprint_type(void)
  * "OPERATOR(schema.=)".
  */
 char *
-dedup_fingerprint_eq_sql(void)
+dedup_catalog_fingerprint_eq(void)
 {
-	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(dedup_fingerprint_type()));
+	HeapTuple	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(dedup_catalog_fingerprint_type()));
 	Oid			nsp;
 
 	if (!HeapTupleIsValid(tuple))
@@ -261,7 +261,7 @@ dedup_fingerprint_eq_sql(void)
  * by hash, the shell's (shards.c finds a key's shard).
  */
 Oid
-dedup_relation_lookup(DedupRelation rel)
+dedup_catalog_relation_lookup(DedupRelation rel)
 {
 	dedup_relcache_register_self();
 	/* a cheap check, so that a re-created extension is seen at once */
@@ -282,12 +282,12 @@ dedup_relation_lookup(DedupRelation rel)
 		if (!OidIsValid(relid))
 			return InvalidOid;
 		/* Citus's catalogs, read under a lock that takes in invalidations */
-		kind = dedup_cluster_kind(table_relid);
+		kind = dedup_catalog_citus_kind(table_relid);
 		worker = dedup_read_citus_worker();
 		if (kind == DEDUP_CITUS_SINGLE && rel != DEDUP_REL_OUTBOX_SEQ)
 		{
 			bool		local;
-			Oid			shard = dedup_cluster_single_shard(table_relid, dedup_relnames[rel], &local);
+			Oid			shard = dedup_catalog_single_shard(table_relid, dedup_relnames[rel], &local);
 
 			remote = !local || !OidIsValid(shard);
 			if (!remote)
@@ -309,17 +309,17 @@ dedup_relation_lookup(DedupRelation rel)
  * dedup's distributed tables are dedup's to use.
  */
 bool
-dedup_node_is_citus_worker(void)
+dedup_catalog_is_citus_worker(void)
 {
-	(void) dedup_relation_lookup(DEDUP_REL_CLAIMS);
+	(void) dedup_catalog_relation_lookup(DEDUP_REL_CLAIMS);
 	return dedup_citus_worker;
 }
 
 /* Whether Citus distributes one of dedup's tables by hash of its key. */
 bool
-dedup_relation_hashed(DedupRelation rel)
+dedup_catalog_relation_hashed(DedupRelation rel)
 {
-	return OidIsValid(dedup_relation_lookup(rel)) && dedup_relkind[rel] == DEDUP_CITUS_HASH;
+	return OidIsValid(dedup_catalog_relation_lookup(rel)) && dedup_relkind[rel] == DEDUP_CITUS_HASH;
 }
 
 /*
@@ -328,9 +328,9 @@ dedup_relation_hashed(DedupRelation rel)
  * the relation is not on this node of a Citus cluster.
  */
 Oid
-dedup_relation_oid(DedupRelation rel)
+dedup_catalog_relation_oid(DedupRelation rel)
 {
-	Oid			relid = dedup_relation_lookup(rel);
+	Oid			relid = dedup_catalog_relation_lookup(rel);
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
@@ -345,7 +345,7 @@ dedup_relation_oid(DedupRelation rel)
 	 * (bucket.c)
 	 */
 	if (dedup_citus_worker && dedup_relkind[rel] == DEDUP_CITUS_NONE &&
-		!(dedup_relation_table(rel) == DEDUP_REL_BUCKETS && dedup_relation_hashed(DEDUP_REL_CLAIMS)))
+		!(dedup_relation_table(rel) == DEDUP_REL_BUCKETS && dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("dedup's %s run on the coordinator of a Citus cluster, not on its workers",
@@ -381,18 +381,18 @@ dedup_relation_oid(DedupRelation rel)
  * progress), so once the lock is held, and the invalidations that came with
  * it are processed, look the name up again.  The same OID: it is ours and
  * stays so while we hold the lock.  None: the extension is gone (42P01, from
- * dedup_relation_oid).  Another: the extension was dropped and created again
+ * dedup_catalog_relation_oid).  Another: the extension was dropped and created again
  * while we waited, and the function being run, its argument and result
  * types are the old extension's, so the call cannot go on: 42P01 as well,
  * asking for the statement to be run again.
  */
 Relation
-dedup_relation_open(DedupRelation rel, LOCKMODE lockmode)
+dedup_catalog_relation_open(DedupRelation rel, LOCKMODE lockmode)
 {
-	Oid			relid = dedup_relation_oid(rel);
+	Oid			relid = dedup_catalog_relation_oid(rel);
 
 	LockRelationOid(relid, lockmode);
-	if (dedup_relation_oid(rel) != relid)
+	if (dedup_catalog_relation_oid(rel) != relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("extension \"dedup\" was dropped while this call waited for it"),
@@ -413,7 +413,7 @@ dedup_relation_open(DedupRelation rel, LOCKMODE lockmode)
  * installed.
  */
 DedupCitusKind
-dedup_cluster_kind(Oid relid)
+dedup_catalog_citus_kind(Oid relid)
 {
 	Oid			catalog = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
 	Relation	rel;
@@ -447,7 +447,7 @@ dedup_cluster_kind(Oid relid)
  * that has it (the coordinator, and workers, which Citus gives it).
  */
 int
-dedup_cluster_read_shards(Oid relid, DedupCitusShard **result)
+dedup_catalog_citus_shards(Oid relid, DedupCitusShard **result)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1] = {ObjectIdGetDatum(relid)};
@@ -494,7 +494,7 @@ dedup_cluster_read_shards(Oid relid, DedupCitusShard **result)
 
 /* A shard's relation on this node: NAME_SHARDID in dedup's schema, or none */
 Oid
-dedup_cluster_shard_relid(const char *relname, int64 shardid)
+dedup_catalog_shard_relid(const char *relname, int64 shardid)
 {
 	Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
 	char	   *name = psprintf("%s_" INT64_FORMAT, relname, shardid);
@@ -510,15 +510,15 @@ dedup_cluster_shard_relid(const char *relname, int64 shardid)
  * placement is here.
  */
 Oid
-dedup_cluster_single_shard(Oid relid, const char *relname, bool *local)
+dedup_catalog_single_shard(Oid relid, const char *relname, bool *local)
 {
 	DedupCitusShard *shards;
-	int			n = dedup_cluster_read_shards(relid, &shards);
+	int			n = dedup_catalog_citus_shards(relid, &shards);
 	Oid			result = InvalidOid;
 
 	*local = (n == 1 && shards[0].local);
 	if (*local)
-		result = dedup_cluster_shard_relid(relname, shards[0].shardid);
+		result = dedup_catalog_shard_relid(relname, shards[0].shardid);
 	pfree(shards);
 	return result;
 }

@@ -50,17 +50,17 @@ typedef enum DedupRelation
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 
-extern Oid	dedup_relation_lookup(DedupRelation rel);
-extern Oid	dedup_relation_oid(DedupRelation rel);
-extern Relation dedup_relation_open(DedupRelation rel, LOCKMODE lockmode);
-extern Oid	dedup_relation_owner(DedupRelation rel);
-extern bool dedup_relation_hashed(DedupRelation rel);
-extern void dedup_relation_reset(void);
-extern void dedup_relcache_register(RelcacheCallbackFunction func);
-extern uint64 dedup_relation_generation(void);
-extern Oid	dedup_fingerprint_type(void);
-extern char *dedup_fingerprint_eq_sql(void);
-extern bool dedup_node_is_citus_worker(void);
+extern Oid	dedup_catalog_relation_lookup(DedupRelation rel);
+extern Oid	dedup_catalog_relation_oid(DedupRelation rel);
+extern Relation dedup_catalog_relation_open(DedupRelation rel, LOCKMODE lockmode);
+extern Oid	dedup_catalog_relation_owner(DedupRelation rel);
+extern bool dedup_catalog_relation_hashed(DedupRelation rel);
+extern void dedup_catalog_relation_reset(void);
+extern void dedup_catalog_relcache_register(RelcacheCallbackFunction func);
+extern uint64 dedup_catalog_relation_generation(void);
+extern Oid	dedup_catalog_fingerprint_type(void);
+extern char *dedup_catalog_fingerprint_eq(void);
+extern bool dedup_catalog_is_citus_worker(void);
 
 /* Citus's kind of one of dedup's relations, from pg_dist_partition */
 typedef enum DedupCitusKind
@@ -91,10 +91,10 @@ typedef struct DedupCitusShard
 	Oid			index;			/* its primary key here, once looked up */
 } DedupCitusShard;
 
-extern DedupCitusKind dedup_cluster_kind(Oid relid);
-extern int	dedup_cluster_read_shards(Oid relid, DedupCitusShard **result);
-extern Oid	dedup_cluster_shard_relid(const char *relname, int64 shardid);
-extern Oid	dedup_cluster_single_shard(Oid relid, const char *relname, bool *local);
+extern DedupCitusKind dedup_catalog_citus_kind(Oid relid);
+extern int	dedup_catalog_citus_shards(Oid relid, DedupCitusShard **result);
+extern Oid	dedup_catalog_shard_relid(const char *relname, int64 shardid);
+extern Oid	dedup_catalog_single_shard(Oid relid, const char *relname, bool *local);
 
 /*
  * The lock tag classes of dedup's own locks: advisory-class lock tags with

@@ -54,7 +54,7 @@ dedup_check_writable_sql(PG_FUNCTION_ARGS)
 
 /* A boolean argument that must not be NULL (nowait). */
 bool
-dedup_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+dedup_check_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
@@ -87,7 +87,7 @@ dedup_check_scope_name(const text *scope, const char *what)
 
 /* The scope argument of a call: not NULL, and a valid scope name. */
 text *
-dedup_scope_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+dedup_check_name_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	text	   *scope;
 
@@ -200,7 +200,7 @@ dedup_check_interval(const Interval *value, const char *what, bool allow_zero,
 		Interval	century = {0};
 
 		century.month = DEDUP_MAX_INTERVAL_MONTHS;
-		if (dedup_timestamp_plus(from, value) > dedup_timestamp_plus(from, &century))
+		if (dedup_check_timestamp_plus(from, value) > dedup_check_timestamp_plus(from, &century))
 			dedup_report_interval_too_long(value, what, from);
 	}
 }
@@ -210,7 +210,7 @@ dedup_check_interval(const Interval *value, const char *what, bool allow_zero,
  * checked when given, its end from the time of the call.
  */
 Interval *
-dedup_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+dedup_check_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	Interval   *value;
 
@@ -223,7 +223,7 @@ dedup_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 
 /* t + span on the calendar (in the session's time zone, as SQL's + does). */
 TimestampTz
-dedup_timestamp_plus(TimestampTz t, const Interval *span)
+dedup_check_timestamp_plus(TimestampTz t, const Interval *span)
 {
 	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 												   TimestampTzGetDatum(t),

@@ -20,13 +20,13 @@
 
 extern void dedup_check_writable(const char *funcname);
 extern void dedup_check_scope_name(const text *scope, const char *what);
-extern text *dedup_scope_arg(FunctionCallInfo fcinfo, int argno,
-							 const char *what);
-extern bool dedup_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
-extern Interval *dedup_interval_arg(FunctionCallInfo fcinfo, int argno,
-									const char *what);
+extern text *dedup_check_name_arg(FunctionCallInfo fcinfo, int argno,
+								  const char *what);
+extern bool dedup_check_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern Interval *dedup_check_interval_arg(FunctionCallInfo fcinfo, int argno,
+										  const char *what);
 extern void dedup_check_interval(const Interval *value, const char *what,
 								 bool allow_zero, TimestampTz from);
-extern TimestampTz dedup_timestamp_plus(TimestampTz t, const Interval *span);
+extern TimestampTz dedup_check_timestamp_plus(TimestampTz t, const Interval *span);
 
 #endif							/* DEDUP_CHECKS_H */

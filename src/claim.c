@@ -35,7 +35,7 @@
 static Interval *
 claim_ttl(FunctionCallInfo fcinfo, int argno, DedupScopeSettings *settings)
 {
-	Interval   *ttl = dedup_interval_arg(fcinfo, argno, "ttl");
+	Interval   *ttl = dedup_check_interval_arg(fcinfo, argno, "ttl");
 
 	return ttl ? ttl : &settings->value[DEDUP_SCOPE_TTL];
 }
@@ -56,19 +56,19 @@ claim_single(FunctionCallInfo fcinfo, int16 typlen)
 	KeyStore	ks;
 	bool		claimed;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_claim", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
-	nowait = dedup_bool_arg(fcinfo, 3, "nowait");
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
+	nowait = dedup_check_bool_arg(fcinfo, 3, "nowait");
 	ttl = claim_ttl(fcinfo, 2, &settings);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
 	key_store_use_history(&ks, &settings);
-	claimed = key_store_claim(&ks, &fp, dedup_timestamp_plus(ks.now, ttl), nowait);
+	claimed = key_store_claim(&ks, &fp, dedup_check_timestamp_plus(ks.now, ttl), nowait);
 	key_store_close(&ks);
-	dedup_scope_count(settings.counters, claimed ? DEDUP_COUNT_CLAIMS : DEDUP_COUNT_DUPLICATES, 1);
+	dedup_scope_counters_count(settings.counters, claimed ? DEDUP_COUNT_CLAIMS : DEDUP_COUNT_DUPLICATES, 1);
 	PG_RETURN_BOOL(claimed);
 }
 
@@ -137,15 +137,15 @@ claim_keys(const text *scope, DedupScopeSettings *settings, const DedupFingerpri
 	KeyStore	ks;
 	int64		nnew = 0;
 
-	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, dedup_relation_hashed(DEDUP_REL_CLAIMS) ? &fps[0] : NULL,
+	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS) ? &fps[0] : NULL,
 				   true);
 	key_store_use_history(&ks, settings);
 	key_store_claim_batch(&ks, fps, nkeys, expires_at, nowait, claimed_key);
 	key_store_close(&ks);
 	for (int k = 0; k < nkeys; k++)
 		nnew += claimed_key[k];
-	dedup_scope_count(settings->counters, DEDUP_COUNT_CLAIMS, nnew);
-	dedup_scope_count(settings->counters, DEDUP_COUNT_DUPLICATES, nkeys - nnew);
+	dedup_scope_counters_count(settings->counters, DEDUP_COUNT_CLAIMS, nnew);
+	dedup_scope_counters_count(settings->counters, DEDUP_COUNT_DUPLICATES, nkeys - nnew);
 }
 
 /* A batch's state, for the runs of its keys on a Citus cluster */
@@ -188,7 +188,7 @@ claim_batch_remote_row(const char *key, void *arg)
 	const DedupFingerprint *found;
 
 	getTypeInputInfo(b->elemtype, &input, &ioparam);
-	dedup_key_datum(OidInputFunctionCall(input, (char *) key, ioparam, -1), b->typlen, b->scope, &fp);
+	dedup_fingerprint_key_datum(OidInputFunctionCall(input, (char *) key, ioparam, -1), b->typlen, b->scope, &fp);
 	found = bsearch(&fp, b->fps, b->nkeys, sizeof(DedupFingerprint), claim_fingerprint_cmp);
 	if (found == NULL)
 		elog(ERROR, "a batch sent to another node claimed a key it was not given");
@@ -242,7 +242,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 				 errdetail("The batch has %d keys; the limit is %d.",
 						   nelems, DEDUP_MAX_BATCH_KEYS),
 				 errhint("Claim the keys in several batches.")));
-	nowait = dedup_bool_arg(fcinfo, 3, "nowait");
+	nowait = dedup_check_bool_arg(fcinfo, 3, "nowait");
 	ttl = claim_ttl(fcinfo, 2, &settings);
 
 	/* check and fingerprint every key before writing anything */
@@ -256,7 +256,7 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 					 errdetail("Element %d is null.", i + 1)));
 		if (typlen == -1)
 			elems[i] = PointerGetDatum(PG_DETOAST_DATUM_PACKED(elems[i]));
-		dedup_key_datum(elems[i], typlen, scope, &entries[i].fp);
+		dedup_fingerprint_key_datum(elems[i], typlen, scope, &entries[i].fp);
 		entries[i].pos = i;
 	}
 	qsort(entries, nelems, sizeof(BatchEntry), claim_batch_entry_cmp);
@@ -276,15 +276,15 @@ dedup_claim_batch(PG_FUNCTION_ARGS)
 		fps[nkeys++] = entries[i].fp;
 	}
 	claimed_key = palloc(sizeof(bool) * Max(nkeys, 1));
-	expires_at = dedup_timestamp_plus(GetCurrentTimestamp(), ttl);
-	if (dedup_relation_hashed(DEDUP_REL_CLAIMS))
+	expires_at = dedup_check_timestamp_plus(GetCurrentTimestamp(), ttl);
+	if (dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
 	{
 		ClaimBatch	b = {scope, &settings, fps, nkeys, expires_at, nowait, claimed_key,
 			elemtype, typlen, palloc(sizeof(DedupFingerprint) * Max(nkeys, 1)),
 		palloc0(sizeof(bool) * Max(nkeys, 1))};
 
 		memset(claimed_key, 0, sizeof(bool) * Max(nkeys, 1));
-		dedup_cluster_batch(fcinfo, DEDUP_REL_CLAIMS, fps, keypos, nkeys,
+		dedup_routing_batch(fcinfo, DEDUP_REL_CLAIMS, fps, keypos, nkeys,
 							claim_batch_local, claim_batch_remote_row, &b);
 	}
 	else if (nkeys > 0)

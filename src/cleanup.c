@@ -108,7 +108,7 @@ static const DedupRelation cleanup_stages[] = {
 static void
 cleanup_next_shard(DedupRelation table, int *shard, BlockNumber *position)
 {
-	if (*position == InvalidBlockNumber && dedup_relation_hashed(table))
+	if (*position == InvalidBlockNumber && dedup_catalog_relation_hashed(table))
 	{
 		(*shard)++;
 		*position = 0;
@@ -145,15 +145,15 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 	 * cleanup role of 1.0's, granted DELETE on the other two tables only,
 	 * goes on cleaning them and leaves the streams alone.
 	 */
-	if (!OidIsValid(dedup_relation_lookup(table)) ||
+	if (!OidIsValid(dedup_catalog_relation_lookup(table)) ||
 		(table == DEDUP_REL_STREAMS &&
-		 pg_class_aclcheck(dedup_relation_lookup(table), GetUserId(), ACL_DELETE) != ACLCHECK_OK) ||
-		(dedup_node_is_citus_worker() && !dedup_relation_hashed(table)))
+		 pg_class_aclcheck(dedup_catalog_relation_lookup(table), GetUserId(), ACL_DELETE) != ACLCHECK_OK) ||
+		(dedup_catalog_is_citus_worker() && !dedup_catalog_relation_hashed(table)))
 	{
 		*position = InvalidBlockNumber;
 		return 0;
 	}
-	if (dedup_relation_hashed(table))
+	if (dedup_catalog_relation_hashed(table))
 	{
 		/*
 		 * On a Citus cluster: the table's shards on this node, one after the
@@ -161,7 +161,7 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 		 * cleans the shards it holds, and only those.
 		 */
 		Oid		   *shards = palloc(sizeof(Oid) * DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
-		int			nshards = dedup_cluster_local_shards(table, shards, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
+		int			nshards = dedup_shards_local_shards(table, shards, DEDUP_CLUSTER_MAX_LOCAL_SHARDS);
 
 		while (rel == NULL && *shard < nshards)
 		{
@@ -182,7 +182,7 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 	else if (table == DEDUP_REL_CLAIMS)
 	{
 		/* the current bucket, where rows with a ttl shorter than it expire */
-		rel = dedup_relation_open(table, RowExclusiveLock);
+		rel = dedup_catalog_relation_open(table, RowExclusiveLock);
 		table_close(rel, RowExclusiveLock);
 
 		/*
@@ -198,7 +198,7 @@ cleanup_key_table(DedupRelation table, int *shard, BlockNumber *position, int ba
 		rel = dedup_bucket_open_current(RowExclusiveLock);
 	}
 	else
-		rel = dedup_relation_open(table, RowExclusiveLock);
+		rel = dedup_catalog_relation_open(table, RowExclusiveLock);
 	nblocks = RelationGetNumberOfBlocks(rel);
 	end = Min(nblocks, start + CLEANUP_MAX_BLOCKS_PER_BATCH);
 	*position = end < nblocks ? end : InvalidBlockNumber;
@@ -289,24 +289,24 @@ cleanup_outbox_log(int batch_size, bool *done)
 	bool		isnull;
 	int64		deleted = 0;
 
-	if (!OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS)) ||
-		(!dedup_relation_hashed(DEDUP_REL_OUTBOX) && dedup_node_is_citus_worker()))
+	if (!OidIsValid(dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_TOPICS)) ||
+		(!dedup_catalog_relation_hashed(DEDUP_REL_OUTBOX) && dedup_catalog_is_citus_worker()))
 	{
 		*done = true;
 		return 0;
 	}
-	if (dedup_relation_hashed(DEDUP_REL_OUTBOX))
-		nparts = dedup_cluster_partitions(&parts, &local);
+	if (dedup_catalog_relation_hashed(DEDUP_REL_OUTBOX))
+		nparts = dedup_shards_partitions(&parts, &local);
 	else
 	{
 		nparts = 1;
 		parts = palloc(sizeof(DedupFingerprint));
 		local = palloc(sizeof(bool));
-		dedup_outbox_part(0, parts);
+		dedup_shards_outbox_part(0, parts);
 		local[0] = true;
 	}
-	owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
-	argtypes[0] = dedup_fingerprint_type();
+	owner = dedup_catalog_relation_owner(DEDUP_REL_OUTBOX);
+	argtypes[0] = dedup_catalog_fingerprint_type();
 	argtypes[1] = INT4OID;
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
@@ -385,7 +385,7 @@ cleanup_bucket_step(int step, int64 removed[DEDUP_NUM_KINDS])
 						cleanup_bucket_steps[step]),
 				 errdetail_internal("%s", edata->message)));
 		FreeErrorData(edata);
-		dedup_stats_note_skipped();
+		dedup_cleanup_stats_note_skipped();
 		return 0;
 	}
 	PG_END_TRY();
@@ -436,7 +436,7 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 
 	Assert(dedup_cleanup_position_valid(*position));
 	dedup_check_writable("dedup_cleanup_batch");
-	dedup_stats_begin_batch(pass_start);
+	dedup_cleanup_stats_begin_batch(pass_start);
 	if (cleanup_stages[stage] == DEDUP_REL_BUCKETS)
 	{
 		/* the buckets of dedup.claims: a step of their work a batch */
@@ -460,7 +460,7 @@ dedup_cleanup_run_batch(int64 *position, int batch_size)
 		*position = (int64) (stage + 1) << 32;
 	else
 		*position = DEDUP_CLEANUP_DONE;
-	dedup_stats_end_batch(*position == DEDUP_CLEANUP_DONE, deleted_by_kind);
+	dedup_cleanup_stats_end_batch(*position == DEDUP_CLEANUP_DONE, deleted_by_kind);
 	return deleted;
 }
 

@@ -52,7 +52,7 @@
 /* Databases with figures of their own; more are cleaned but not counted. */
 #define STATS_MAX_DATABASES 64
 
-const char *const dedup_kind_names[DEDUP_NUM_KINDS] = {
+const char *const dedup_cleanup_stats_kind_names[DEDUP_NUM_KINDS] = {
 	[DEDUP_KIND_CLAIM] = "claim",
 	[DEDUP_KIND_RECORD] = "record",
 	[DEDUP_KIND_OUTBOX] = "outbox",
@@ -105,14 +105,14 @@ static int64 stats_failed_batches = 0;	/* of aborted subtransactions */
 static bool stats_callbacks_registered = false;
 
 void
-dedup_stats_shmem_request(void)
+dedup_cleanup_stats_shmem_request(void)
 {
 	RequestAddinShmemSpace(MAXALIGN(sizeof(StatsShared)));
 	RequestNamedLWLockTranche("dedup", 1);
 }
 
 void
-dedup_stats_shmem_startup(void)
+dedup_cleanup_stats_shmem_startup(void)
 {
 	bool		found;
 
@@ -296,7 +296,7 @@ stats_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * counts as an error of the cleanup.
  */
 void
-dedup_stats_begin_batch(bool pass_start)
+dedup_cleanup_stats_begin_batch(bool pass_start)
 {
 	MemoryContext oldcxt;
 	StatsBatch *b;
@@ -323,7 +323,7 @@ dedup_stats_begin_batch(bool pass_start)
  * of each kind it deleted, to be counted when the transaction commits.
  */
 void
-dedup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS])
+dedup_cleanup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS])
 {
 	StatsBatch *b;
 
@@ -339,7 +339,7 @@ dedup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS])
  * next pass: an error of the figures once the batch commits.
  */
 void
-dedup_stats_note_skipped(void)
+dedup_cleanup_stats_note_skipped(void)
 {
 	if (stats_shared == NULL || stats_batches == NIL)
 		return;
@@ -351,7 +351,7 @@ dedup_stats_note_skipped(void)
  * before, so that only a change is logged.
  */
 DedupDatabaseState
-dedup_stats_swap_state(Oid dboid, DedupDatabaseState state)
+dedup_cleanup_stats_swap_state(Oid dboid, DedupDatabaseState state)
 {
 	StatsDatabase *db;
 	DedupDatabaseState old;
@@ -382,7 +382,7 @@ stats_end_pass(int code, Datum arg)
  * pass of another worker still runs there (after a launcher restart, say).
  */
 bool
-dedup_stats_begin_pass(Oid dboid)
+dedup_cleanup_stats_begin_pass(Oid dboid)
 {
 	StatsDatabase *db;
 	bool		reused;
@@ -469,7 +469,7 @@ dedup_cleanup_stats(PG_FUNCTION_ARGS)
 
 			namestrcpy(&name, datname);
 			values[0] = NameGetDatum(&name);
-			values[1] = CStringGetTextDatum(dedup_kind_names[k]);
+			values[1] = CStringGetTextDatum(dedup_cleanup_stats_kind_names[k]);
 			values[2] = Int64GetDatum(db->deleted_total[k]);
 			values[3] = Int64GetDatum(db->deleted_last_pass[k]);
 			if (db->last_started_at != 0)

@@ -26,14 +26,14 @@ typedef enum DedupKind
 	DEDUP_NUM_KINDS
 } DedupKind;
 
-extern const char *const dedup_kind_names[DEDUP_NUM_KINDS];
+extern const char *const dedup_cleanup_stats_kind_names[DEDUP_NUM_KINDS];
 
 /* the figures, in shared memory when the library is preloaded */
-extern void dedup_stats_shmem_request(void);
-extern void dedup_stats_shmem_startup(void);
-extern void dedup_stats_begin_batch(bool pass_start);
-extern void dedup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS]);
-extern void dedup_stats_note_skipped(void);
+extern void dedup_cleanup_stats_shmem_request(void);
+extern void dedup_cleanup_stats_shmem_startup(void);
+extern void dedup_cleanup_stats_begin_batch(bool pass_start);
+extern void dedup_cleanup_stats_end_batch(bool pass_end, const int64 deleted[DEDUP_NUM_KINDS]);
+extern void dedup_cleanup_stats_note_skipped(void);
 
 /* What the worker last found in a database, so that it logs only changes. */
 typedef enum DedupDatabaseState
@@ -46,7 +46,7 @@ typedef enum DedupDatabaseState
 	DEDUP_DB_NOT_PERMITTED
 } DedupDatabaseState;
 
-extern DedupDatabaseState dedup_stats_swap_state(Oid dboid, DedupDatabaseState state);
-extern bool dedup_stats_begin_pass(Oid dboid);
+extern DedupDatabaseState dedup_cleanup_stats_swap_state(Oid dboid, DedupDatabaseState state);
+extern bool dedup_cleanup_stats_begin_pass(Oid dboid);
 
 #endif							/* DEDUP_CLEANUP_STATS_H */

@@ -130,7 +130,7 @@ fp_of_key(const text *scope, const void *key, Size keylen, DedupFingerprint *res
  * domain tag, so that no stream shares a fingerprint with a key.
  */
 void
-dedup_stream_key(const text *scope, const text *stream, DedupFingerprint *result)
+dedup_fingerprint_stream_key(const text *scope, const text *stream, DedupFingerprint *result)
 {
 	FpHasher	h;
 
@@ -149,7 +149,7 @@ dedup_stream_key(const text *scope, const text *stream, DedupFingerprint *result
  * would leave every uuid key stored before the update unfound.
  */
 void
-dedup_key_datum(Datum key, int16 typlen, const text *scope, DedupFingerprint *result)
+dedup_fingerprint_key_datum(Datum key, int16 typlen, const text *scope, DedupFingerprint *result)
 {
 	if (typlen == -1)
 	{
@@ -177,17 +177,17 @@ dedup_key_datum(Datum key, int16 typlen, const text *scope, DedupFingerprint *re
 
 /* The stored fingerprint of a function's key argument, which must not be NULL. */
 void
-dedup_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope, int16 typlen,
-			  DedupFingerprint *result)
+dedup_fingerprint_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope, int16 typlen,
+						  DedupFingerprint *result)
 {
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("key must not be null")));
-	dedup_key_datum(typlen == -1 ?
-					PointerGetDatum(PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(argno))) :
-					PG_GETARG_DATUM(argno),
-					typlen, scope, result);
+	dedup_fingerprint_key_datum(typlen == -1 ?
+								PointerGetDatum(PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(argno))) :
+								PG_GETARG_DATUM(argno),
+								typlen, scope, result);
 }
 
 /* The text form: 32 lowercase hexadecimal digits. */
@@ -579,10 +579,10 @@ dedup_fingerprint_hash_extended(PG_FUNCTION_ARGS)
 static Datum
 fingerprint_key_sql(FunctionCallInfo fcinfo, int16 typlen)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	text	   *scope = dedup_check_name_arg(fcinfo, 0, "scope");
 	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, result);
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, result);
 	PG_RETURN_DEDUP_FINGERPRINT_P(result);
 }
 
@@ -611,10 +611,10 @@ PG_FUNCTION_INFO_V1(dedup_stream_key_sql);
 Datum
 dedup_stream_key_sql(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	text	   *scope = dedup_check_name_arg(fcinfo, 0, "scope");
 	DedupFingerprint *result = palloc(sizeof(DedupFingerprint));
 
-	dedup_stream_key(scope, dedup_scope_arg(fcinfo, 1, "stream"), result);
+	dedup_fingerprint_stream_key(scope, dedup_check_name_arg(fcinfo, 1, "stream"), result);
 	PG_RETURN_DEDUP_FINGERPRINT_P(result);
 }
 

@@ -29,12 +29,12 @@ typedef struct DedupFingerprint
 #define PG_RETURN_DEDUP_FINGERPRINT_P(x) return DedupFingerprintPGetDatum(x)
 
 /* the one place that fingerprints anything */
-extern void dedup_key_datum(Datum key, int16 typlen, const text *scope,
-							DedupFingerprint *result);
-extern void dedup_stream_key(const text *scope, const text *stream,
-							 DedupFingerprint *result);
-extern void dedup_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope,
-						  int16 typlen, DedupFingerprint *result);
+extern void dedup_fingerprint_key_datum(Datum key, int16 typlen, const text *scope,
+										DedupFingerprint *result);
+extern void dedup_fingerprint_stream_key(const text *scope, const text *stream,
+										 DedupFingerprint *result);
+extern void dedup_fingerprint_key_arg(FunctionCallInfo fcinfo, int argno, const text *scope,
+									  int16 typlen, DedupFingerprint *result);
 extern void dedup_fingerprint_of_jsonb(Jsonb *jb, ArrayType *ignore,
 									   DedupFingerprint *result);
 extern char *dedup_fingerprint_hex(const DedupFingerprint *fp);

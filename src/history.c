@@ -216,7 +216,7 @@ static bool
 history_list_read(void)
 {
 	static bool registered = false;
-	Oid			relid = dedup_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
+	Oid			relid = dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
 	Relation	rel;
 	Snapshot	snapshot;
 	SysScanDesc scan;
@@ -238,7 +238,7 @@ history_list_read(void)
 		return true;
 	if (!registered)
 	{
-		dedup_relcache_register(history_list_callback);
+		dedup_catalog_relcache_register(history_list_callback);
 		registered = true;
 	}
 	rel = table_open(relid, AccessShareLock);
@@ -326,7 +326,7 @@ static void
 history_fill(uint8 *bits, void *arg)
 {
 	const HistoryGeneration *g = (const HistoryGeneration *) arg;
-	Relation	rel = dedup_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
+	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyData key;
 	SysScanDesc scan;
@@ -335,7 +335,7 @@ history_fill(uint8 *bits, void *arg)
 
 	ScanKeyInit(&key, Anum_blocks_generation, BTEqualStrategyNumber, F_INT8EQ,
 				Int64GetDatum(g->generation));
-	scan = systable_beginscan(rel, dedup_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
+	scan = systable_beginscan(rel, dedup_catalog_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
 							  snapshot, 1, &key);
 	while ((tuple = systable_getnext(scan)) != NULL)
 	{
@@ -360,7 +360,7 @@ static bool
 history_probe_table(const HistoryGeneration *g, const DedupFingerprint *fp)
 {
 	uint32		block = dedup_filter_block_of(fp, g->nblocks);
-	Relation	rel = dedup_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
+	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyData key[2];
 	SysScanDesc scan;
@@ -371,7 +371,7 @@ history_probe_table(const HistoryGeneration *g, const DedupFingerprint *fp)
 				Int64GetDatum(g->generation));
 	ScanKeyInit(&key[1], Anum_blocks_chunk, BTEqualStrategyNumber, F_INT4EQ,
 				Int32GetDatum(block / HISTORY_CHUNK_BLOCKS));
-	scan = systable_beginscan(rel, dedup_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
+	scan = systable_beginscan(rel, dedup_catalog_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
 							  snapshot, 2, key);
 	tuple = systable_getnext(scan);
 	if (tuple != NULL)
@@ -803,7 +803,7 @@ history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
 int64
 dedup_history_fold(Oid bucket_relid)
 {
-	Oid			gens = dedup_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
+	Oid			gens = dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
 	Relation	bucket;
 	Snapshot	snapshot;
 	HistoryScope *scopes;
@@ -867,7 +867,7 @@ dedup_history_fold(Oid bucket_relid)
 int64
 dedup_history_expire(void)
 {
-	Oid			gens = dedup_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
+	Oid			gens = dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
 	uint64		n;
 	int64	   *gone;
 	Oid			types[1] = {INT8OID};
@@ -931,11 +931,11 @@ history_seen(FunctionCallInfo fcinfo, int16 typlen)
 	KeyRow		row;
 	const char *answer = "absent";
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, false);
 	key_store_use_history(&ks, &settings);
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
@@ -990,7 +990,7 @@ dedup_history(PG_FUNCTION_ARGS)
 		values[0] = Int64GetDatum(g->generation);
 		values[1] = TimestampTzGetDatum(g->opened_at);
 		values[2] = TimestampTzGetDatum(g->slice_end);
-		values[3] = TimestampTzGetDatum(dedup_timestamp_plus(g->slice_end, &settings.history));
+		values[3] = TimestampTzGetDatum(dedup_check_timestamp_plus(g->slice_end, &settings.history));
 		values[4] = Float8GetDatum(g->rate);
 		values[5] = Int32GetDatum(g->k);
 		values[6] = Int64GetDatum(g->capacity);

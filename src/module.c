@@ -107,8 +107,8 @@ dedup_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	dedup_stats_shmem_request();
-	dedup_scopestats_shmem_request();
+	dedup_cleanup_stats_shmem_request();
+	dedup_scope_counters_shmem_request();
 	dedup_filter_shmem_request();
 	dedup_bucket_shmem_request();
 	outbox_listeners_shmem_request();
@@ -120,8 +120,8 @@ dedup_shmem_startup(void)
 {
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
-	dedup_stats_shmem_startup();
-	dedup_scopestats_shmem_startup();
+	dedup_cleanup_stats_shmem_startup();
+	dedup_scope_counters_shmem_startup();
 	dedup_filter_shmem_startup();
 	dedup_bucket_shmem_startup();
 	outbox_listeners_shmem_startup();
@@ -179,7 +179,7 @@ dedup_drop_xact_callback(XactEvent event, void *arg)
 			/* (catalogs are read before the commit, not in it) */
 			if (dedup_drop_subid != InvalidSubTransactionId)
 				dedup_drop_recreated = OidIsValid(get_extension_oid("dedup", true)) ?
-					dedup_relation_lookup(DEDUP_REL_SCOPES) : InvalidOid;
+					dedup_catalog_relation_lookup(DEDUP_REL_SCOPES) : InvalidOid;
 			break;
 		case XACT_EVENT_COMMIT:
 			if (dedup_drop_subid != InvalidSubTransactionId)
@@ -187,7 +187,7 @@ dedup_drop_xact_callback(XactEvent event, void *arg)
 				dedup_drop_subid = InvalidSubTransactionId;
 				dedup_filter_free_database();
 				/* the counts of an extension created again since stay */
-				dedup_scopestats_forget_database(dedup_drop_recreated);
+				dedup_scope_counters_forget_database(dedup_drop_recreated);
 				dedup_drop_recreated = InvalidOid;
 			}
 			break;

@@ -152,7 +152,7 @@ static Oid	outbox_last_seq_type = InvalidOid;
 bool
 outbox_plans_stale(Oid *made_with)
 {
-	Oid			type = dedup_fingerprint_type();
+	Oid			type = dedup_catalog_fingerprint_type();
 
 	if (type == *made_with)
 		return false;
@@ -172,7 +172,7 @@ outbox_part_number(const DedupFingerprint *part)
 bool
 outbox_distributed(void)
 {
-	return dedup_relation_hashed(DEDUP_REL_OUTBOX);
+	return dedup_catalog_relation_hashed(DEDUP_REL_OUTBOX);
 }
 
 /*
@@ -189,11 +189,11 @@ outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part)
 	{
 		DedupFingerprint afp;
 
-		dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &afp);
-		dedup_cluster_partition(&afp, part);
+		dedup_fingerprint_key_datum(PointerGetDatum(aggregate_id), -1, topic, &afp);
+		dedup_shards_partition(&afp, part);
 	}
 	else
-		dedup_outbox_part(0, part);
+		dedup_shards_outbox_part(0, part);
 }
 
 /*
@@ -371,7 +371,7 @@ outbox_batch_part(int64 batch_id, DedupFingerprint *part)
 {
 	if (batch_id < 0)
 		return false;
-	dedup_outbox_part((uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT), part);
+	dedup_shards_outbox_part((uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT), part);
 	return true;
 }
 
@@ -398,9 +398,9 @@ outbox_topic_hash(const text *topic, uint32 part_number, uint32 *hi, uint32 *lo)
 		memcmp(last_topic, VARDATA_ANY(topic), len) != 0)
 	{
 		if (part_number == 0)
-			dedup_key_datum(PointerGetDatum(topic), -1, topic, &fp);
+			dedup_fingerprint_key_datum(PointerGetDatum(topic), -1, topic, &fp);
 		else
-			dedup_key_datum(Int64GetDatum((int64) part_number), sizeof(int64), topic, &fp);
+			dedup_fingerprint_key_datum(Int64GetDatum((int64) part_number), sizeof(int64), topic, &fp);
 		memcpy(&last_hi, fp.bytes, sizeof(uint32));
 		memcpy(&last_lo, fp.bytes + sizeof(uint32), sizeof(uint32));
 		if (last_topic != NULL)
@@ -540,13 +540,13 @@ outbox_stable_seq(const DedupFingerprint *part, text *topic)
 	outbox_check_isolation();
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
 	/* on a cluster, this node's (the sequence is every node's own) */
-	seqinfo->args[0].value = ObjectIdGetDatum(dedup_relation_hashed(DEDUP_REL_OUTBOX) ?
-											  dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ) :
-											  dedup_relation_oid(DEDUP_REL_OUTBOX_SEQ));
+	seqinfo->args[0].value = ObjectIdGetDatum(dedup_catalog_relation_hashed(DEDUP_REL_OUTBOX) ?
+											  dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_SEQ) :
+											  dedup_catalog_relation_oid(DEDUP_REL_OUTBOX_SEQ));
 	seqinfo->args[0].isnull = false;
 	last = pg_sequence_last_value(seqinfo);
 	stable = seqinfo->isnull ? 0 : DatumGetInt64(last);
-	if (dedup_relation_hashed(DEDUP_REL_OUTBOX) &&
+	if (dedup_catalog_relation_hashed(DEDUP_REL_OUTBOX) &&
 		outbox_partition_last_seq(part, topic, &in_log) && in_log > stable)
 		stable = in_log;
 	outbox_wait_puts(topic);
@@ -642,8 +642,8 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 	}
 	if (outbox_last_seq_plan == NULL)
 	{
-		char	   *eq = dedup_fingerprint_eq_sql();
-		Oid			argtypes[2] = {dedup_fingerprint_type(), TEXTOID};
+		char	   *eq = dedup_catalog_fingerprint_eq();
+		Oid			argtypes[2] = {dedup_catalog_fingerprint_type(), TEXTOID};
 		SPIPlanPtr	plan;
 
 		plan = SPI_prepare(psprintf("SELECT GREATEST("

@@ -68,8 +68,8 @@ static List *
 cluster_call_partition(FunctionCallInfo fcinfo, Datum *args, bool *argnulls,
 					   const DedupFingerprint *part)
 {
-	dedup_cluster_lock_remote(DEDUP_REL_OUTBOX, part);
-	return dedup_cluster_call(fcinfo->flinfo->fn_oid, args, argnulls, part);
+	dedup_shards_lock_remote(DEDUP_REL_OUTBOX, part);
+	return dedup_routing_call(fcinfo->flinfo->fn_oid, args, argnulls, part);
 }
 
 /* The partition after the one this backend's last take on a cluster took from */
@@ -88,7 +88,7 @@ typedef struct ClusterCall
 static void
 cluster_call_init(FunctionCallInfo fcinfo, ClusterCall *call)
 {
-	call->nparts = dedup_cluster_partitions(&call->parts, &call->local);
+	call->nparts = dedup_shards_partitions(&call->parts, &call->local);
 	call->args = palloc(sizeof(Datum) * Max(PG_NARGS(), 1));
 	call->argnulls = palloc(sizeof(bool) * Max(PG_NARGS(), 1));
 	for (int i = 0; i < PG_NARGS(); i++)
@@ -136,11 +136,11 @@ cluster_group(int64 leader, ArrayType *members, int *n)
 		return NULL;
 	args[0] = Int64GetDatum(leader);
 	args[1] = PointerGetDatum(members);
-	dedup_cluster_lock_remote(DEDUP_REL_OUTBOX, &part);
-	rows = dedup_cluster_call(cluster_group_function(), args, argnulls, &part);
+	dedup_shards_lock_remote(DEDUP_REL_OUTBOX, &part);
+	rows = dedup_routing_call(cluster_group_function(), args, argnulls, &part);
 	if (rows == NIL)
 		return NULL;
-	values = dedup_cluster_row_values(linitial(rows), &ncols);
+	values = dedup_routing_row_values(linitial(rows), &ncols);
 	if (ncols != 1 || values[0] == NULL)
 		return NULL;
 	getTypeInputInfo(INT8ARRAYOID, &input, &ioparam);
@@ -216,7 +216,7 @@ outbox_cluster_take_batch(FunctionCallInfo fcinfo)
 				foreach(lc, rows)
 				{
 					int			ncols;
-					char	  **values = dedup_cluster_row_values(lfirst(lc), &ncols);
+					char	  **values = dedup_routing_row_values(lfirst(lc), &ncols);
 
 					if (ncols != rsinfo->setDesc->natts || values[0] == NULL)
 						elog(ERROR, "a partition's take returned %d columns, not %d", ncols,
@@ -301,7 +301,7 @@ outbox_cluster_fan_out(FunctionCallInfo fcinfo, int64 *sum, bool *all)
 			continue;
 		call.args[0] = Int64GetDatum(members[k]);
 		rows = cluster_call_partition(fcinfo, call.args, call.argnulls, &part);
-		values = rows ? dedup_cluster_row_values(linitial(rows), &ncols) : NULL;
+		values = rows ? dedup_routing_row_values(linitial(rows), &ncols) : NULL;
 		if (values == NULL || ncols != 1 || values[0] == NULL)
 			*all = false;
 		else if (get_func_rettype(fcinfo->flinfo->fn_oid) == INT4OID)
@@ -322,7 +322,7 @@ outbox_cluster_rows(FunctionCallInfo fcinfo)
 	cluster_call_init(fcinfo, &call);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (int i = 0; i < call.nparts; i++)
-		(void) dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
+		(void) dedup_routing_put_rows((ReturnSetInfo *) fcinfo->resultinfo,
 									  cluster_call_partition(fcinfo, call.args, call.argnulls,
 															 &call.parts[i]));
 }
@@ -343,7 +343,7 @@ outbox_cluster_redrive(FunctionCallInfo fcinfo)
 
 		if (rows == NIL)
 			continue;
-		values = dedup_cluster_row_values(linitial(rows), &ncols);
+		values = dedup_routing_row_values(linitial(rows), &ncols);
 		if (ncols == 1 && values[0] != NULL)
 			n += pg_strtoint64(values[0]);
 	}
@@ -368,7 +368,7 @@ outbox_cluster_stats(FunctionCallInfo fcinfo)
 		foreach(lc, cluster_call_partition(fcinfo, call.args, call.argnulls, &call.parts[i]))
 		{
 			int			ncols;
-			char	  **values = dedup_cluster_row_values(lfirst(lc), &ncols);
+			char	  **values = dedup_routing_row_values(lfirst(lc), &ncols);
 			ClusterTopicStats *s = NULL;
 
 			if (ncols != 5 || values[0] == NULL)
@@ -430,8 +430,8 @@ dedup_outbox_partition_of(PG_FUNCTION_ARGS)
 	DedupFingerprint afp;
 	DedupFingerprint *part = palloc(sizeof(DedupFingerprint));
 
-	dedup_key_datum(PG_GETARG_DATUM(1), -1, PG_GETARG_TEXT_PP(0), &afp);
-	dedup_cluster_partition(&afp, part);
+	dedup_fingerprint_key_datum(PG_GETARG_DATUM(1), -1, PG_GETARG_TEXT_PP(0), &afp);
+	dedup_shards_partition(&afp, part);
 	PG_RETURN_DEDUP_FINGERPRINT_P(part);
 }
 
@@ -448,7 +448,7 @@ dedup_outbox_partitions(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DedupFingerprint *parts;
 	bool	   *local;
-	int			n = dedup_cluster_partitions(&parts, &local);
+	int			n = dedup_shards_partitions(&parts, &local);
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (int i = 0; i < n; i++)

@@ -188,13 +188,13 @@ fast_run(int which, Datum *values, int limit)
 
 	if (fast_plans[which] == NULL)
 	{
-		char	   *sql = psprintf(fast_queries[which].sql, dedup_fingerprint_eq_sql());
+		char	   *sql = psprintf(fast_queries[which].sql, dedup_catalog_fingerprint_eq());
 		Oid			argtypes[lengthof(fast_queries[which].argtypes)];
 		SPIPlanPtr	plan;
 
 		for (int i = 0; i < fast_queries[which].nargs; i++)
 			argtypes[i] = OidIsValid(fast_queries[which].argtypes[i]) ?
-				fast_queries[which].argtypes[i] : dedup_fingerprint_type();
+				fast_queries[which].argtypes[i] : dedup_catalog_fingerprint_type();
 		plan = SPI_prepare_cursor(sql, fast_queries[which].nargs, argtypes,
 								  fast_queries[which].cursor_options);
 		if (plan == NULL)
@@ -386,7 +386,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	args[10] = Int32GetDatum(generation);
 	generation = outbox_next_generation(generation);
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
-	lease_end = dedup_timestamp_plus(GetCurrentTimestamp(), lease);
+	lease_end = dedup_check_timestamp_plus(GetCurrentTimestamp(), lease);
 	args[0] = PointerGetDatum(part);
 	args[1] = Int32GetDatum(slot);
 	args[2] = Int32GetDatum(generation);
@@ -441,7 +441,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	dedup_scope_count(settings->counters, DEDUP_COUNT_EVENTS_TAKEN, (int64) n);
+	dedup_scope_counters_count(settings->counters, DEDUP_COUNT_EVENTS_TAKEN, (int64) n);
 	return true;
 }
 
@@ -483,7 +483,7 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	if (fast_run(FAST_ACK, args, 0) != SPI_OK_UPDATE_RETURNING || SPI_processed == 0)
 		return -1;
 	n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);
+	dedup_scope_counters_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);
 	return n;
 }
 

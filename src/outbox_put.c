@@ -165,7 +165,7 @@ put_lock_aggregate(const text *topic, text *aggregate_id)
 {
 	DedupFingerprint aggregate;
 
-	dedup_key_datum(PointerGetDatum(aggregate_id), -1, topic, &aggregate);
+	dedup_fingerprint_key_datum(PointerGetDatum(aggregate_id), -1, topic, &aggregate);
 	outbox_lock_aggregate(topic, &aggregate);
 }
 
@@ -194,7 +194,7 @@ put_text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 static bool
 put_legacy_key(const text *topic, const DedupFingerprint *fp)
 {
-	Relation	keys = dedup_relation_open(DEDUP_REL_OUTBOX_KEYS, AccessShareLock);
+	Relation	keys = dedup_catalog_relation_open(DEDUP_REL_OUTBOX_KEYS, AccessShareLock);
 	bool		empty = RelationGetNumberOfBlocks(keys) == 0;
 	KeyStore	ks;
 	KeyRow		row;
@@ -218,12 +218,12 @@ static void
 put_open(DedupRelation table, const DedupFingerprint *part, Relation *heap, Relation *index)
 {
 	if (outbox_distributed())
-		dedup_cluster_shard_open(table, part, AccessShareLock, heap, index);
+		dedup_shards_shard_open(table, part, AccessShareLock, heap, index);
 	else
 	{
-		*heap = dedup_relation_open(table, AccessShareLock);
-		*index = index_open(dedup_relation_oid(table == DEDUP_REL_OUTBOX ?
-											   DEDUP_REL_OUTBOX_PKEY : table + 1),
+		*heap = dedup_catalog_relation_open(table, AccessShareLock);
+		*index = index_open(dedup_catalog_relation_oid(table == DEDUP_REL_OUTBOX ?
+													   DEDUP_REL_OUTBOX_PKEY : table + 1),
 							AccessShareLock);
 	}
 }
@@ -414,7 +414,7 @@ put_event_held(DedupRelation table, const DedupFingerprint *part, const pg_uuid_
 		 */
 		bool		empty;
 
-		heap = dedup_relation_open(table, AccessShareLock);
+		heap = dedup_catalog_relation_open(table, AccessShareLock);
 		empty = RelationGetNumberOfBlocks(heap) == 0;
 		table_close(heap, NoLock);
 		if (empty)
@@ -527,7 +527,7 @@ put_sequence_catch_up(const DedupFingerprint *part, text *topic)
 	static uint64 checked_generation = 0;
 	static List *checked = NIL; /* "number/topic" caught up, in
 								 * TopMemoryContext */
-	Oid			seq = dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ);
+	Oid			seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_SEQ);
 	int64		used;
 
 	LOCAL_FCINFO(seqinfo, 1);
@@ -540,11 +540,11 @@ put_sequence_catch_up(const DedupFingerprint *part, text *topic)
 	 * Once per backend, partition and topic while the shard maps stand: a
 	 * partition comes here only with a shard move, which resets them
 	 */
-	if (checked_generation != dedup_cluster_generation() || list_length(checked) > 1000)
+	if (checked_generation != dedup_shards_generation() || list_length(checked) > 1000)
 	{
 		list_free_deep(checked);
 		checked = NIL;
-		checked_generation = dedup_cluster_generation();
+		checked_generation = dedup_shards_generation();
 	}
 	foreach(lc, checked)
 		if (strcmp((char *) lfirst(lc), name) == 0)
@@ -601,7 +601,7 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 		put_insert_direct(part, id, topic, aggregate_type, aggregate_id, type, payload,
 						  headers))
 		return true;
-	owner = dedup_relation_owner(DEDUP_REL_OUTBOX);
+	owner = dedup_catalog_relation_owner(DEDUP_REL_OUTBOX);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -609,7 +609,7 @@ put_insert(bool at_1_0, const DedupFingerprint *part, pg_uuid_t *id, text *topic
 	{
 		Oid			argtypes[PUT_INSERT_NARGS] = {
 			UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID,
-			dedup_fingerprint_type()
+			dedup_catalog_fingerprint_type()
 		};
 		SPIPlanPtr	plan;
 
@@ -701,7 +701,8 @@ static const Oid put_column_types[OUTBOX_NCOLS] = {
  */
 static struct
 {
-	uint64		generation;		/* dedup_relation_generation() it holds for */
+	uint64		generation;		/* dedup_catalog_relation_generation() it
+								 * holds for */
 	Oid			relid;			/* the log it is of; InvalidOid: none yet */
 	bool		direct;			/* the log is dedup's shape: write it directly */
 	int			attnum[OUTBOX_NCOLS];	/* each column's number in the log */
@@ -792,7 +793,7 @@ put_shape_misfit(Relation heap, int *attnum, List **indexes)
 		if (c == OUTBOX_NCOLS)
 			return psprintf("It has a column of its own, \"%s\".", NameStr(att->attname));
 		attnum[c] = i + 1;
-		type = c == OUTBOX_COL_PART ? dedup_fingerprint_type() : put_column_types[c];
+		type = c == OUTBOX_COL_PART ? dedup_catalog_fingerprint_type() : put_column_types[c];
 		collation = c == OUTBOX_COL_TOPIC ? C_COLLATION_OID :
 			type == TEXTOID ? DEFAULT_COLLATION_OID : InvalidOid;
 		if (att->atttypid != type || att->atttypmod != -1)
@@ -808,7 +809,7 @@ put_shape_misfit(Relation heap, int *attnum, List **indexes)
 		if (c == OUTBOX_COL_SEQ ?
 			att->attidentity != ATTRIBUTE_IDENTITY_ALWAYS ||
 			dedup_identity_sequence(heap, att->attnum, true) !=
-			dedup_relation_lookup(DEDUP_REL_OUTBOX_SEQ) :
+			dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_SEQ) :
 			att->attidentity != '\0' || !put_shape_default(heap, c, att->attnum))
 			return psprintf("Its column \"%s\" has another default.", NameStr(att->attname));
 	}
@@ -855,15 +856,15 @@ static bool
 put_shape_direct(Relation heap)
 {
 	while (put_shape.relid != RelationGetRelid(heap) ||
-		   put_shape.generation != dedup_relation_generation())
+		   put_shape.generation != dedup_catalog_relation_generation())
 	{
-		uint64		generation = dedup_relation_generation();
+		uint64		generation = dedup_catalog_relation_generation();
 		int			attnum[OUTBOX_NCOLS];
 		List	   *indexes;
 		const char *misfit = put_shape_misfit(heap, attnum, &indexes);
 		MemoryContext old;
 
-		if (generation != dedup_relation_generation())
+		if (generation != dedup_catalog_relation_generation())
 		{
 			/* an invalidation came meanwhile: look again */
 			list_free(indexes);
@@ -920,7 +921,7 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 				  text *aggregate_type, text *aggregate_id, text *type, Jsonb *payload,
 				  Jsonb *headers)
 {
-	Relation	heap = dedup_relation_open(DEDUP_REL_OUTBOX, RowExclusiveLock);
+	Relation	heap = dedup_catalog_relation_open(DEDUP_REL_OUTBOX, RowExclusiveLock);
 	TupleDesc	desc = RelationGetDescr(heap);
 	int		   *attnum;
 	Datum	   *values;
@@ -947,7 +948,7 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 		index_rels = palloc(sizeof(Relation) * Max(list_length(put_shape.indexes), 1));
 		foreach(lc, put_shape.indexes)
 			index_rels[nindexes++] = index_open(lfirst_oid(lc), RowExclusiveLock);
-		if (generation == dedup_relation_generation())
+		if (generation == dedup_catalog_relation_generation())
 			break;
 		for (int i = 0; i < nindexes; i++)
 			index_close(index_rels[i], NoLock);
@@ -968,7 +969,7 @@ put_insert_direct(const DedupFingerprint *part, pg_uuid_t *id, text *topic,
 		nulls[i] = true;
 #define OUTBOX_SET(c, v) (values[attnum[c] - 1] = (v), nulls[attnum[c] - 1] = false)
 	OUTBOX_SET(OUTBOX_COL_SEQ,
-			   Int64GetDatum(nextval_internal(dedup_relation_oid(DEDUP_REL_OUTBOX_SEQ), false)));
+			   Int64GetDatum(nextval_internal(dedup_catalog_relation_oid(DEDUP_REL_OUTBOX_SEQ), false)));
 	OUTBOX_SET(OUTBOX_COL_ID, UUIDPGetDatum(id));
 	OUTBOX_SET(OUTBOX_COL_TOPIC, PointerGetDatum(topic));
 	OUTBOX_SET(OUTBOX_COL_AGGREGATETYPE, PointerGetDatum(aggregate_type));
@@ -1044,7 +1045,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 	headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
 	aggregate_type = put_text_arg(fcinfo, 6, "aggregate_type");
 
-	dedup_key_arg(fcinfo, 1, topic, -1, &fp);
+	dedup_fingerprint_key_arg(fcinfo, 1, topic, -1, &fp);
 	put_event_key(&fp);
 	key = PG_GETARG_TEXT_PP(1);
 	if (PG_ARGISNULL(2))
@@ -1063,11 +1064,11 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		Datum		result;
 
 		/* on a cluster, put on the node of the partition's shard */
-		if (dedup_cluster_route_key(fcinfo, DEDUP_REL_OUTBOX, &part, &result))
+		if (dedup_routing_route_key(fcinfo, DEDUP_REL_OUTBOX, &part, &result))
 			return result;
 	}
 	put_lock_aggregate(topic, aggregate_id ? aggregate_id : key);
-	at_1_0 = !OidIsValid(dedup_relation_lookup(DEDUP_REL_OUTBOX_TOPICS));
+	at_1_0 = !OidIsValid(dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_TOPICS));
 	if (at_1_0)
 	{
 		/* 1.0's relay deletes what it acks: the key is kept on its own */
@@ -1075,7 +1076,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 
 		key_store_open(&ks, DEDUP_REL_OUTBOX_KEYS, topic, NULL, true);
 		is_new = key_store_claim(&ks, &fp,
-								 dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
+								 dedup_check_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
 								 false);
 		key_store_close(&ks);
 	}
@@ -1107,7 +1108,7 @@ dedup_outbox_put(PG_FUNCTION_ARGS)
 		 */
 		if (!outbox_distributed())
 			outbox_wake(topic);
-		dedup_scope_count(settings.counters, DEDUP_COUNT_EVENTS_PUT, 1);
+		dedup_scope_counters_count(settings.counters, DEDUP_COUNT_EVENTS_PUT, 1);
 	}
 	/* the event is in the log (or not to be put): other puts of it may look */
 	if (event_locked)

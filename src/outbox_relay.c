@@ -144,7 +144,7 @@ relay_as_owner(RelayAsOwner *who)
 {
 	who->caller = GetUserId();
 	GetUserIdAndSecContext(&who->save_userid, &who->save_sec_context);
-	SetUserIdAndSecContext(dedup_relation_owner(DEDUP_REL_OUTBOX),
+	SetUserIdAndSecContext(dedup_catalog_relation_owner(DEDUP_REL_OUTBOX),
 						   who->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
 }
@@ -172,7 +172,7 @@ relay_plan(FunctionCallInfo fcinfo, RelayOp op)
 	if (nargs > RELAY_MAX_ARGS)
 		elog(ERROR, "%s() has too many arguments", relay_ops[op].name);
 	argtypes[0] = OIDOID;
-	argtypes[1] = dedup_fingerprint_type();
+	argtypes[1] = dedup_catalog_fingerprint_type();
 	memcpy(argtypes + 2, fnargtypes, nargs * sizeof(Oid));
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT * FROM %s.%s($1, $2", DEDUP_INTERNAL_SCHEMA,
@@ -264,13 +264,13 @@ relay_run(FunctionCallInfo fcinfo, RelayOp op, const DedupFingerprint *part)
 static bool
 relay_route(FunctionCallInfo fcinfo, DedupFingerprint *part, Datum *result)
 {
-	const DedupFingerprint *forwarded = dedup_cluster_forwarded_key();
+	const DedupFingerprint *forwarded = dedup_routing_forwarded_key();
 
 	if (forwarded != NULL)
 		memcpy(part, forwarded, sizeof(*part));
-	if (dedup_cluster_route_key(fcinfo, DEDUP_REL_OUTBOX, part, result))
+	if (dedup_routing_route_key(fcinfo, DEDUP_REL_OUTBOX, part, result))
 		return true;
-	dedup_cluster_lock_key(DEDUP_REL_OUTBOX, part);
+	dedup_shards_lock_key(DEDUP_REL_OUTBOX, part);
 	return false;
 }
 
@@ -401,7 +401,7 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 		{
 			wait = PG_GETARG_INTERVAL_P(3);
 			dedup_check_interval(wait, "wait", true, now);
-			if (dedup_timestamp_plus(now, wait) - now > RELAY_WAIT_MAX_SECS * USECS_PER_SEC)
+			if (dedup_check_timestamp_plus(now, wait) - now > RELAY_WAIT_MAX_SECS * USECS_PER_SEC)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("wait must be at most %d seconds", RELAY_WAIT_MAX_SECS),
@@ -409,17 +409,17 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 								   DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(wait)))),
 						 errhint("A waiting take holds its statement's snapshot, and so the database's "
 								 "xmin horizon: wait briefly and take again.")));
-			deadline = dedup_timestamp_plus(GetCurrentTimestamp(), wait);
+			deadline = dedup_check_timestamp_plus(GetCurrentTimestamp(), wait);
 		}
 	}
-	dedup_outbox_part(0, &part);
+	dedup_shards_outbox_part(0, &part);
 	if (outbox_distributed())
 	{
 		Datum		routed;
 
 		if (!with_id)
 			relay_not_on_cluster(op);
-		if (dedup_cluster_forwarded_key() == NULL)
+		if (dedup_routing_forwarded_key() == NULL)
 		{
 			/*
 			 * The wait is the coordinator's: each partition is polled once a
@@ -460,7 +460,7 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 		PG_GETARG_INT32(1) <= OUTBOX_MAX_BATCH_SIZE;
 	if (fast)
 	{
-		dedup_scope_use(dedup_scope_arg(fcinfo, 0, "topic"), DEDUP_PRIV_RELAY, &settings);
+		dedup_scope_use(dedup_check_name_arg(fcinfo, 0, "topic"), DEDUP_PRIV_RELAY, &settings);
 		if (lease == NULL)
 			lease = &settings.value[DEDUP_SCOPE_LEASE];
 	}
@@ -529,7 +529,7 @@ static bool
 relay_batch_partition(FunctionCallInfo fcinfo, DedupFingerprint *part, Datum *result)
 {
 	/* one of no batch's id finds none, in partition 0 */
-	dedup_outbox_part(0, part);
+	dedup_shards_outbox_part(0, part);
 	if (!PG_ARGISNULL(0))
 		(void) outbox_batch_part(PG_GETARG_INT64(0), part);
 	if (outbox_distributed() && relay_route(fcinfo, part, result))
@@ -554,7 +554,7 @@ relay_batch_call(FunctionCallInfo fcinfo, Datum (*at) (FunctionCallInfo fcinfo))
 	int			members = 0;
 	Datum		result;
 
-	if (outbox_distributed() && dedup_cluster_forwarded_key() == NULL)
+	if (outbox_distributed() && dedup_routing_forwarded_key() == NULL)
 		members = outbox_cluster_fan_out(fcinfo, &sum, &all);
 	result = at(fcinfo);
 	if (members <= 0 || fcinfo->isnull)
@@ -656,7 +656,7 @@ relay_by_ids(FunctionCallInfo fcinfo, RelayOp op)
 	relay_start(op);
 	if (outbox_distributed())
 		relay_not_on_cluster(op);
-	dedup_outbox_part(0, &part);
+	dedup_shards_outbox_part(0, &part);
 	return relay_run(fcinfo, op, &part);
 }
 
@@ -694,10 +694,10 @@ dedup_outbox_redrive(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	relay_start(RELAY_REDRIVE);
-	dedup_outbox_part(0, &part);
+	dedup_shards_outbox_part(0, &part);
 	if (outbox_distributed())
 	{
-		if (dedup_cluster_forwarded_key() == NULL)
+		if (dedup_routing_forwarded_key() == NULL)
 			PG_RETURN_INT32(outbox_cluster_redrive(fcinfo));
 		if (relay_route(fcinfo, &part, &result))
 			return result;
@@ -723,7 +723,7 @@ dedup_outbox_stats(PG_FUNCTION_ARGS)
 	relay_start(RELAY_STATS);
 	if (!outbox_distributed())
 		return relay_run(fcinfo, RELAY_STATS, NULL);
-	if (dedup_cluster_forwarded_key() == NULL)
+	if (dedup_routing_forwarded_key() == NULL)
 	{
 		outbox_cluster_stats(fcinfo);
 		return (Datum) 0;
@@ -787,10 +787,10 @@ dedup_outbox_dead(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	relay_start(RELAY_DEAD);
-	dedup_outbox_part(0, &part);
+	dedup_shards_outbox_part(0, &part);
 	if (outbox_distributed())
 	{
-		if (dedup_cluster_forwarded_key() == NULL)
+		if (dedup_routing_forwarded_key() == NULL)
 		{
 			outbox_cluster_rows(fcinfo);
 			return (Datum) 0;

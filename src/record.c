@@ -182,16 +182,16 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 	Datum		values[BEGIN_RESULT_NATTS];
 	bool		nulls[BEGIN_RESULT_NATTS];
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_begin", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
 	has_request = record_request_arg(fcinfo, 2, 5, &request);
-	lease = dedup_interval_arg(fcinfo, 3, "lease");
+	lease = dedup_check_interval_arg(fcinfo, 3, "lease");
 	if (lease == NULL)
 		lease = &settings.value[DEDUP_SCOPE_LEASE];
-	ttl = PG_NARGS() > 4 ? dedup_interval_arg(fcinfo, 4, "ttl") : NULL;
+	ttl = PG_NARGS() > 4 ? dedup_check_interval_arg(fcinfo, 4, "ttl") : NULL;
 	if (ttl != NULL)
 		has_ttl = true;
 	else
@@ -287,14 +287,14 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 		row.has_record = true;
 		row.record.status = RECORD_PROCESSING;
 		row.record.attempts = attempts + 1;
-		row.record.lease_until = dedup_timestamp_plus(ks.now, lease);
+		row.record.lease_until = dedup_check_timestamp_plus(ks.now, lease);
 		row.record.has_request = has_request;
 		if (has_request)
 			row.record.request = request;
 		row.record.has_ttl = has_ttl;
 		if (has_ttl)
 			row.record.ttl = *ttl;
-		row.expires_at = dedup_timestamp_plus(row.record.lease_until, ttl);
+		row.expires_at = dedup_check_timestamp_plus(row.record.lease_until, ttl);
 		if (key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT))
 		{
 			outcome = "started";
@@ -303,9 +303,9 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 	}
 	key_store_close(&ks);
 	if (strcmp(outcome, "started") == 0)
-		dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_STARTED, 1);
+		dedup_scope_counters_count(settings.counters, DEDUP_COUNT_RECORDS_STARTED, 1);
 	else if (strcmp(outcome, "replay") == 0)
-		dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_REPLAYED, 1);
+		dedup_scope_counters_count(settings.counters, DEDUP_COUNT_RECORDS_REPLAYED, 1);
 
 	memset(nulls, true, sizeof(nulls));
 	values[0] = CStringGetTextDatum(outcome);
@@ -481,11 +481,11 @@ record_complete(FunctionCallInfo fcinfo, int16 typlen)
 	KeyStore	ks;
 	KeyRow		row;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_complete", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
 	attempt = record_attempt_arg(fcinfo, 4);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
@@ -500,10 +500,10 @@ record_complete(FunctionCallInfo fcinfo, int16 typlen)
 		row.record.has_completed_at = true;
 		row.record.completed_at = ks.now;
 	} while (!key_store_put(&ks, &fp, &row,
-							dedup_timestamp_plus(ks.now, record_ttl(&row.record, &settings)),
+							dedup_check_timestamp_plus(ks.now, record_ttl(&row.record, &settings)),
 							&row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
-	dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_COMPLETED, 1);
+	dedup_scope_counters_count(settings.counters, DEDUP_COUNT_RECORDS_COMPLETED, 1);
 	PG_RETURN_VOID();
 }
 
@@ -521,11 +521,11 @@ record_release(FunctionCallInfo fcinfo, int16 typlen)
 	KeyStore	ks;
 	KeyRow		row;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_release", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
 	attempt = record_attempt_arg(fcinfo, 2);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, true);
@@ -537,7 +537,7 @@ record_release(FunctionCallInfo fcinfo, int16 typlen)
 		row.record.status = RECORD_RELEASED;
 	} while (!key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
-	dedup_scope_count(settings.counters, DEDUP_COUNT_RECORDS_RELEASED, 1);
+	dedup_scope_counters_count(settings.counters, DEDUP_COUNT_RECORDS_RELEASED, 1);
 	PG_RETURN_VOID();
 }
 
@@ -563,18 +563,18 @@ record_extend(FunctionCallInfo fcinfo, int16 typlen)
 	KeyStore	ks;
 	KeyRow		row;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_extend", DEDUP_PRIV_USAGE, &settings);
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("attempt must not be null"),
 				 errhint("Pass the attempt number dedup_begin() returned: a heartbeat must be refused once the key was taken over.")));
 	attempt = record_attempt_arg(fcinfo, 2);
-	lease = dedup_interval_arg(fcinfo, 3, "lease");
+	lease = dedup_check_interval_arg(fcinfo, 3, "lease");
 	if (lease == NULL)
 		lease = &settings.value[DEDUP_SCOPE_LEASE];
 
@@ -583,10 +583,10 @@ record_extend(FunctionCallInfo fcinfo, int16 typlen)
 	do
 	{
 		record_find_held(&ks, &fp, attempt, "dedup_extend", &row);
-		row.record.lease_until = dedup_timestamp_plus(ks.now, lease);
+		row.record.lease_until = dedup_check_timestamp_plus(ks.now, lease);
 	} while (!key_store_put(&ks, &fp, &row,
-							dedup_timestamp_plus(row.record.lease_until,
-												 record_ttl(&row.record, &settings)),
+							dedup_check_timestamp_plus(row.record.lease_until,
+													   record_ttl(&row.record, &settings)),
 							&row.record, KEY_BUSY_WAIT));
 	key_store_close(&ks);
 	PG_RETURN_TIMESTAMPTZ(row.record.lease_until);
@@ -612,11 +612,11 @@ record_lookup(FunctionCallInfo fcinfo, int16 typlen)
 	Datum		values[LOOKUP_RESULT_NATTS];
 	bool		nulls[LOOKUP_RESULT_NATTS];
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_CLAIMS, DEDUP_ROUTE_KEY, typlen, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
 
-	dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
+	dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
 	InitMaterializedSRF(fcinfo, 0);
 
 	key_store_open(&ks, DEDUP_REL_CLAIMS, scope, &fp, false);

@@ -7,7 +7,7 @@
  *
  * A call (dedup_claim, dedup_begin, dedup_advance, ...) made on a node that
  * does not hold its key's shard (shards.c) is forwarded:
- * dedup_cluster_route() sends it, arguments as text, through
+ * dedup_routing_route() sends it, arguments as text, through
  * dedup.call_on_shard(key, function, args), a function Citus delegates to
  * the node of the key's shard (distributed by its first argument,
  * co-located with dedup.claims, force_delegation so that it is delegated
@@ -19,7 +19,7 @@
  * Citus sends it to the shard's node as of the transaction's other
  * statements; a forwarded call that finds its shard gone fails with 40001.
  *
- * A batch (dedup_cluster_batch) goes in runs: each shard of this node, and
+ * A batch (dedup_routing_batch) goes in runs: each shard of this node, and
  * each other node, whose keys are sent there as a call of their own.  A
  * transaction that sent a call and wrote on this node commits with Citus's
  * two-phase commit (cluster_xact_callback, through dedup.cluster_commit).
@@ -65,14 +65,14 @@ static bool cluster_callback_registered = false;
  * NULL when it was not forwarded.
  */
 const DedupFingerprint *
-dedup_cluster_forwarded_key(void)
+dedup_routing_forwarded_key(void)
 {
 	return cluster_forwarded ? &cluster_forwarded_key : NULL;
 }
 
 /* The columns of a row of a forwarded call's result, as C strings (NULL for NULL) */
 char	  **
-dedup_cluster_row_values(ArrayType *row, int *n)
+dedup_routing_row_values(ArrayType *row, int *n)
 {
 	Datum	   *elems;
 	bool	   *nulls;
@@ -90,7 +90,7 @@ dedup_cluster_row_values(ArrayType *row, int *n)
  * (materialized); returns how many.
  */
 int
-dedup_cluster_put_rows(ReturnSetInfo *rsinfo, List *rows)
+dedup_routing_put_rows(ReturnSetInfo *rsinfo, List *rows)
 {
 	AttInMetadata *meta = TupleDescGetAttInMetadata(rsinfo->setDesc);
 	ListCell   *lc;
@@ -98,7 +98,7 @@ dedup_cluster_put_rows(ReturnSetInfo *rsinfo, List *rows)
 	foreach(lc, rows)
 	{
 		int			n;
-		char	  **values = dedup_cluster_row_values(lfirst(lc), &n);
+		char	  **values = dedup_routing_row_values(lfirst(lc), &n);
 
 		if (n != rsinfo->setDesc->natts)
 			elog(ERROR, "a forwarded call returned %d columns, not %d", n, rsinfo->setDesc->natts);
@@ -120,7 +120,7 @@ cluster_result(FunctionCallInfo fcinfo, List *rows)
 	if (get_func_retset(fcinfo->flinfo->fn_oid))
 	{
 		InitMaterializedSRF(fcinfo, 0);
-		(void) dedup_cluster_put_rows((ReturnSetInfo *) fcinfo->resultinfo, rows);
+		(void) dedup_routing_put_rows((ReturnSetInfo *) fcinfo->resultinfo, rows);
 		return (Datum) 0;
 	}
 	class = get_call_result_type(fcinfo, &rettype, &tupdesc);
@@ -129,7 +129,7 @@ cluster_result(FunctionCallInfo fcinfo, List *rows)
 		fcinfo->isnull = true;
 		return (Datum) 0;
 	}
-	values = dedup_cluster_row_values(linitial(rows), &n);
+	values = dedup_routing_row_values(linitial(rows), &n);
 	if (class == TYPEFUNC_COMPOSITE)
 	{
 		if (n != tupdesc->natts)
@@ -183,7 +183,7 @@ cluster_xact_callback(XactEvent event, void *arg)
 
 		cluster_sent_in_xact = false;	/* once, whatever happens */
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(dedup_relation_owner(DEDUP_REL_CLAIMS),
+		SetUserIdAndSecContext(dedup_catalog_relation_owner(DEDUP_REL_CLAIMS),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		/* at commit no snapshot is active: one of its own, as a statement's */
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -208,7 +208,7 @@ cluster_xact_callback(XactEvent event, void *arg)
  * function).  Returns the result's rows, each a text[] of its columns.
  */
 List *
-dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
+dedup_routing_call(Oid fnoid, const Datum *args, const bool *argnulls,
 				   const DedupFingerprint *route)
 {
 	Oid		   *argtypes;
@@ -243,7 +243,7 @@ dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
 	 * dedup
 	 */
 	sql = psprintf("SELECT r FROM dedup.call_on_shard(%s::%s, %s, %s::pg_catalog.text[]) AS r",
-				   quote_literal_cstr(dedup_fingerprint_hex(route)), format_type_be_qualified(dedup_fingerprint_type()),
+				   quote_literal_cstr(dedup_fingerprint_hex(route)), format_type_be_qualified(dedup_catalog_fingerprint_type()),
 				   quote_literal_cstr(format_procedure_qualified(fnoid)),
 				   quote_literal_cstr(OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(argarray))));
 
@@ -347,7 +347,7 @@ cluster_subset_args(FunctionCallInfo fcinfo, const int *positions, const int *ru
  * never deadlock.
  */
 void
-dedup_cluster_batch(FunctionCallInfo fcinfo, DedupRelation table, const DedupFingerprint *fps,
+dedup_routing_batch(FunctionCallInfo fcinfo, DedupRelation table, const DedupFingerprint *fps,
 					const int *positions, int nkeys, DedupBatchLocal local,
 					DedupBatchRemoteRow remote_row, void *arg)
 {
@@ -358,9 +358,9 @@ dedup_cluster_batch(FunctionCallInfo fcinfo, DedupRelation table, const DedupFin
 
 	for (int k = 0; k < nkeys; k++)
 	{
-		dedup_cluster_place(table, &fps[k], &places[k]);
+		dedup_shards_place(table, &fps[k], &places[k]);
 		if (!places[k].local && cluster_forwarded)
-			dedup_cluster_not_here(table, places[k].shardid);
+			dedup_shards_not_here(table, places[k].shardid);
 		order[k] = k;
 	}
 	qsort_arg(order, nkeys, sizeof(int), cluster_place_cmp, places);
@@ -381,10 +381,10 @@ dedup_cluster_batch(FunctionCallInfo fcinfo, DedupRelation table, const DedupFin
 			ListCell   *lc;
 
 			cluster_subset_args(fcinfo, positions, run, n, args, nulls);
-			foreach(lc, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, nulls, &fps[run[0]]))
+			foreach(lc, dedup_routing_call(fcinfo->flinfo->fn_oid, args, nulls, &fps[run[0]]))
 			{
 				int			ncols;
-				char	  **values = dedup_cluster_row_values(lfirst(lc), &ncols);
+				char	  **values = dedup_routing_row_values(lfirst(lc), &ncols);
 
 				if (ncols != 1 || values[0] == NULL)
 					elog(ERROR, "a batch sent to another node returned a row that is not one key");
@@ -407,7 +407,7 @@ cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
 		args[i] = PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i);
 	}
-	return cluster_result(fcinfo, dedup_cluster_call(fcinfo->flinfo->fn_oid, args, nulls, fp));
+	return cluster_result(fcinfo, dedup_routing_call(fcinfo->flinfo->fn_oid, args, nulls, fp));
 }
 
 /*
@@ -418,37 +418,37 @@ cluster_forward(FunctionCallInfo fcinfo, const DedupFingerprint *fp)
  * typlen or a stream name.
  */
 bool
-dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey how,
+dedup_routing_route(FunctionCallInfo fcinfo, DedupRelation table, DedupRouteKey how,
 					int16 typlen, Datum *result)
 {
 	text	   *scope;
 	DedupFingerprint fp;
 
-	if (!dedup_relation_hashed(table))
+	if (!dedup_catalog_relation_hashed(table))
 		return false;
-	scope = dedup_scope_arg(fcinfo, 0, "scope");
+	scope = dedup_check_name_arg(fcinfo, 0, "scope");
 	if (how == DEDUP_ROUTE_STREAM)
-		dedup_stream_key(scope, dedup_scope_arg(fcinfo, 1, "stream"), &fp);
+		dedup_fingerprint_stream_key(scope, dedup_check_name_arg(fcinfo, 1, "stream"), &fp);
 	else
-		dedup_key_arg(fcinfo, 1, scope, typlen, &fp);
-	return dedup_cluster_route_key(fcinfo, table, &fp, result);
+		dedup_fingerprint_key_arg(fcinfo, 1, scope, typlen, &fp);
+	return dedup_routing_route_key(fcinfo, table, &fp, result);
 }
 
 /*
  * Route a call by a key already fingerprinted, fp, in table (distributed):
- * as dedup_cluster_route().
+ * as dedup_routing_route().
  */
 bool
-dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table,
+dedup_routing_route_key(FunctionCallInfo fcinfo, DedupRelation table,
 						const DedupFingerprint *fp, Datum *result)
 {
 	DedupShardPlace place;
 
-	dedup_cluster_place(table, fp, &place);
+	dedup_shards_place(table, fp, &place);
 	if (place.local)
 		return false;
 	if (cluster_forwarded)
-		dedup_cluster_not_here(table, place.shardid);
+		dedup_shards_not_here(table, place.shardid);
 
 	/*
 	 * Take the shard's metadata lock here too, as Citus's executor does
@@ -457,8 +457,8 @@ dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table,
 	 * new node.  Without it, a call could go to the old node while the
 	 * transaction's next statement went to the new one.
 	 */
-	dedup_cluster_lock_remote(table, fp);
-	if (dedup_cluster_is_local(table, fp))
+	dedup_shards_lock_remote(table, fp);
+	if (dedup_shards_is_local(table, fp))
 		return false;
 	*result = cluster_forward(fcinfo, fp);
 	return true;

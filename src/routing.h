@@ -26,21 +26,21 @@ typedef enum DedupRouteKey
 	DEDUP_ROUTE_STREAM			/* fingerprint of (scope, stream argument) */
 } DedupRouteKey;
 
-extern bool dedup_cluster_route(FunctionCallInfo fcinfo, DedupRelation table,
+extern bool dedup_routing_route(FunctionCallInfo fcinfo, DedupRelation table,
 								DedupRouteKey how, int16 typlen, Datum *result);
-extern bool dedup_cluster_route_key(FunctionCallInfo fcinfo, DedupRelation table,
+extern bool dedup_routing_route_key(FunctionCallInfo fcinfo, DedupRelation table,
 									const DedupFingerprint *fp, Datum *result);
-extern const DedupFingerprint *dedup_cluster_forwarded_key(void);
+extern const DedupFingerprint *dedup_routing_forwarded_key(void);
 
-extern List *dedup_cluster_call(Oid fnoid, const Datum *args, const bool *argnulls,
+extern List *dedup_routing_call(Oid fnoid, const Datum *args, const bool *argnulls,
 								const DedupFingerprint *route);
-extern char **dedup_cluster_row_values(ArrayType *row, int *n);
-extern int	dedup_cluster_put_rows(ReturnSetInfo *rsinfo, List *rows);
+extern char **dedup_routing_row_values(ArrayType *row, int *n);
+extern int	dedup_routing_put_rows(ReturnSetInfo *rsinfo, List *rows);
 
-/* a batch's runs of keys (dedup_cluster_batch) */
+/* a batch's runs of keys (dedup_routing_batch) */
 typedef void (*DedupBatchLocal) (const int *run, int n, void *arg);
 typedef void (*DedupBatchRemoteRow) (const char *key, void *arg);
-extern void dedup_cluster_batch(FunctionCallInfo fcinfo, DedupRelation table,
+extern void dedup_routing_batch(FunctionCallInfo fcinfo, DedupRelation table,
 								const DedupFingerprint *fps, const int *positions, int nkeys,
 								DedupBatchLocal local, DedupBatchRemoteRow remote_row, void *arg);
 

@@ -165,7 +165,7 @@ scope_seconds(Interval *result, int seconds)
 static void
 scope_load(const text *scope, ScopeCacheEntry *entry)
 {
-	Relation	rel = dedup_relation_open(DEDUP_REL_SCOPES, AccessShareLock);
+	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_SCOPES, AccessShareLock);
 	Snapshot	snapshot = scope_snapshot();
 	ScanKeyData key;
 	SysScanDesc scan;
@@ -177,7 +177,7 @@ scope_load(const text *scope, ScopeCacheEntry *entry)
 	ScanKeyEntryInitialize(&key, 0, Anum_scopes_scope, BTEqualStrategyNumber,
 						   InvalidOid, C_COLLATION_OID, F_TEXTEQ,
 						   PointerGetDatum(scope));
-	scan = systable_beginscan(rel, dedup_relation_oid(DEDUP_REL_SCOPES_PKEY), true,
+	scan = systable_beginscan(rel, dedup_catalog_relation_oid(DEDUP_REL_SCOPES_PKEY), true,
 							  snapshot, 1, &key);
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
@@ -253,13 +253,13 @@ scope_entry(const text *scope, ScopeCacheEntry *loaded)
 
 	if (!registered)
 	{
-		dedup_relcache_register(scope_cache_callback);
+		dedup_catalog_relcache_register(scope_cache_callback);
 		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, scope_role_callback, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHOID, scope_role_callback, (Datum) 0);
 		registered = true;
 	}
-	scope_cache_relid = dedup_relation_oid(DEDUP_REL_SCOPES);
-	scope_grants_relid = dedup_relation_lookup(DEDUP_REL_GRANTS);
+	scope_cache_relid = dedup_catalog_relation_oid(DEDUP_REL_SCOPES);
+	scope_grants_relid = dedup_catalog_relation_lookup(DEDUP_REL_GRANTS);
 	entry = scope_cache ? hash_search(scope_cache, name, HASH_FIND, NULL) : NULL;
 	if (entry != NULL)
 		return entry;
@@ -378,9 +378,9 @@ scope_privilege_load(Oid roleid, const text *scope, int privilege)
 	const char *name = scope_privilege_name(privilege);
 	bool		allowed;
 
-	if (superuser_arg(roleid) || !OidIsValid(dedup_relation_lookup(DEDUP_REL_GRANTS)))
+	if (superuser_arg(roleid) || !OidIsValid(dedup_catalog_relation_lookup(DEDUP_REL_GRANTS)))
 		return true;
-	rel = dedup_relation_open(DEDUP_REL_GRANTS, AccessShareLock);
+	rel = dedup_catalog_relation_open(DEDUP_REL_GRANTS, AccessShareLock);
 	allowed = has_privs_of_role(roleid, rel->rd_rel->relowner);
 	snapshot = scope_snapshot();
 	scan = table_beginscan(rel, snapshot, 0, NULL);
@@ -495,12 +495,12 @@ dedup_scope_allows(const text *scope, Oid roleid, int privileges,
 	if (settings)
 	{
 		if (generation != scope_cache_generation && entry != &loaded)
-			settings->counters = dedup_scope_counters(text_to_cstring(scope));
+			settings->counters = dedup_scope_counters_get(text_to_cstring(scope));
 		else
 		{
 			if (!entry->counters_known)
 			{
-				entry->counters = dedup_scope_counters(entry->scope);
+				entry->counters = dedup_scope_counters_get(entry->scope);
 				entry->counters_known = true;
 			}
 			settings->counters = entry->counters;
@@ -559,7 +559,7 @@ dedup_scope_of_call(FunctionCallInfo fcinfo, const char *what, const char *funcn
 
 	if (funcname)
 		dedup_check_writable(funcname);
-	scope = dedup_scope_arg(fcinfo, 0, what);
+	scope = dedup_check_name_arg(fcinfo, 0, what);
 	if (funcname && settings && dedup_require_declared_scopes)
 	{
 		/* the caller's privilege first (42501), then whether it is declared */
@@ -619,7 +619,7 @@ dedup_has_privilege(PG_FUNCTION_ARGS)
 	roleid = PG_GETARG_OID(0);
 	if (PG_ARGISNULL(1) && !(!PG_ARGISNULL(3) && PG_GETARG_BOOL(3)))
 		PG_RETURN_BOOL(scope_privilege_load(roleid, NULL, scope_privilege_arg(fcinfo, 2)));
-	scope = dedup_scope_arg(fcinfo, 1, "topic");
+	scope = dedup_check_name_arg(fcinfo, 1, "topic");
 	privilege = scope_privilege_arg(fcinfo, 2);
 	allowed = scope_entry_allows(scope_entry(scope, &loaded), scope, roleid, privilege);
 	if (!allowed && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3))
@@ -679,7 +679,7 @@ Datum
 dedup_set_scope(PG_FUNCTION_ARGS)
 {
 	static const char *const names[SCOPE_NSETTINGS] = {"ttl", "lease", "retention"};
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	text	   *scope = dedup_check_name_arg(fcinfo, 0, "scope");
 	Oid			argtypes[SET_SCOPE_NARGS + 2] = {TEXTOID, INTERVALOID, INTERVALOID, INTERVALOID,
 	INT4OID, TEXTOID, INTERVALOID, FLOAT8OID, BOOLOID, INT4OID};
 	Datum		values[SET_SCOPE_NARGS + 2];
@@ -692,7 +692,7 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 	values[0] = PointerGetDatum(scope);
 	for (int i = 0; i < SCOPE_NSETTINGS; i++)
 	{
-		Interval   *v = dedup_interval_arg(fcinfo, i + 1, names[i]);
+		Interval   *v = dedup_check_interval_arg(fcinfo, i + 1, names[i]);
 
 		values[i + 1] = IntervalPGetDatum(v);
 		nulls[i + 1] = v ? ' ' : 'n';
@@ -728,7 +728,7 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 
 		dedup_check_interval(history, "history", true, GetCurrentTimestamp());
 		no_history = (history->month == 0 && history->day == 0 && history->time == 0);
-		if (!no_history && dedup_relation_hashed(DEDUP_REL_CLAIMS))
+		if (!no_history && dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("a scope with a history does not run on a Citus cluster"),
@@ -833,7 +833,7 @@ PG_FUNCTION_INFO_V1(dedup_reset_scope);
 Datum
 dedup_reset_scope(PG_FUNCTION_ARGS)
 {
-	text	   *scope = dedup_scope_arg(fcinfo, 0, "scope");
+	text	   *scope = dedup_check_name_arg(fcinfo, 0, "scope");
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1] = {PointerGetDatum(scope)};
 	uint64		deleted;

@@ -26,7 +26,7 @@
  * backend looks its counters up again once the scope cache was emptied,
  * which the drop of dedup.scopes does) sets it to zero for that one.  As
  * the transaction that drops the extension commits (module.c's hook calls
- * dedup_scopestats_forget_database), the database's entries are set to zero
+ * dedup_scope_counters_forget_database), the database's entries are set to zero
  * and marked dropped, no longer shown; where that hook did not run (a
  * prepared transaction, a standby replaying the drop), the first look-up by
  * the new extension marks the database's entries of the old one.  Readers
@@ -107,14 +107,14 @@ scopestats_size(void)
 }
 
 void
-dedup_scopestats_shmem_request(void)
+dedup_scope_counters_shmem_request(void)
 {
 	RequestAddinShmemSpace(scopestats_size());
 	RequestNamedLWLockTranche("dedup scope counters", 1);
 }
 
 void
-dedup_scopestats_shmem_startup(void)
+dedup_scope_counters_shmem_startup(void)
 {
 	HASHCTL		info;
 	bool		found;
@@ -161,7 +161,7 @@ scopestats_drop_others(Oid kept)
  * pointer: an entry is never removed.
  */
 DedupScopeCounters *
-dedup_scope_counters(const char *scope)
+dedup_scope_counters_get(const char *scope)
 {
 	ScopeStatsKey key;
 	DedupScopeCounters *entry;
@@ -170,7 +170,7 @@ dedup_scope_counters(const char *scope)
 
 	if (scopestats_shared == NULL)
 		return NULL;
-	scopes = dedup_relation_oid(DEDUP_REL_SCOPES);
+	scopes = dedup_catalog_relation_oid(DEDUP_REL_SCOPES);
 	memset(&key, 0, sizeof(key));
 	key.dboid = MyDatabaseId;
 	strlcpy(key.scope, scope, sizeof(key.scope));
@@ -213,7 +213,7 @@ dedup_scope_counters(const char *scope)
  * in the same transaction (its dedup.scopes: recreated) stay.
  */
 void
-dedup_scopestats_forget_database(Oid recreated)
+dedup_scope_counters_forget_database(Oid recreated)
 {
 	if (scopestats_shared == NULL)
 		return;
@@ -224,7 +224,7 @@ dedup_scopestats_forget_database(Oid recreated)
 
 /* Count n calls of a kind: lock-free, a no-op without counters. */
 void
-dedup_scope_count(DedupScopeCounters *counters, DedupCounter which, int64 n)
+dedup_scope_counters_count(DedupScopeCounters *counters, DedupCounter which, int64 n)
 {
 	if (counters != NULL && n > 0)
 		pg_atomic_fetch_add_u64(&counters->count[which], (uint64) n);
@@ -249,8 +249,8 @@ dedup_scope_count_sql(PG_FUNCTION_ARGS)
 	{
 		if (strcmp(name, scopestats_names[i]) == 0)
 		{
-			dedup_scope_count(dedup_scope_counters(scope), (DedupCounter) i,
-							  PG_GETARG_INT64(2));
+			dedup_scope_counters_count(dedup_scope_counters_get(scope), (DedupCounter) i,
+									   PG_GETARG_INT64(2));
 			PG_RETURN_VOID();
 		}
 	}
@@ -292,7 +292,7 @@ dedup_scope_stats(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	/* the current database's extension (none: no row of this database) */
-	scopes = dedup_relation_lookup(DEDUP_REL_SCOPES);
+	scopes = dedup_catalog_relation_lookup(DEDUP_REL_SCOPES);
 	keys = palloc(sizeof(ScopeStatsKey) * SCOPESTATS_MAX);
 	counts = palloc(sizeof(uint64) * SCOPESTATS_MAX * DEDUP_NUM_COUNTERS);
 	LWLockAcquire(scopestats_shared->lock, LW_SHARED);

@@ -27,10 +27,10 @@ typedef enum DedupCounter
 
 typedef struct DedupScopeCounters DedupScopeCounters;
 
-extern void dedup_scopestats_shmem_request(void);
-extern void dedup_scopestats_shmem_startup(void);
-extern DedupScopeCounters *dedup_scope_counters(const char *scope);
-extern void dedup_scope_count(DedupScopeCounters *counters, DedupCounter which, int64 n);
-extern void dedup_scopestats_forget_database(Oid recreated);
+extern void dedup_scope_counters_shmem_request(void);
+extern void dedup_scope_counters_shmem_startup(void);
+extern DedupScopeCounters *dedup_scope_counters_get(const char *scope);
+extern void dedup_scope_counters_count(DedupScopeCounters *counters, DedupCounter which, int64 n);
+extern void dedup_scope_counters_forget_database(Oid recreated);
 
 #endif							/* DEDUP_SCOPE_COUNTERS_H */

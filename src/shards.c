@@ -14,10 +14,10 @@
  * at any invalidation of the shell table (Citus sends one whenever a shard
  * or placement of it changes): the shell is one of the relations catalog.c
  * looks up, and the maps are read again whenever catalog.c forgot them
- * (dedup_relation_generation).  An invalidation of a shard a map holds
+ * (dedup_catalog_relation_generation).  An invalidation of a shard a map holds
  * makes catalog.c forget its relations too (shard_relcache_callback).
  *
- * On the node of the shard, dedup_cluster_shard_open() opens the shard's
+ * On the node of the shard, dedup_shards_shard_open() opens the shard's
  * table and primary key (claims_<shardid>, claims_pkey_<shardid>) under
  * the lock Citus's own writers take on the shard's metadata (ShareLock;
  * moving a shard takes it in ExclusiveLock before the switch), and checks
@@ -28,7 +28,7 @@
  * shard's node as of the transaction's other statements.
  *
  * The outbox is partitioned by the same map: one partition a shard of
- * dedup.claims, named by a part (dedup_outbox_part), a fingerprint whose
+ * dedup.claims, named by a part (dedup_shards_outbox_part), a fingerprint whose
  * hash falls in the shard's range.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
@@ -85,7 +85,7 @@ cluster_pkey_of(DedupRelation table)
 static Oid
 cluster_key_shard_relid(DedupRelation rel, int64 shardid)
 {
-	return dedup_cluster_shard_relid(get_rel_name(dedup_relation_lookup(rel)), shardid);
+	return dedup_catalog_shard_relid(get_rel_name(dedup_catalog_relation_lookup(rel)), shardid);
 }
 
 /* Forget every shard map: an invalidation came, or catalog.c forgot its relations. */
@@ -105,7 +105,7 @@ dedup_cluster_reset(void)
 static void
 cluster_sync(void)
 {
-	uint64		generation = dedup_relation_generation();
+	uint64		generation = dedup_catalog_relation_generation();
 
 	if (generation != cluster_catalog_generation)
 	{
@@ -116,7 +116,7 @@ cluster_sync(void)
 
 /* How many times the shard maps were forgotten: what was checked against them holds while it stays. */
 uint64
-dedup_cluster_generation(void)
+dedup_shards_generation(void)
 {
 	cluster_sync();
 	return cluster_resets;
@@ -147,7 +147,7 @@ shard_relcache_callback(Datum arg, Oid relid)
 	if (!OidIsValid(relid) || dedup_cluster_forget(relid))
 	{
 		dedup_cluster_reset();
-		dedup_relation_reset();
+		dedup_catalog_relation_reset();
 	}
 }
 
@@ -159,22 +159,22 @@ cluster_map(DedupRelation table)
 
 	if (!cluster_callback_registered)
 	{
-		dedup_relcache_register(shard_relcache_callback);
+		dedup_catalog_relcache_register(shard_relcache_callback);
 		cluster_callback_registered = true;
 	}
 	cluster_sync();
 	while (!map->valid)
 	{
 		uint64		resets = cluster_resets;
-		Oid			relid = dedup_relation_lookup(table);
+		Oid			relid = dedup_catalog_relation_lookup(table);
 		MemoryContext old;
 		ClusterShard *shards;
 		int			n;
 
-		if (!dedup_relation_hashed(table))
+		if (!dedup_catalog_relation_hashed(table))
 			elog(ERROR, "dedup.%s is not distributed by hash", get_rel_name(relid));
 		old = MemoryContextSwitchTo(TopMemoryContext);
-		n = dedup_cluster_read_shards(relid, &shards);
+		n = dedup_catalog_citus_shards(relid, &shards);
 		MemoryContextSwitchTo(old);
 		if (n == 0)
 			ereport(ERROR,
@@ -219,14 +219,14 @@ cluster_shard_of(DedupRelation table, const DedupFingerprint *fp)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("no shard of \"%s.%s\" holds hash %d", DEDUP_INTERNAL_SCHEMA,
-						get_rel_name(dedup_relation_lookup(table)), hash),
+						get_rel_name(dedup_catalog_relation_lookup(table)), hash),
 				 errdetail("The shards' ranges in pg_dist_shard do not cover every hash.")));
 	return &map->shards[lo];
 }
 
 /* Where a key's shard is: its node group and shard id, and whether it is here. */
 void
-dedup_cluster_place(DedupRelation table, const DedupFingerprint *fp, DedupShardPlace *place)
+dedup_shards_place(DedupRelation table, const DedupFingerprint *fp, DedupShardPlace *place)
 {
 	ClusterShard *shard = cluster_shard_of(table, fp);
 
@@ -237,13 +237,13 @@ dedup_cluster_place(DedupRelation table, const DedupFingerprint *fp, DedupShardP
 
 /* A key's shard is not here, where it must be: 40001, to run the transaction again. */
 void
-dedup_cluster_not_here(DedupRelation table, int64 shardid)
+dedup_shards_not_here(DedupRelation table, int64 shardid)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("the shard of the key is not on this node"),
 			 errdetail("Shard " INT64_FORMAT " of \"%s.%s\" moved to another node while the call was routed, or dedup.call_on_shard is not distributed.",
-					   shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_relation_lookup(table))),
+					   shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_catalog_relation_lookup(table))),
 			 errhint("Run the transaction again; if this goes on, run SELECT dedup_distribute() on the coordinator.")));
 }
 
@@ -276,13 +276,13 @@ cluster_shard_locked(DedupRelation table, const DedupFingerprint *fp)
 	int64		shardid = shard->shardid;
 
 	if (!shard->local)
-		dedup_cluster_not_here(table, shardid);
+		dedup_shards_not_here(table, shardid);
 	cluster_lock_shard(shard);
 	shard = cluster_shard_of(table, fp);
 	if (shard->shardid != shardid)
 		return NULL;
 	if (!shard->local)
-		dedup_cluster_not_here(table, shardid);
+		dedup_shards_not_here(table, shardid);
 	return shard;
 }
 
@@ -293,8 +293,8 @@ cluster_shard_locked(DedupRelation table, const DedupFingerprint *fp)
  * has either not switched yet (and waits for this transaction) or is seen.
  */
 void
-dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
-						 LOCKMODE lockmode, Relation *heap, Relation *index)
+dedup_shards_shard_open(DedupRelation table, const DedupFingerprint *fp,
+						LOCKMODE lockmode, Relation *heap, Relation *index)
 {
 	for (;;)
 	{
@@ -313,7 +313,7 @@ dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_TABLE),
 						 errmsg("shard " INT64_FORMAT " of \"%s.%s\" has no table or primary key on this node",
-								shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_relation_lookup(table))),
+								shardid, DEDUP_INTERNAL_SCHEMA, get_rel_name(dedup_catalog_relation_lookup(table))),
 						 errdetail("Citus's metadata places it here.")));
 
 			/*
@@ -342,7 +342,7 @@ dedup_cluster_shard_open(DedupRelation table, const DedupFingerprint *fp,
  * cleanup, up to max of them; the number of them.
  */
 int
-dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max)
+dedup_shards_local_shards(DedupRelation table, Oid *heaps, int max)
 {
 	ClusterMap *map = cluster_map(table);
 	int			n = 0;
@@ -368,7 +368,7 @@ dedup_cluster_local_shards(DedupRelation table, Oid *heaps, int max)
  * when it switched first.
  */
 void
-dedup_cluster_lock_key(DedupRelation table, const DedupFingerprint *fp)
+dedup_shards_lock_key(DedupRelation table, const DedupFingerprint *fp)
 {
 	while (cluster_shard_locked(table, fp) == NULL)
 		;
@@ -380,14 +380,14 @@ dedup_cluster_lock_key(DedupRelation table, const DedupFingerprint *fp)
  * node, as Citus's executor does before it sends a write.
  */
 void
-dedup_cluster_lock_remote(DedupRelation table, const DedupFingerprint *fp)
+dedup_shards_lock_remote(DedupRelation table, const DedupFingerprint *fp)
 {
 	cluster_lock_shard(cluster_shard_of(table, fp));
 }
 
 /* Whether the shard of key fp of a distributed table is on this node. */
 bool
-dedup_cluster_is_local(DedupRelation table, const DedupFingerprint *fp)
+dedup_shards_is_local(DedupRelation table, const DedupFingerprint *fp)
 {
 	return cluster_shard_of(table, fp)->local;
 }
@@ -403,7 +403,7 @@ dedup_cluster_is_local(DedupRelation table, const DedupFingerprint *fp)
  * has partition 0 alone).
  */
 void
-dedup_outbox_part(uint32 n, DedupFingerprint *part)
+dedup_shards_outbox_part(uint32 n, DedupFingerprint *part)
 {
 	memset(part->bytes, 0, DEDUP_FINGERPRINT_LEN);
 	part->bytes[0] = (n >> 24) & 0xff;
@@ -414,7 +414,7 @@ dedup_outbox_part(uint32 n, DedupFingerprint *part)
 
 /*
  * The partition a shard holds: the number k of the first part (k's 4
- * bytes, big-endian, then zeros: dedup_outbox_part) whose hash falls in the shard's
+ * bytes, big-endian, then zeros: dedup_shards_outbox_part) whose hash falls in the shard's
  * range, so that Citus keeps the rows of the partition in that shard, with
  * the claims (and a business table's rows) of the keys it holds.  Found
  * once per shard map; a batch's id has room for numbers below 2^16.
@@ -436,7 +436,7 @@ cluster_partition_of_shard(ClusterShard *shard)
 					 errdetail("The outbox's partitions are numbered below %d, and no number that low falls in the shard's range of hashes.",
 							   DEDUP_OUTBOX_MAX_PARTITION + 1),
 					 errhint("Distribute dedup's tables with fewer shards.")));
-		dedup_outbox_part(k, &part);
+		dedup_shards_outbox_part(k, &part);
 		hash = DatumGetInt32(DirectFunctionCall1(dedup_fingerprint_hash, PointerGetDatum(&part)));
 		if (hash >= shard->min && hash <= shard->max)
 			shard->partition = (int32) k;
@@ -450,9 +450,9 @@ cluster_partition_of_shard(ClusterShard *shard)
  * afp.
  */
 void
-dedup_cluster_partition(const DedupFingerprint *afp, DedupFingerprint *part)
+dedup_shards_partition(const DedupFingerprint *afp, DedupFingerprint *part)
 {
-	dedup_outbox_part(cluster_partition_of_shard(cluster_shard_of(DEDUP_REL_CLAIMS, afp)), part);
+	dedup_shards_outbox_part(cluster_partition_of_shard(cluster_shard_of(DEDUP_REL_CLAIMS, afp)), part);
 }
 
 /*
@@ -462,7 +462,7 @@ dedup_cluster_partition(const DedupFingerprint *afp, DedupFingerprint *part)
  * goes to every shard (dedup_streams) is forwarded by.
  */
 int
-dedup_cluster_partitions(DedupFingerprint **parts, bool **local)
+dedup_shards_partitions(DedupFingerprint **parts, bool **local)
 {
 	ClusterMap *map = cluster_map(DEDUP_REL_CLAIMS);
 	int			n = map->nshards;
@@ -471,7 +471,7 @@ dedup_cluster_partitions(DedupFingerprint **parts, bool **local)
 	*local = palloc(sizeof(bool) * n);
 	for (int i = 0; i < n; i++)
 	{
-		dedup_outbox_part(cluster_partition_of_shard(&map->shards[i]), &(*parts)[i]);
+		dedup_shards_outbox_part(cluster_partition_of_shard(&map->shards[i]), &(*parts)[i]);
 		(*local)[i] = map->shards[i].local;
 	}
 	return n;
@@ -523,7 +523,7 @@ cluster_bucket_map(Oid shell)
 	{
 		uint64		resets = cluster_resets;
 		DedupCitusShard *shards;
-		int			n = dedup_cluster_read_shards(shell, &shards);
+		int			n = dedup_catalog_citus_shards(shell, &shards);
 		int64	   *ids = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(n, 1));
 
 		for (int i = 0; i < n; i++)
@@ -544,11 +544,11 @@ cluster_bucket_map(Oid shell)
  * relname: claims_N), its table and primary key; false when the bucket has
  * no such shard here (its table was dropped, or is not co-located).  Call it
  * once the key's shard is known to be here, its metadata locked
- * (dedup_cluster_lock_key): co-located shards share that lock.
+ * (dedup_shards_lock_key): co-located shards share that lock.
  */
 bool
-dedup_cluster_bucket_shard(Oid shell, const char *relname, const DedupFingerprint *fp,
-						   Oid *heap, Oid *index)
+dedup_shards_bucket_shard(Oid shell, const char *relname, const DedupFingerprint *fp,
+						  Oid *heap, Oid *index)
 {
 	ClusterShard *shard = cluster_shard_of(DEDUP_REL_CLAIMS, fp);
 	int			shardindex = shard->shardindex;
@@ -559,8 +559,8 @@ dedup_cluster_bucket_shard(Oid shell, const char *relname, const DedupFingerprin
 	if (map->nshards != nclaims || shardindex >= map->nshards)
 		return false;
 	shardid = map->shardids[shardindex];
-	*heap = dedup_cluster_shard_relid(relname, shardid);
-	*index = dedup_cluster_shard_relid(psprintf("%s_pkey", relname), shardid);
+	*heap = dedup_catalog_shard_relid(relname, shardid);
+	*index = dedup_catalog_shard_relid(psprintf("%s_pkey", relname), shardid);
 	return OidIsValid(*heap) && OidIsValid(*index);
 }
 
@@ -570,8 +570,8 @@ dedup_cluster_bucket_shard(Oid shell, const char *relname, const DedupFingerprin
  * shards here, by index (co-located).
  */
 int
-dedup_cluster_bucket_local_shards(Oid shell, const char *relname, Oid *heaps, Oid *indexes,
-								  int max)
+dedup_shards_bucket_local_shards(Oid shell, const char *relname, Oid *heaps, Oid *indexes,
+								 int max)
 {
 	ClusterMap *claims = cluster_map(DEDUP_REL_CLAIMS);
 	ClusterBucketMap *map = cluster_bucket_map(shell);
@@ -586,8 +586,8 @@ dedup_cluster_bucket_local_shards(Oid shell, const char *relname, Oid *heaps, Oi
 
 		if (!claims->shards[i].local)
 			continue;
-		heap = dedup_cluster_shard_relid(relname, map->shardids[i]);
-		index = dedup_cluster_shard_relid(psprintf("%s_pkey", relname), map->shardids[i]);
+		heap = dedup_catalog_shard_relid(relname, map->shardids[i]);
+		index = dedup_catalog_shard_relid(psprintf("%s_pkey", relname), map->shardids[i]);
 		if (OidIsValid(heap) && OidIsValid(index))
 		{
 			heaps[n] = heap;

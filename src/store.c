@@ -184,8 +184,8 @@ store_open_buckets(KeyStore *ks)
 				char	   *name = part->number == 0 ? "claims" :
 					psprintf("claims_%d", part->number);
 
-				if (!dedup_cluster_bucket_shard(list->buckets[i].heap, name, &ks->cluster_key,
-												&part->heap_oid, &part->index_oid))
+				if (!dedup_shards_bucket_shard(list->buckets[i].heap, name, &ks->cluster_key,
+											   &part->heap_oid, &part->index_oid))
 				{
 					if (list->buckets[i].current)
 						ereport(ERROR,
@@ -300,9 +300,9 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 	 * on a Citus cluster, the key's shard (without a key, catalog.c refuses:
 	 * 0A000)
 	 */
-	sharded = key != NULL && dedup_relation_hashed(table);
+	sharded = key != NULL && dedup_catalog_relation_hashed(table);
 	ks->cluster = false;
-	if (table == DEDUP_REL_CLAIMS && (sharded || !dedup_relation_hashed(table)))
+	if (table == DEDUP_REL_CLAIMS && (sharded || !dedup_catalog_relation_hashed(table)))
 	{
 		ks->bucketed = true;
 		if (sharded)
@@ -314,7 +314,7 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 			 */
 			ks->cluster = true;
 			ks->cluster_key = *key;
-			dedup_cluster_lock_key(DEDUP_REL_CLAIMS, key);
+			dedup_shards_lock_key(DEDUP_REL_CLAIMS, key);
 		}
 		store_open_buckets(ks);
 	}
@@ -323,11 +323,11 @@ key_store_open(KeyStore *ks, DedupRelation table, const text *scope,
 		KeyStorePart *part = &ks->parts[0];
 
 		if (sharded)
-			dedup_cluster_shard_open(table, key, ks->lockmode, &part->heap, &part->index);
+			dedup_shards_shard_open(table, key, ks->lockmode, &part->heap, &part->index);
 		else
 		{
-			part->heap = dedup_relation_open(table, ks->lockmode);
-			part->index = dedup_relation_open(table + 1, ks->lockmode);
+			part->heap = dedup_catalog_relation_open(table, ks->lockmode);
+			part->index = dedup_catalog_relation_open(table + 1, ks->lockmode);
 		}
 		part->heap_oid = RelationGetRelid(part->heap);
 		part->index_oid = RelationGetRelid(part->index);

@@ -191,11 +191,11 @@ dedup_advance(PG_FUNCTION_ARGS)
 	KeyStore	ks;
 	bool		moved;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_advance", DEDUP_PRIV_USAGE, &settings);
 
-	a.stream = dedup_scope_arg(fcinfo, 1, "stream");
+	a.stream = dedup_check_name_arg(fcinfo, 1, "stream");
 	a.seq = stream_int8_arg(fcinfo, 2, "seq");
 	a.has_epoch = !PG_ARGISNULL(3);
 	a.epoch = a.has_epoch ? stream_int8_arg(fcinfo, 3, "epoch") : 0;
@@ -204,12 +204,12 @@ dedup_advance(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("epoch must be less than %lld", (long long) PG_INT64_MAX),
 				 errdetail("dedup_new_epoch() must be able to give a newer one.")));
-	nowait = dedup_bool_arg(fcinfo, 4, "nowait");
-	dedup_stream_key(scope, a.stream, &a.fp);
+	nowait = dedup_check_bool_arg(fcinfo, 4, "nowait");
+	dedup_fingerprint_stream_key(scope, a.stream, &a.fp);
 
 	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &a.fp, true);
 	moved = stream_advance(&ks, &a, settings.strict,
-						   dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
+						   dedup_check_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]),
 						   nowait);
 	key_store_close(&ks);
 	PG_RETURN_BOOL(moved);
@@ -281,7 +281,7 @@ stream_batch_remote_row(const char *stream, void *arg)
 	StreamAdvance key;
 	StreamAdvance *found;
 
-	dedup_stream_key(b->scope, cstring_to_text(stream), &key.fp);
+	dedup_fingerprint_stream_key(b->scope, cstring_to_text(stream), &key.fp);
 	found = bsearch(&key, b->adv, b->n, sizeof(StreamAdvance), stream_advance_cmp);
 	if (found == NULL)
 		elog(ERROR, "a batch sent to another node moved a stream it was not given");
@@ -345,7 +345,7 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 	stream_array_arg(fcinfo, 2, "seqs", INT8OID, &seqs, &seq_nulls, &nseqs);
 	if (!PG_ARGISNULL(3))
 		stream_array_arg(fcinfo, 3, "epochs", INT8OID, &epochs, &epoch_nulls, &nepochs);
-	nowait = dedup_bool_arg(fcinfo, 4, "nowait");
+	nowait = dedup_check_bool_arg(fcinfo, 4, "nowait");
 	if (nseqs != n || (epochs && nepochs != n))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -378,7 +378,7 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 							(long long) PG_INT64_MAX),
 					 errdetail("Element %d is out of range.", i + 1)));
 		adv[i].pos = i;
-		dedup_stream_key(scope, adv[i].stream, &adv[i].fp);
+		dedup_fingerprint_stream_key(scope, adv[i].stream, &adv[i].fp);
 	}
 	qsort(adv, n, sizeof(StreamAdvance), stream_advance_cmp);
 	for (int i = 1; i < n; i++)
@@ -389,11 +389,11 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 					 errhint("Advance each stream once a call, to its highest sequence.")));
 
 	moved = palloc0(sizeof(bool) * Max(n, 1));
-	expires_at = dedup_timestamp_plus(GetCurrentTimestamp(), &settings.value[DEDUP_SCOPE_RETENTION]);
+	expires_at = dedup_check_timestamp_plus(GetCurrentTimestamp(), &settings.value[DEDUP_SCOPE_RETENTION]);
 	{
 		StreamBatch b = {scope, &settings, adv, n, expires_at, nowait, moved};
 
-		if (dedup_relation_hashed(DEDUP_REL_STREAMS))
+		if (dedup_catalog_relation_hashed(DEDUP_REL_STREAMS))
 		{
 			DedupFingerprint *fps = palloc(sizeof(DedupFingerprint) * Max(n, 1));
 			int		   *positions = palloc(sizeof(int) * Max(n, 1));
@@ -403,7 +403,7 @@ dedup_advance_batch(PG_FUNCTION_ARGS)
 				fps[i] = adv[i].fp;
 				positions[i] = adv[i].pos;
 			}
-			dedup_cluster_batch(fcinfo, DEDUP_REL_STREAMS, fps, positions, n,
+			dedup_routing_batch(fcinfo, DEDUP_REL_STREAMS, fps, positions, n,
 								stream_batch_local, stream_batch_remote_row, &b);
 		}
 		else if (n > 0)
@@ -445,13 +445,13 @@ dedup_new_epoch(PG_FUNCTION_ARGS)
 	KeyStore	ks;
 	DedupStreamRow next;
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", "dedup_new_epoch", DEDUP_PRIV_USAGE, &settings);
 
 	memset(&a, 0, sizeof(a));
-	a.stream = dedup_scope_arg(fcinfo, 1, "stream");
-	dedup_stream_key(scope, a.stream, &a.fp);
+	a.stream = dedup_check_name_arg(fcinfo, 1, "stream");
+	dedup_fingerprint_stream_key(scope, a.stream, &a.fp);
 	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &a.fp, true);
 	for (;;)
 	{
@@ -478,8 +478,8 @@ dedup_new_epoch(PG_FUNCTION_ARGS)
 		next.mark = 0;
 		if (key_store_write(&ks, &a.fp, &row,
 							stream_tuple(&ks, &a,
-										 dedup_timestamp_plus(ks.now,
-															  &settings.value[DEDUP_SCOPE_RETENTION]),
+										 dedup_check_timestamp_plus(ks.now,
+																	&settings.value[DEDUP_SCOPE_RETENTION]),
 										 &next),
 							KEY_BUSY_WAIT))
 			break;
@@ -546,7 +546,7 @@ dedup_new_epoch_batch(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many streams in one batch"),
 				 errdetail("The batch has %d streams; the limit is %d.", n, DEDUP_MAX_BATCH_KEYS)));
-	if (dedup_relation_hashed(DEDUP_REL_STREAMS))
+	if (dedup_catalog_relation_hashed(DEDUP_REL_STREAMS))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("dedup_new_epoch_batch() is not supported on a Citus cluster"),
@@ -564,7 +564,7 @@ dedup_new_epoch_batch(PG_FUNCTION_ARGS)
 					 errdetail("Element %d is null.", i + 1)));
 		adv[i].stream = stream_batch_name(names[i], i);
 		adv[i].pos = i;
-		dedup_stream_key(scope, adv[i].stream, &adv[i].fp);
+		dedup_fingerprint_stream_key(scope, adv[i].stream, &adv[i].fp);
 	}
 	qsort(adv, n, sizeof(StreamAdvance), stream_advance_cmp);
 	nstreams = 0;
@@ -573,7 +573,7 @@ dedup_new_epoch_batch(PG_FUNCTION_ARGS)
 			adv[nstreams++] = adv[i];
 
 	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &adv[0].fp, true);
-	expires_at = dedup_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]);
+	expires_at = dedup_check_timestamp_plus(ks.now, &settings.value[DEDUP_SCOPE_RETENTION]);
 
 	/* the newest epoch of the streams, each read once its writer ended */
 	for (int i = 0; i < nstreams; i++)
@@ -661,12 +661,12 @@ dedup_position(PG_FUNCTION_ARGS)
 	Datum		values[POSITION_NATTS];
 	bool		nulls[POSITION_NATTS];
 
-	if (dedup_cluster_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
+	if (dedup_routing_route(fcinfo, DEDUP_REL_STREAMS, DEDUP_ROUTE_STREAM, 0, &route_result))
 		return route_result;
 	scope = dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, NULL);
-	stream = dedup_scope_arg(fcinfo, 1, "stream");
+	stream = dedup_check_name_arg(fcinfo, 1, "stream");
 
-	dedup_stream_key(scope, stream, &fp);
+	dedup_fingerprint_stream_key(scope, stream, &fp);
 	InitMaterializedSRF(fcinfo, 0);
 	key_store_open(&ks, DEDUP_REL_STREAMS, scope, &fp, false);
 	if (key_store_read(&ks, &fp, &row) == KEY_LIVE)
@@ -700,30 +700,30 @@ dedup_streams(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (dedup_relation_hashed(DEDUP_REL_STREAMS))
+	if (dedup_catalog_relation_hashed(DEDUP_REL_STREAMS))
 	{
-		const DedupFingerprint *forwarded = dedup_cluster_forwarded_key();
+		const DedupFingerprint *forwarded = dedup_routing_forwarded_key();
 		Relation	index;
 
 		if (forwarded == NULL)
 		{
 			DedupFingerprint *shard_keys;
 			bool	   *local;
-			int			nshards = dedup_cluster_partitions(&shard_keys, &local);
+			int			nshards = dedup_shards_partitions(&shard_keys, &local);
 			Datum		arg = PG_GETARG_DATUM(0);
 			bool		argnull = false;
 
 			for (int i = 0; i < nshards; i++)
-				(void) dedup_cluster_put_rows(rsinfo,
-											  dedup_cluster_call(fcinfo->flinfo->fn_oid, &arg,
+				(void) dedup_routing_put_rows(rsinfo,
+											  dedup_routing_call(fcinfo->flinfo->fn_oid, &arg,
 																 &argnull, &shard_keys[i]));
 			return (Datum) 0;
 		}
-		dedup_cluster_shard_open(DEDUP_REL_STREAMS, forwarded, AccessShareLock, &rel, &index);
+		dedup_shards_shard_open(DEDUP_REL_STREAMS, forwarded, AccessShareLock, &rel, &index);
 		index_close(index, NoLock);
 	}
 	else
-		rel = dedup_relation_open(DEDUP_REL_STREAMS, AccessShareLock);
+		rel = dedup_catalog_relation_open(DEDUP_REL_STREAMS, AccessShareLock);
 	slot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))

@@ -64,7 +64,7 @@
 #include "settings.h"
 #include "worker.h"
 
-PGDLLEXPORT void dedup_launcher_main(Datum main_arg);
+PGDLLEXPORT void dedup_worker_launcher_main(Datum main_arg);
 PGDLLEXPORT void dedup_worker_main(Datum main_arg);
 
 /*
@@ -107,7 +107,7 @@ dedup_worker_register_launcher(void)
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 10;
 	strlcpy(worker.bgw_library_name, "dedup", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "dedup_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "dedup_worker_launcher_main", BGW_MAXLEN);
 	strlcpy(worker.bgw_name, "dedup cleanup launcher", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "dedup cleanup launcher", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
@@ -335,7 +335,7 @@ launcher_schedule(void)
 }
 
 void
-dedup_launcher_main(Datum main_arg)
+dedup_worker_launcher_main(Datum main_arg)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -396,15 +396,15 @@ worker_check_database(Oid *roleoid)
 		state = DEDUP_DB_NO_ROLE;
 	else if (XactReadOnly)
 		state = DEDUP_DB_READ_ONLY;
-	else if (pg_class_aclcheck(dedup_relation_lookup(DEDUP_REL_CLAIMS), *roleoid,
+	else if (pg_class_aclcheck(dedup_catalog_relation_lookup(DEDUP_REL_CLAIMS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK ||
-			 pg_class_aclcheck(dedup_relation_lookup(DEDUP_REL_OUTBOX_KEYS), *roleoid,
+			 pg_class_aclcheck(dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_KEYS), *roleoid,
 							   ACL_DELETE) != ACLCHECK_OK)
 		state = DEDUP_DB_NOT_PERMITTED;
 	else
 		state = DEDUP_DB_CLEANING;
 
-	if (dedup_stats_swap_state(MyDatabaseId, state) != state)
+	if (dedup_cleanup_stats_swap_state(MyDatabaseId, state) != state)
 	{
 		switch (state)
 		{
@@ -519,7 +519,7 @@ dedup_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	SetConfigOption("lock_timeout", WORKER_LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
 
-	if (!dedup_stats_begin_pass(dboid))
+	if (!dedup_cleanup_stats_begin_pass(dboid))
 	{
 		elog(DEBUG1, "dedup cleanup: a pass already runs in this database");
 		proc_exit(0);
