@@ -62,6 +62,22 @@
  */
 #define BEGIN_RESULT_NATTS 8
 
+/* What dedup_begin answers (its outcome column: the names below) */
+typedef enum BeginOutcome
+{
+	BEGIN_STARTED,				/* the caller holds the record now */
+	BEGIN_REPLAY,				/* complete (or a plain claim): its response */
+	BEGIN_IN_PROGRESS,			/* another holder's lease runs, or its write */
+	BEGIN_MISMATCH,				/* live, for another request */
+} BeginOutcome;
+
+static const char *const begin_outcome_names[] = {
+	[BEGIN_STARTED] = "started",
+	[BEGIN_REPLAY] = "replay",
+	[BEGIN_IN_PROGRESS] = "in_progress",
+	[BEGIN_MISMATCH] = "mismatch",
+};
+
 /* Columns of dedup_lookup's result */
 #define LOOKUP_RESULT_NATTS 10
 
@@ -174,7 +190,7 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 	bool		has_ttl = false;
 	KeyStore	ks;
 	KeyRow		row;
-	const char *outcome;
+	BeginOutcome outcome;
 	bool		show_response = false;
 	bool		claim_in_window = false;	/* an expired claim a history
 											 * still counts */
@@ -212,20 +228,20 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 		if (state == KEY_BUSY)
 		{
 			/* being written by a transaction in progress: never wait for it */
-			outcome = "in_progress";
+			outcome = BEGIN_IN_PROGRESS;
 			break;
 		}
 		if (state == KEY_LIVE && !record_request_matches(&row, has_request, &request))
 		{
 			key_store_unlock(&row);
-			outcome = "mismatch";
+			outcome = BEGIN_MISMATCH;
 			break;
 		}
 		if (state == KEY_LIVE &&
 			(!row.has_record || row.record.status == RECORD_COMPLETE))
 		{
 			key_store_unlock(&row);
-			outcome = "replay";
+			outcome = BEGIN_REPLAY;
 			show_response = true;
 			break;
 		}
@@ -239,14 +255,14 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 			row.expires_at > ks.history_from)
 		{
 			key_store_unlock(&row);
-			outcome = "replay";
+			outcome = BEGIN_REPLAY;
 			claim_in_window = true;
 			break;
 		}
 		if (state == KEY_LIVE && row.record.lease_until > ks.now)
 		{
 			key_store_unlock(&row);
-			outcome = "in_progress";
+			outcome = BEGIN_IN_PROGRESS;
 			break;
 		}
 
@@ -297,18 +313,18 @@ record_begin(FunctionCallInfo fcinfo, int16 typlen)
 		row.expires_at = dedup_check_timestamp_plus(row.record.lease_until, ttl);
 		if (key_store_put(&ks, &fp, &row, row.expires_at, &row.record, KEY_BUSY_WAIT))
 		{
-			outcome = "started";
+			outcome = BEGIN_STARTED;
 			break;
 		}
 	}
 	key_store_close(&ks);
-	if (strcmp(outcome, "started") == 0)
+	if (outcome == BEGIN_STARTED)
 		dedup_scope_counters_count(settings.counters, DEDUP_COUNT_RECORDS_STARTED, 1);
-	else if (strcmp(outcome, "replay") == 0)
+	else if (outcome == BEGIN_REPLAY)
 		dedup_scope_counters_count(settings.counters, DEDUP_COUNT_RECORDS_REPLAYED, 1);
 
 	memset(nulls, true, sizeof(nulls));
-	values[0] = CStringGetTextDatum(outcome);
+	values[0] = CStringGetTextDatum(begin_outcome_names[outcome]);
 	nulls[0] = false;
 	if (row.has_record || row.state == KEY_LIVE || claim_in_window)
 	{
