@@ -54,6 +54,7 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
+#include "access/subtrans.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -637,11 +638,16 @@ store_slot_is_last_version(KeyStore *ks)
 static void
 store_row_last_written(KeyStore *ks, KeyStorePart *part, TransactionId writer, KeyRow *row)
 {
-	if (TransactionIdEquals(ks->dirty.xmin, writer) && store_slot_is_last_version(ks))
+	/* the writer's versions may each be of a subtransaction of its own */
+	writer = SubTransGetTopmostTransaction(writer);
+	if (TransactionIdIsValid(ks->dirty.xmin) &&
+		TransactionIdEquals(SubTransGetTopmostTransaction(ks->dirty.xmin), writer) &&
+		store_slot_is_last_version(ks))
 		return;
 	while (index_getnext_slot(part->scan, ForwardScanDirection, ks->slot))
 	{
-		if (!TransactionIdEquals(ks->dirty.xmin, writer))
+		if (!TransactionIdIsValid(ks->dirty.xmin) ||
+			!TransactionIdEquals(SubTransGetTopmostTransaction(ks->dirty.xmin), writer))
 			continue;
 		store_row_from_slot(ks, row);
 		if (store_slot_is_last_version(ks))
