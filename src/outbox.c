@@ -831,11 +831,23 @@ outbox_wait_begin(const text *topic)
  * (it looks after each poll that found nothing): then it polls again
  * without sleeping, even if the wake-up's latch was used up by a wait of
  * the poll.
+ *
+ * First the take joins the sleepers again: a broadcast during the poll
+ * took it off them, and if a wait of the poll used up the latch, a sleep
+ * off the list would not be woken by the next commit (it would sleep its
+ * whole RELAY_POLL_MAX_MS).  Joining takes the condition variable's
+ * spinlock before the generation is read: a commit whose broadcast missed
+ * the take moved the generation on before, and the take sees it here.
  */
 bool
 outbox_wait_changed(void)
 {
-	uint64		generation = pg_atomic_read_u64(&outbox_waiting->generation);
+	uint64		generation;
+
+	ConditionVariableCancelSleep();
+	ConditionVariablePrepareToSleep(&outbox_waiting->cv);
+	pg_memory_barrier();
+	generation = pg_atomic_read_u64(&outbox_waiting->generation);
 
 	if (generation == outbox_waiting_generation)
 		return false;

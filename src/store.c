@@ -54,6 +54,7 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
+#include "access/subtrans.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -611,6 +612,49 @@ store_row_from_slot(KeyStore *ks, KeyRow *row)
 		store_record_read(ks, record, &row->record);
 }
 
+/* Whether the tuple in ks->slot is the last version of its chain. */
+static bool
+store_slot_is_last_version(KeyStore *ks)
+{
+	bool		should_free;
+	HeapTuple	tuple = ExecFetchSlotHeapTuple(ks->slot, false, &should_free);
+	bool		last = ItemPointerEquals(&tuple->t_self, &tuple->t_data->t_ctid);
+
+	if (should_free)
+		heap_freetuple(tuple);
+	return last;
+}
+
+/*
+ * A key's row found busy (in ks->slot, already in row): fill row with the
+ * version the writer in progress wrote last.  The version found first is
+ * the writer's (its xmin), or the one it replaces (its xmax): the writer
+ * may have written the key more than once (a begin then a complete), and
+ * each version but its last points on to the next.  A dirty snapshot's scan
+ * returns every version the writer wrote (the rest of the HOT chain, or the
+ * index's other entries of the key), so read on to the writer's version that
+ * points to no next one; none for a delete (row keeps the version found).
+ */
+static void
+store_row_last_written(KeyStore *ks, KeyStorePart *part, TransactionId writer, KeyRow *row)
+{
+	/* the writer's versions may each be of a subtransaction of its own */
+	writer = SubTransGetTopmostTransaction(writer);
+	if (TransactionIdIsValid(ks->dirty.xmin) &&
+		TransactionIdEquals(SubTransGetTopmostTransaction(ks->dirty.xmin), writer) &&
+		store_slot_is_last_version(ks))
+		return;
+	while (index_getnext_slot(part->scan, ForwardScanDirection, ks->slot))
+	{
+		if (!TransactionIdIsValid(ks->dirty.xmin) ||
+			!TransactionIdEquals(SubTransGetTopmostTransaction(ks->dirty.xmin), writer))
+			continue;
+		store_row_from_slot(ks, row);
+		if (store_slot_is_last_version(ks))
+			return;
+	}
+}
+
 /*
  * Whether a row found counts: live until it expires, unless it is the
  * tombstone of a released record, which counts as absent like an expired
@@ -681,17 +725,9 @@ key_store_find(KeyStore *ks, const DedupFingerprint *fp, KeyBusyPolicy busy,
 				xwait = TransactionIdIsValid(ks->dirty.xmin) ? ks->dirty.xmin : ks->dirty.xmax;
 				spec_token = ks->dirty.speculativeToken;
 
-				/*
-				 * The version the writer replaces (its xmax in progress): a
-				 * caller told what the writer wrote reads the version after
-				 * it, the next of the HOT chain or of the index (a dirty
-				 * snapshot's scan returns both), when there is one (none for
-				 * a delete).
-				 */
-				if (busy == KEY_BUSY_RETURN && !TransactionIdIsValid(ks->dirty.xmin) &&
-					index_getnext_slot(part->scan, ForwardScanDirection, ks->slot) &&
-					TransactionIdEquals(ks->dirty.xmin, xwait))
-					store_row_from_slot(ks, row);
+				/* a caller told what the writer wrote reads its last version */
+				if (busy == KEY_BUSY_RETURN)
+					store_row_last_written(ks, part, xwait, row);
 			}
 			else
 			{
