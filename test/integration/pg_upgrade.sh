@@ -34,6 +34,8 @@
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
+# a command that fails under set -e says where, rather than ending the log empty
+trap 'echo "FAIL: pg_upgrade.sh stopped at line $LINENO (status $?)"' ERR
 . "$(dirname "$0")/../../scripts/lib.sh"
 . "$DEDUP_ROOT/scripts/matrix.sh"
 . "$DEDUP_ROOT/test/fixture.sh"
