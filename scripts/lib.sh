@@ -53,8 +53,9 @@ fi
 # server_start DIR PORT [extra postgresql.conf lines...]
 # A new cluster in DIR/data, listening on PORT on a socket in DIR only,
 # with the settings of every test server (test/perl/dedup.conf, which the
-# TAP tests' test/perl/DedupNode.pm appends too: fsync off, ...) and dedup
-# and pg_cron preloaded; the extra lines come last, so they win.  @DIR@ in
+# TAP tests' test/perl/DedupNode.pm appends too: fsync off, pg_cron's
+# database, ...) and dedup and pg_cron preloaded; the extra lines come
+# last, so they win.  @DIR@ in
 # a line stands for DIR.
 server_start() {
 	local dir=$1 port=$2
@@ -74,7 +75,6 @@ server_start() {
 		echo "listen_addresses = ''"
 		echo "unix_socket_directories = '$dir'"
 		echo "shared_preload_libraries = 'dedup, pg_cron'"
-		echo "cron.database_name = 'postgres'"
 		for line in "$@"; do echo "${line//@DIR@/$dir}"; done
 	} | as_server tee -a "$dir/data/postgresql.conf" >/dev/null
 	as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||

@@ -61,7 +61,6 @@ sub create
 	my @conf = ("shared_preload_libraries = '$preload'");
 	# after dedup.conf's replica
 	push @conf, 'wal_level = logical' if ($params{streaming} || '') eq 'logical';
-	push @conf, "cron.database_name = 'postgres'" if $preload =~ /pg_cron/;
 	push @conf, @{ $params{conf} || [] };
 	$node->append_conf('postgresql.conf',
 		"\n# test/perl/dedup.conf\n" . DedupServer::conf() . "\n# DedupNode\n" . join("\n", @conf));
