@@ -27,6 +27,7 @@ OBJS = \
 	src/module.o \
 	src/settings.o \
 	src/checks.o \
+	src/citus.o \
 	src/catalog.o \
 	src/shards.o \
 	src/routing.o \
