@@ -32,6 +32,7 @@ OBJS = \
 	src/shards.o \
 	src/routing.o \
 	src/fingerprint.o \
+	src/privileges.o \
 	src/scope.o \
 	src/bucket.o \
 	src/filter.o \

@@ -19,6 +19,7 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
@@ -27,6 +28,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "catalog.h"
@@ -392,4 +394,18 @@ dedup_catalog_relation_open(DedupRelation rel, LOCKMODE lockmode)
 						   DEDUP_INTERNAL_SCHEMA, dedup_relnames[rel]),
 				 errhint("Run the statement again.")));
 	return relation_open(relid, NoLock);
+}
+
+/*
+ * The snapshot a backend's cache of one of dedup's tables (the scopes'
+ * settings, scope.c; the grants, privileges.c) is filled with, registered:
+ * taken after the table is locked, and so after every invalidation sent
+ * before it was read, so that a change committed later invalidates what was
+ * read.  A parallel worker (reached only through a user function wrongly
+ * marked PARALLEL SAFE) cannot take one and reads with the transaction's.
+ */
+Snapshot
+dedup_catalog_cache_snapshot(void)
+{
+	return RegisterSnapshot(IsInParallelMode() ? GetTransactionSnapshot() : GetLatestSnapshot());
 }

@@ -17,6 +17,7 @@
 #include "storage/lockdefs.h"
 #include "utils/inval.h"
 #include "utils/relcache.h"
+#include "utils/snapshot.h"
 
 #include "fingerprint.h"
 
@@ -62,6 +63,7 @@ extern Oid	dedup_catalog_fingerprint_type(void);
 extern char *dedup_catalog_fingerprint_eq(void);
 extern bool dedup_catalog_is_citus_worker(void);
 extern Oid	dedup_catalog_shard_relid(const char *relname, int64 shardid);
+extern Snapshot dedup_catalog_cache_snapshot(void);
 
 /*
  * The lock tag classes of dedup's own locks: advisory-class lock tags with
