@@ -33,24 +33,12 @@ E2E_MESSAGES=20000
 E2E_REDELIVERIES=0.2
 E2E_WORKERS=4
 say "== end to end: one Node client, $E2E_WORKERS workers, $E2E_MESSAGES messages ($E2E_REDELIVERIES redeliveries): claim in the INSERT vs Redis SET NX EX + INSERT"
-if [ -z "${DEDUP_BENCH_NO_PACKAGES:-}" ]; then
-	command -v node >/dev/null || ensure_packages nodejs
-	command -v npm >/dev/null || ensure_packages npm
-fi
+node_packages
 e2e_ok=
 if command -v node >/dev/null && command -v npm >/dev/null && command -v redis-server >/dev/null; then
 	e2e_src=$DEDUP_ROOT/bench/e2e
-	e2e_mods=${DEDUP_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dedup-bench}/e2e-$(cat "$e2e_src/package.json" \
-		"$e2e_src/package-lock.json" | sha256sum | cut -c1-16)
-	if [ ! -f "$e2e_mods/installed" ]; then
-		say "  npm ci of bench/e2e's drivers into $e2e_mods"
-		rm -rf "$e2e_mods"
-		mkdir -p "$e2e_mods"
-		cp "$e2e_src/package.json" "$e2e_src/package-lock.json" "$e2e_mods/"
-		(cd "$e2e_mods" && npm ci --no-audit --no-fund --loglevel=error) >"$OUT/log/e2e-npm.txt" 2>&1 ||
-			{ cat "$OUT/log/e2e-npm.txt"; echo "e2e: npm ci of bench/e2e's drivers failed" >&2; exit 1; }
-		touch "$e2e_mods/installed"
-	fi
+	npm_ci e2e drivers e2e
+	e2e_mods=$NPM_MODS
 	redis-server --port 0 --unixsocket "$dir/e2e-redis.sock" --unixsocketperm 777 --save '' \
 		--appendonly no --daemonize no >"$OUT/log/e2e-redis.txt" 2>&1 &
 	redis_pid=$!

@@ -308,23 +308,10 @@ say "  $(cat "$OUT/log/outbox_relay.txt"); latency p50 ${TPS[outbox_latency_p50]
 fi
 if outbox_part paced; then
 say "== outbox paced: $PACED_RATE business transactions/s for ${PACED_SECONDS}s, commit to receipt: dedup relay (wait => 1 s) vs graphile-worker"
-if [ -z "${DEDUP_BENCH_NO_PACKAGES:-}" ]; then
-	command -v node >/dev/null || ensure_packages nodejs
-	command -v npm >/dev/null || ensure_packages npm
-fi
-paced_src=$DEDUP_ROOT/bench/paced
-paced_mods=${DEDUP_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dedup-bench}/paced-$(cat "$paced_src/package.json" \
-	"$paced_src/package-lock.json" | sha256sum | cut -c1-16)
-if [ ! -f "$paced_mods/installed" ]; then
-	say "  npm ci of bench/paced's packages into $paced_mods"
-	rm -rf "$paced_mods"
-	mkdir -p "$paced_mods"
-	cp "$paced_src/package.json" "$paced_src/package-lock.json" "$paced_mods/"
-	(cd "$paced_mods" && npm ci --no-audit --no-fund --loglevel=error) >"$OUT/log/paced-npm.txt" 2>&1 ||
-		{ cat "$OUT/log/paced-npm.txt"; echo "outbox paced: npm ci of bench/paced's packages failed" >&2; exit 1; }
-	touch "$paced_mods/installed"
-fi
-cp "$paced_src/paced.js" "$paced_mods/"
+node_packages
+npm_ci paced packages "outbox paced"
+paced_mods=$NPM_MODS
+cp "$DEDUP_ROOT/bench/paced/paced.js" "$paced_mods/"
 fresh
 for sys in dedup graphile; do
 	PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres \
