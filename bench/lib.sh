@@ -1,5 +1,6 @@
 # bench/lib.sh: what the stages of scripts/bench share — messages, the
-# cleanup worker's switch, arithmetic, a figure's line, the measured pgbench
+# cleanup worker's switch, arithmetic, a figure's line (figure; figure_vs,
+# whose ratio is dedup's over the baseline's), the measured pgbench
 # run with its WAL, dead tuples and the server's CPU (run, server_cpu, which
 # the Citus stage reads for each node), emptying the tables between runs
 # (fresh), switching the time bucket, the cleanup under load (cleanup_run)
@@ -28,6 +29,8 @@ figure() {	# NAME DEDUP BASELINE RATIO TARGET_OP TARGET
 	echo "\"$1\",$2,$3,$4,$5 $6,$met" >>"$OUT/figures.csv"
 	printf '%-62s %12s %12s %9s   %-8s %s\n' "$1" "$2" "$3" "$4" "$5 $6" "$met"
 }
+# figure_vs NAME DEDUP BASELINE TARGET_OP TARGET: a figure whose ratio is DEDUP / BASELINE
+figure_vs() { figure "$1" "$2" "$3" "$(calc "$2 / $3")" "$4" "$5"; }
 declare -A TPS WALTX DEADTX RELWALTX CPUTX RUNS_TPS RUNS_WAL RUNS_DEAD RUNS_RELWAL RUNS_CPU
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 

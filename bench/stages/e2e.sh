@@ -68,18 +68,14 @@ else
 fi
 e2e_figures() {
 	[ -n "$e2e_ok" ] || return 0
-	figure "e2e: dedup claim in the business INSERT vs Redis SET NX EX + business (msgs/s)" \
-		"${TPS[e2e_dedup_in_insert]}" "${TPS[e2e_redis_pair]}" \
-		"$(calc "${TPS[e2e_dedup_in_insert]} / ${TPS[e2e_redis_pair]}")" ">=" 1.2
-	figure "e2e: claim as its own statement + business vs SELECT true + business" \
-		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_select_true]}" \
-		"$(calc "${TPS[e2e_dedup_statement]} / ${TPS[e2e_select_true]}")" ">=" 0.95
-	figure "  (e2e: claim statement vs the seed's INSERT ... ON CONFLICT DO NOTHING statement)" \
-		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_seed_statement]}" \
-		"$(calc "${TPS[e2e_dedup_statement]} / ${TPS[e2e_seed_statement]}")" "-" ""
-	figure "  (e2e: the seed's statement vs SELECT true)" \
-		"${TPS[e2e_seed_statement]}" "${TPS[e2e_select_true]}" \
-		"$(calc "${TPS[e2e_seed_statement]} / ${TPS[e2e_select_true]}")" "-" ""
+	figure_vs "e2e: dedup claim in the business INSERT vs Redis SET NX EX + business (msgs/s)" \
+		"${TPS[e2e_dedup_in_insert]}" "${TPS[e2e_redis_pair]}" ">=" 1.2
+	figure_vs "e2e: claim as its own statement + business vs SELECT true + business" \
+		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_select_true]}" ">=" 0.95
+	figure_vs "  (e2e: claim statement vs the seed's INSERT ... ON CONFLICT DO NOTHING statement)" \
+		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_seed_statement]}" "-" ""
+	figure_vs "  (e2e: the seed's statement vs SELECT true)" \
+		"${TPS[e2e_seed_statement]}" "${TPS[e2e_select_true]}" "-" ""
 	# what a message costs, whatever else the machine runs (ratio: baseline / dedup)
 	[ "${TPS[e2e_dedup_in_insert-cpu]}" = NaN ] && return 0
 	figure "  (CPU µs a message, all processes: the same two; baseline / dedup)" \
