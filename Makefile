@@ -27,10 +27,12 @@ OBJS = \
 	src/module.o \
 	src/settings.o \
 	src/checks.o \
+	src/citus.o \
 	src/catalog.o \
 	src/shards.o \
 	src/routing.o \
 	src/fingerprint.o \
+	src/privileges.o \
 	src/scope.o \
 	src/bucket.o \
 	src/filter.o \

@@ -133,24 +133,20 @@ citus_figures() {
 	local coord_us worker_us workers
 	coord_us=${TPS[citus_colocated-coord-us]}
 	worker_us=${TPS[citus_colocated-workers-us]}
-	figure "Citus: claim + co-located business vs one server, tps" \
-		"${TPS[citus_colocated]}" "${TPS[dedup_claim_business_single]}" \
-		"$(calc "${TPS[citus_colocated]} / ${TPS[dedup_claim_business_single]}")" "-" ""
+	figure_vs "Citus: claim + co-located business vs one server, tps" \
+		"${TPS[citus_colocated]}" "${TPS[dedup_claim_business_single]}" "-" ""
 	figure "  (latency of claim + co-located business, p50 / p99 ms)" \
 		"${TPS[citus_colocated-p50]}/${TPS[citus_colocated-p99]}" "" "" "-" ""
-	figure "Citus: claim + business not co-located (2PC) vs one server, tps" \
-		"${TPS[citus_not_colocated]}" "${TPS[dedup_claim_business_single]}" \
-		"$(calc "${TPS[citus_not_colocated]} / ${TPS[dedup_claim_business_single]}")" "-" ""
+	figure_vs "Citus: claim + business not co-located (2PC) vs one server, tps" \
+		"${TPS[citus_not_colocated]}" "${TPS[dedup_claim_business_single]}" "-" ""
 	figure "  (latency of claim + business not co-located, p50 / p99 ms)" \
 		"${TPS[citus_not_colocated-p50]}/${TPS[citus_not_colocated-p99]}" "" "" "-" ""
-	figure "Citus: claim + co-located business + its event vs one server, tps" \
-		"${TPS[citus_event_colocated]}" "${TPS[dedup_claim_business_event_single]}" \
-		"$(calc "${TPS[citus_event_colocated]} / ${TPS[dedup_claim_business_event_single]}")" "-" ""
+	figure_vs "Citus: claim + co-located business + its event vs one server, tps" \
+		"${TPS[citus_event_colocated]}" "${TPS[dedup_claim_business_event_single]}" "-" ""
 	figure "  (latency of claim + co-located business + event, p50 / p99 ms)" \
 		"${TPS[citus_event_colocated-p50]}/${TPS[citus_event_colocated-p99]}" "" "" "-" ""
-	figure "Citus: outbox drain through the coordinator vs one server, events/s" \
-		"${TPS[citus_outbox_drain]}" "${TPS[dedup_outbox_drain_single]}" \
-		"$(calc "${TPS[citus_outbox_drain]} / ${TPS[dedup_outbox_drain_single]}")" "-" ""
+	figure_vs "Citus: outbox drain through the coordinator vs one server, events/s" \
+		"${TPS[citus_outbox_drain]}" "${TPS[dedup_outbox_drain_single]}" "-" ""
 	figure "Citus: take_batch(..., 100) with 150 free, events (least of the runs)" \
 		"${TPS[citus_take_fill]}" "100" "$(calc "${TPS[citus_take_fill]} / 100")" ">=" "1"
 	figure "  (events / batch ids / acked by one ack of its id, last run)" \

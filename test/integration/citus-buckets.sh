@@ -18,34 +18,13 @@
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
-
-if [ ! -f "$(pg_config --pkglibdir)/citus.so" ]; then
-	installer=
-	for candidate in "$DEDUP_ROOT/../shared/citus/install.sh" /work/shared/citus/install.sh; do
-		[ -f "$candidate" ] && { installer=$candidate; break; }
-	done
-	[ -n "$installer" ] || { echo "FAIL: Citus is not installed and its installer is not found"; exit 1; }
-	as_root bash "$installer" >/dev/null
-fi
+. "$(dirname "$0")/lib/citus-cluster.sh"
 
 citus_conf=("shared_preload_libraries = 'citus, dedup'" "wal_level = logical"
 	"max_prepared_transactions = 20" "dedup.cleanup_enabled = off"
 	"dedup.bucket_interval = '1s'" "listen_addresses = 'localhost'"
 	"citus.recover_2pc_interval = '1s'" "autovacuum = off")
-test_server citus-buckets 83 "${citus_conf[@]}"
-wdirs=()
-for n in 1 2; do
-	wdir=$(mktemp -d "/tmp/dedup-citus-buckets-w$n.XXXXXX")
-	wdirs+=("$wdir")
-	server_start "$wdir" "$((port + n))" "${citus_conf[@]}"
-done
-trap 'for w in "${wdirs[@]}"; do server_stop "$w" || true; done; server_stop "$dir";
-      [ -n "${KEEP:-}" ] || rm -rf "$dir" "${wdirs[@]}"' EXIT
-worker() {	# worker N ARGS...: psql on worker N
-	local n=$1
-	shift
-	psql -X -q -At -v ON_ERROR_STOP=1 -h "${wdirs[$((n - 1))]}" -p "$((port + n))" -U postgres "$@"
-}
+citus_cluster citus-buckets 83 "${citus_conf[@]}"
 everywhere() {	# everywhere SQL: its result on the coordinator and each worker, joined by |
 	echo "$(q -c "$1")|$(worker 1 -c "$1")|$(worker 2 -c "$1")"
 }
@@ -55,11 +34,6 @@ passes() {	# passes N: N passes of the coordinator's cleanup, a bucket interval 
 	for i in $(seq 1 "$1"); do pass; sleep 1.1; done
 }
 
-q -c "CREATE EXTENSION citus" >/dev/null
-for n in 1 2; do worker "$n" -c "CREATE EXTENSION citus" >/dev/null; done
-q -c "SELECT citus_set_coordinator_host('$dir', $port)" \
-  -c "SELECT citus_add_node('${wdirs[0]}', $((port + 1)))" \
-  -c "SELECT citus_add_node('${wdirs[1]}', $((port + 2)))" >/dev/null
 q -c "CREATE EXTENSION dedup" >/dev/null
 q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
 
