@@ -105,7 +105,7 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-heartbeat outbox-wait outbox-wake outbox-wake-rearm outbox-listen outbox-listen-race \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
 	record-keylock record-extend record-busy-row stream-advance stream-epoch-batch history-fold bucket-writer bucket-reader bucket-wait extension-drop \
-	extension-recreate scope-invalidation cleanup-skipped-step
+	extension-recreate scope-invalidation grants-update cleanup-skipped-step
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 # The outbox's relay both ways: `make installcheck-slow-path` runs the

@@ -216,6 +216,7 @@ dedup_privileges_allow(const text *scope, Oid roleid, int privileges)
 	static bool registered = false;
 	PrivilegesCacheKey key;
 	PrivilegesCacheEntry *entry;
+	Oid			grants_relid;
 	uint8		known = 0;
 	uint8		allowed_bits = 0;
 	bool		keep = true;
@@ -233,7 +234,18 @@ dedup_privileges_allow(const text *scope, Oid roleid, int privileges)
 		CacheRegisterSyscacheCallback(AUTHOID, privileges_role_callback, (Datum) 0);
 		registered = true;
 	}
-	privileges_grants_relid = dedup_catalog_relation_lookup(DEDUP_REL_GRANTS);
+	/*
+	 * What was noted under another dedup.grants, or under none (an extension
+	 * at 1.0, where EXECUTE was the whole privilege), says nothing of this
+	 * one: ALTER EXTENSION dedup UPDATE creates the table, and no
+	 * invalidation of it can reach a cache that did not know its OID.
+	 */
+	grants_relid = dedup_catalog_relation_lookup(DEDUP_REL_GRANTS);
+	if (grants_relid != privileges_grants_relid)
+	{
+		privileges_cache_reset();
+		privileges_grants_relid = grants_relid;
+	}
 	entry = privileges_cache ? hash_search(privileges_cache, &key, HASH_FIND, NULL) : NULL;
 	if (entry != NULL)
 	{
