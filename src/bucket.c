@@ -1452,7 +1452,9 @@ bucket_row_of(BucketRow *rows, int n, int32 number)
  *	retire	N's rows have all expired (the coordinator read them): no call
  *			reads it;
  *	forget	N's table was dropped: unlist it;
- *	state	nothing: its state here.
+ *	state	nothing: its state here;
+ *	adopt:L	(L the cluster's live buckets, N its current one) a node added
+ *			since lists them, before any shard moves to it.
  */
 PG_FUNCTION_INFO_V1(dedup_bucket_node);
 Datum
@@ -1579,6 +1581,59 @@ dedup_bucket_node(PG_FUNCTION_ARGS)
 	{
 		if (row != NULL)
 			result[0] = row->state;
+	}
+	else if (strncmp(action, "adopt:", 6) == 0)
+	{
+		/*
+		 * The cluster's live buckets ("2s,6x,9c", N the current one): a
+		 * node whose list lacks N was added since the buckets began, and
+		 * lists only what it was told since, not the older buckets whose
+		 * claims a shard moved to it brings along.  While it holds no
+		 * shard of dedup.claims (no call runs on one here, none wrote),
+		 * its list becomes the cluster's; holding shards, it is left as
+		 * it is ('m'): the buckets of a node added are listed before
+		 * shards move to it.
+		 */
+		Oid			shard;
+
+		if (row != NULL)
+			result[0] = row->state;
+		else if (dedup_shards_local_shards(DEDUP_REL_CLAIMS, &shard, 1) > 0)
+			result[0] = 'm';
+		else
+		{
+			char	   *list = pstrdup(action + 6);
+			char	   *item;
+			char	   *save = NULL;
+
+			bucket_sql("DELETE FROM dedup.buckets", 0, NULL, NULL);
+			for (item = strtok_r(list, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save))
+			{
+				size_t		len = strlen(item);
+				char		state = len > 1 ? item[len - 1] : '?';
+				int32		bucket;
+
+				if (state != BUCKET_CURRENT && state != BUCKET_CLOSED && state != BUCKET_SEALED)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid bucket \"%s\" in a list to adopt", item)));
+				item[len - 1] = '\0';
+				bucket = pg_strtoint32(item);
+				values[0] = Int32GetDatum(bucket);
+				values[1] = CStringGetTextDatum(psprintf("dedup.%s", bucket_table_name(bucket)));
+				bucket_sql(psprintf("INSERT INTO dedup.buckets (bucket, relid, state, opened_at, closed_at) "
+									"VALUES ($1, $2::pg_catalog.regclass, '%c', pg_catalog.now(), %s)",
+									state, state == BUCKET_CURRENT ? "NULL" : "pg_catalog.now()"),
+						   2, types, values);
+			}
+			bucket_list_invalidate();
+			bucket_ttls_reset(number, false);
+			pfree(rows);
+			n = bucket_read(&rows);
+			row = bucket_row_of(rows, n, number);
+			if (row != NULL)
+				result[0] = row->state;
+		}
 	}
 	else if (strcmp(action, "due") == 0)
 	{

@@ -337,6 +337,11 @@ BEGIN
             PERFORM dedup.bucket_workers('list', 0);
             RETURN;
         END IF;
+        -- a node added since the buckets began lists them all (while it
+        -- holds no shard), so that a shard moved to it finds its claims
+        PERFORM dedup.bucket_workers('adopt:' || (SELECT string_agg(bucket || state, ',' ORDER BY bucket)
+                                                   FROM dedup.buckets WHERE state IN ('c', 'x', 's')),
+                                     (SELECT bucket FROM dedup.buckets WHERE state = 'c'));
         IF EXISTS (SELECT FROM dedup.buckets WHERE state = 'n') THEN
             RETURN;                 -- opened, not yet switched to
         END IF;

@@ -24,6 +24,8 @@
 #     any node after the next passes;
 #   - a worker that fails to unlist a dropped bucket: the coordinator keeps
 #     it listed until the next pass unlists it there.
+#   - a worker added: the next pass lists the cluster's live buckets on it,
+#     and shards moved to it keep every claim a duplicate.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -191,18 +193,25 @@ leftover() {	# tables and list rows of bucket $1 left on any node
 	everywhere "SET citus.override_table_visibility = off; SELECT (SELECT count(*) FROM pg_class WHERE relnamespace = 'dedup'::regnamespace AND relname ~ '^claims_$1(_|\$)') + (SELECT count(*) FROM dedup.buckets WHERE bucket = $1)"
 }
 # a bucket of claims expired (1,000 keys, 2 s), switched from, sealed and
-# retired on every node, its drop left to come
+# retired on every node, its drop left to come (before a load starts: the
+# load's claims, of an hour, would keep the bucket they go into)
 retired_bucket() {
-	q -c "SELECT count(*) FROM dedup_claim_batch('brief', ARRAY(SELECT '$1-' || g FROM generate_series(1, 1000) g), ttl => '2 s')" >/dev/null
 	local b i
+	steps_until() {	# the steps that open, switch and seal, until SQL prints t
+		for i in $(seq 1 20); do
+			q -c "SELECT * FROM dedup.bucket_cluster_step(0)" -c "SELECT * FROM dedup.bucket_cluster_step(1)" \
+			  -c "SELECT * FROM dedup.bucket_cluster_step(2)" >/dev/null
+			[ "$(q -c "$1")" = t ] && return 0
+			sleep 0.5
+		done
+	}
+	# a bucket of its own: none of the claims of an hour written before
 	b=$(q -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
-	for i in $(seq 1 20); do
-		q -c "SELECT * FROM dedup.bucket_cluster_step(0)" -c "SELECT * FROM dedup.bucket_cluster_step(1)" \
-		  -c "SELECT * FROM dedup.bucket_cluster_step(2)" >/dev/null
-		[ "$(q -c "SELECT state FROM dedup.buckets WHERE bucket = $b")" = s ] && break
-		sleep 0.5
-	done
-	q -c "SELECT pg_sleep(extract(epoch FROM max_expires_at - clock_timestamp())::float8 + 0.1) FROM dedup.buckets
+	steps_until "SELECT bucket > $b FROM dedup.buckets WHERE state = 'c'"
+	q -c "SELECT count(*) FROM dedup_claim_batch('brief', ARRAY(SELECT '$1-' || g FROM generate_series(1, 1000) g), ttl => '2 s')" >/dev/null
+	b=$(q -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+	steps_until "SELECT state = 's' FROM dedup.buckets WHERE bucket = $b"
+	q -c "SELECT pg_sleep(least(extract(epoch FROM max_expires_at - clock_timestamp())::float8 + 0.1, 5)) FROM dedup.buckets
 	      WHERE bucket = $b AND max_expires_at > clock_timestamp()" \
 	  -c "SELECT * FROM dedup.bucket_cluster_step(3)" >/dev/null
 	echo "$b"
@@ -220,8 +229,8 @@ server_start_again() { as_server "$PG_BINDIR/pg_ctl" -D "$1/data" -l "$1/server.
 
 # 6. a bucket's drop while a worker is down, under claim load: held back
 # until the worker is back, then done on every node; nothing lost
-load_start d
 bucket=$(retired_bucket e)
+load_start d
 check "a bucket retired on every node" "$(everywhere "SELECT state FROM dedup.buckets WHERE bucket = $bucket")" "r|r|r"
 as_server "$PG_BINDIR/pg_ctl" -D "${wdirs[1]}/data" -m immediate -w stop >/dev/null
 passes 2
@@ -238,11 +247,11 @@ check "the load's claims committed meanwhile ($(wc -l <"$dir/load-d") keys): all
 # 7. a worker killed (kill -9 of its postmaster) during a bucket's drop,
 # under claim load: the drop waits there for a lock on its shard of the
 # bucket, then the worker dies and starts again; the next passes drop it
-load_start f
 bucket=$(retired_bucket g)
+load_start f
 shard=$(worker 2 -c "SELECT 'dedup.claims_${bucket}_' || shardid FROM pg_dist_shard JOIN pg_dist_placement USING (shardid)
 	WHERE logicalrelid = 'dedup.claims_$bucket'::regclass AND groupid = (SELECT groupid FROM pg_dist_local_group) LIMIT 1")
-(worker 2 -c "BEGIN" -c "LOCK TABLE $shard IN ACCESS SHARE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 || true) &
+(worker 2 -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE $shard IN ACCESS SHARE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 || true) &
 holder=$!
 wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND granted" 1
 (q -c "SELECT * FROM dedup.bucket_cluster_step(4)" >/dev/null 2>&1 || true) &
@@ -277,3 +286,21 @@ check "the bucket's table dropped; still listed on the coordinator and on the wo
 	"0|1|1"
 pass
 check "the next pass unlists it on every node" "$(leftover "$bucket")" "0|0|0"
+
+# 9. a worker added to the cluster: the next pass lists the cluster's live
+# buckets on it, so that a shard moved to it brings claims that its calls
+# find (not only the buckets opened after it came)
+wdir=$(mktemp -d "/tmp/dedup-citus-buckets-w3.XXXXXX")
+wdirs+=("$wdir")
+server_start "$wdir" "$((port + 3))" "${citus_conf[@]}"
+worker 3 -c "CREATE EXTENSION citus" >/dev/null
+q -c "SELECT citus_add_node('$wdir', $((port + 3)))" >/dev/null
+pass
+live="SELECT string_agg(bucket || state, ',' ORDER BY bucket) FROM dedup.buckets WHERE state <> 'r'"
+check "after a pass, the added worker lists the cluster's live buckets" "$(worker 3 -c "$live")" "$(q -c "$live")"
+q -c "SELECT citus_move_shard_placement(s.shardid, p.nodename, p.nodeport, '$wdir', $((port + 3)), 'block_writes')
+      FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid)
+      WHERE s.logicalrelid = 'dedup.claims'::regclass AND p.nodeport = $((port + 1)) ORDER BY s.shardid LIMIT 2" >/dev/null
+check "shards moved to it: every claim a duplicate, from every node" \
+	"$(q -c "SELECT count(*) FROM pg_dist_shard_placement WHERE nodeport = $((port + 3)) AND shardid IN (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'dedup.claims'::regclass)")|$(everywhere "SELECT count(*) FROM generate_series(1, 500) g WHERE dedup_claim('long', 'a-' || g) OR dedup_claim('long', 'b-' || g)")|$(worker 3 -c "SELECT count(*) FROM generate_series(1, 500) g WHERE dedup_claim('long', 'a-' || g) OR dedup_claim('long', 'b-' || g)")" \
+	"2|0|0|0|0"
