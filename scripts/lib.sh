@@ -114,7 +114,7 @@ server_crash_command() {
 # scripts may run side by side (the TAP tests in test/t need none: the
 # harness picks free ports): package 13, asyncpg 16,
 # lint/reference 20, docs 30, citus 80
-# (its workers 81 and 82), citus-buckets 83 (84 and 85).
+# (its workers 81 and 82), citus-buckets 83 (84, 85 and 86).
 test_server() {
 	local name=$1 offset=$2
 	shift 2

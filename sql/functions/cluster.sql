@@ -323,6 +323,13 @@ DECLARE
 BEGIN
     claims := 0;
     records := 0;
+    -- the coordinator's list is the cluster's: a worker's own is told, never tells
+    IF EXISTS (SELECT FROM pg_dist_local_group WHERE groupid <> 0) THEN
+        RAISE EXCEPTION 'the buckets of dedup.claims are driven from the coordinator of the Citus cluster'
+            USING ERRCODE = '0A000',
+                  DETAIL = 'This node is a worker: its dedup.buckets lists the buckets as the coordinator told it, without their latest expiry.',
+                  HINT = 'Run CALL dedup_cleanup() on the coordinator.';
+    END IF;
     IF step = 0 THEN
         IF NOT EXISTS (SELECT FROM dedup.buckets) THEN
             -- the first pass: bucket 0, dedup.claims itself, on every node
@@ -330,6 +337,11 @@ BEGIN
             PERFORM dedup.bucket_workers('list', 0);
             RETURN;
         END IF;
+        -- a node added since the buckets began lists them all (while it
+        -- holds no shard), so that a shard moved to it finds its claims
+        PERFORM dedup.bucket_workers('adopt:' || (SELECT string_agg(bucket || state, ',' ORDER BY bucket)
+                                                   FROM dedup.buckets WHERE state IN ('c', 'x', 's')),
+                                     (SELECT bucket FROM dedup.buckets WHERE state = 'c'));
         IF EXISTS (SELECT FROM dedup.buckets WHERE state = 'n') THEN
             RETURN;                 -- opened, not yet switched to
         END IF;
@@ -382,20 +394,27 @@ BEGIN
             PERFORM dedup.bucket_node('retire', b.bucket);
         END LOOP;
     ELSIF step = 4 THEN
+        -- claims IS NULL: dropped by an earlier pass, not yet unlisted everywhere
         FOR b IN SELECT bucket, buckets.claims AS c, buckets.records AS rc
                  FROM dedup.buckets WHERE state = 'r' LOOP
             -- Citus drops the table on every node: not while one is down
             r := dedup.bucket_workers('state', b.bucket);
             CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x LIKE '!%');
-            IF b.bucket = 0 THEN
-                TRUNCATE dedup.claims;
-            ELSE
-                EXECUTE format('DROP TABLE dedup.%I', format('claims_%s', b.bucket));
+            IF b.c IS NOT NULL THEN
+                IF b.bucket = 0 THEN
+                    TRUNCATE dedup.claims;
+                ELSIF to_regclass(format('dedup.%I', format('claims_%s', b.bucket))) IS NOT NULL THEN
+                    EXECUTE format('DROP TABLE dedup.%I', format('claims_%s', b.bucket));
+                END IF;
+                claims := claims + b.c;
+                records := records + coalesce(b.rc, 0);
+                UPDATE dedup.buckets SET claims = NULL, records = NULL WHERE bucket = b.bucket;
             END IF;
-            PERFORM dedup.bucket_workers('forget', b.bucket);
+            -- unlisted here only once every node unlisted it ('-'): a node
+            -- that did not keeps it for the next pass, which asks again
+            r := dedup.bucket_workers('forget', b.bucket);
+            CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> '-');
             PERFORM dedup.bucket_node('forget', b.bucket);
-            claims := claims + coalesce(b.c, 0);
-            records := records + coalesce(b.rc, 0);
         END LOOP;
     END IF;
 END

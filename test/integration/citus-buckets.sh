@@ -13,7 +13,19 @@
 #     per expired key (20,000 keys; the bench's Citus stage does 1,000,000);
 #   - a worker that cannot be reached holds the switch back (the current
 #     bucket takes the claims meanwhile), and it goes on once it is back;
-#     a duplicate stays a duplicate throughout.
+#     a duplicate stays a duplicate throughout;
+#   - a worker's metadata synced again by Citus (citus_activate_node, new
+#     OIDs for its shells): its buckets still found, every claim a duplicate;
+#   - a bucket step run on a worker: 0A000, no list changed;
+#   - under claim load from the coordinator, a bucket's drop while a worker
+#     is down (pg_ctl -m immediate), and while a worker is killed (kill -9
+#     of its postmaster) in the middle of it: every committed claim still a
+#     duplicate from every node, no table or list row of the bucket left on
+#     any node after the next passes;
+#   - a worker that fails to unlist a dropped bucket: the coordinator keeps
+#     it listed until the next pass unlists it there.
+#   - a worker added: the next pass lists the cluster's live buckets on it,
+#     and shards moved to it keep every claim a duplicate.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -112,3 +124,157 @@ check "once it is back, the buckets switch on every node" \
 check "every claim still a duplicate, from every node" \
 	"$(everywhere "SELECT count(*) FROM generate_series(1, 500) g WHERE dedup_claim('long', 'a-' || g) OR dedup_claim('long', 'b-' || g)")|$(q -c "SELECT count(*) FROM dedup_claim_batch('short', ARRAY(SELECT 'c-' || g FROM generate_series(1, 20000) g), ttl => '1 hour')")" \
 	"0|0|0|0"
+
+# 4. Citus makes a worker's shell tables again, with new OIDs, when it syncs
+# its metadata to it (citus_activate_node, after citus_disable_node): the
+# worker's list finds each bucket by its name, not by the relid it stored
+q -c "SELECT citus_activate_node('${wdirs[0]}', $((port + 1)))" >/dev/null
+passes 3
+check "after a worker's metadata sync and a switch, every claim a duplicate there, none new" \
+	"$(everywhere "SELECT count(*) FROM generate_series(1, 500) g WHERE dedup_claim('long', 'a-' || g) OR dedup_claim('long', 'b-' || g)")" \
+	"0|0|0"
+
+# 5. the steps are the coordinator's: a worker's list has no latest expiries,
+# and a step run there (a superuser calling the internal function) would
+# retire buckets whose claims have not expired
+lists() { everywhere "SELECT string_agg(bucket || state, ',' ORDER BY bucket) FROM dedup.buckets"; }
+lists_before=$(lists)
+check "a bucket step run on a worker: 0A000, no node's list changed" \
+	"$(worker 1 -v VERBOSITY=sqlstate -c "SET statement_timeout = '10s'" -c "SELECT * FROM dedup.bucket_cluster_step(3)" 2>&1 || true)|$(lists)" \
+	"ERROR:  0A000|$lists_before"
+
+# Claim load from the coordinator, one key a transaction: the keys of the
+# claims committed, in $dir/load-$1 (a claim that fails, its key's worker
+# down, is not written there)
+load_start() {
+	rm -f "$dir/load-stop"
+	(i=0
+	 while [ ! -f "$dir/load-stop" ] && [ "$i" -lt 5000 ]; do
+		i=$((i + 1))
+		printf "SELECT dedup_claim('load', '%s-%s', ttl => '1 hour') FROM pg_sleep(0.02);\n\\\\if :ERROR\n\\\\else\n\\\\echo %s-%s\n\\\\endif\n" "$1" "$i" "$1" "$i"
+	 done | psql -X -q -At -o /dev/null >"$dir/load-$1" 2>/dev/null) &
+	load_pid=$!
+}
+load_stop() { touch "$dir/load-stop"; wait "$load_pid" || true; }
+load_duplicates() {	# how many committed keys of load $1 are not duplicates, from each node
+	local sql n out=()
+	sql="SELECT count(*) FROM unnest(string_to_array('$(paste -sd, "$dir/load-$1")', ',')) k WHERE dedup_claim('load', k, ttl => '1 hour')"
+	out+=("$(q <<<"$sql")")
+	for n in 1 2; do out+=("$(worker "$n" <<<"$sql")"); done
+	echo "${out[0]}|${out[1]}|${out[2]}"
+}
+leftover() {	# tables and list rows of bucket $1 left on any node
+	everywhere "SET citus.override_table_visibility = off; SELECT (SELECT count(*) FROM pg_class WHERE relnamespace = 'dedup'::regnamespace AND relname ~ '^claims_$1(_|\$)') + (SELECT count(*) FROM dedup.buckets WHERE bucket = $1)"
+}
+# a bucket of claims expired (1,000 keys, 2 s), switched from, sealed and
+# retired on every node, its drop left to come (before a load starts: the
+# load's claims, of an hour, would keep the bucket they go into)
+retired_bucket() {
+	local b i
+	steps_until() {	# the steps that open, switch and seal, until SQL prints t
+		for i in $(seq 1 20); do
+			q -c "SELECT * FROM dedup.bucket_cluster_step(0)" -c "SELECT * FROM dedup.bucket_cluster_step(1)" \
+			  -c "SELECT * FROM dedup.bucket_cluster_step(2)" >/dev/null
+			[ "$(q -c "$1")" = t ] && return 0
+			sleep 0.5
+		done
+	}
+	# a bucket of its own: none of the claims of an hour written before
+	b=$(q -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+	steps_until "SELECT bucket > $b FROM dedup.buckets WHERE state = 'c'"
+	q -c "SELECT count(*) FROM dedup_claim_batch('brief', ARRAY(SELECT '$1-' || g FROM generate_series(1, 1000) g), ttl => '2 s')" >/dev/null
+	b=$(q -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+	steps_until "SELECT state = 's' FROM dedup.buckets WHERE bucket = $b"
+	q -c "SELECT pg_sleep(least(extract(epoch FROM max_expires_at - clock_timestamp())::float8 + 0.1, 5)) FROM dedup.buckets
+	      WHERE bucket = $b AND max_expires_at > clock_timestamp()" \
+	  -c "SELECT * FROM dedup.bucket_cluster_step(3)" >/dev/null
+	echo "$b"
+}
+wait_worker() {	# wait_worker N SQL WANT: until SQL prints WANT on worker N (30 s)
+	local i
+	for i in $(seq 1 300); do
+		[ "$(worker "$1" -c "$2" 2>/dev/null)" = "$3" ] && return 0
+		sleep 0.1
+	done
+	echo "FAIL: worker $1 never printed [$3] for [$2]"
+	exit 1
+}
+server_start_again() { as_server "$PG_BINDIR/pg_ctl" -D "$1/data" -l "$1/server.log" -w start >/dev/null; }
+
+# 6. a bucket's drop while a worker is down, under claim load: held back
+# until the worker is back, then done on every node; nothing lost
+bucket=$(retired_bucket e)
+load_start d
+check "a bucket retired on every node" "$(everywhere "SELECT state FROM dedup.buckets WHERE bucket = $bucket")" "r|r|r"
+as_server "$PG_BINDIR/pg_ctl" -D "${wdirs[1]}/data" -m immediate -w stop >/dev/null
+passes 2
+check "with a worker down, its drop waits: the table is kept, listed retired" \
+	"$(q -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text = 'dedup.claims_$bucket'")|$(q -c "SELECT state FROM dedup.buckets WHERE bucket = $bucket")|$(worker 1 -c "SELECT state FROM dedup.buckets WHERE bucket = $bucket")" \
+	"1|r|r"
+server_start_again "${wdirs[1]}"
+passes 3
+load_stop
+check "once the worker is back, the bucket dropped: no table, no list row on any node" "$(leftover "$bucket")" "0|0|0"
+check "the load's claims committed meanwhile ($(wc -l <"$dir/load-d") keys): all duplicates, from every node" \
+	"$(load_duplicates d)" "0|0|0"
+
+# 7. a worker killed (kill -9 of its postmaster) during a bucket's drop,
+# under claim load: the drop waits there for a lock on its shard of the
+# bucket, then the worker dies and starts again; the next passes drop it
+bucket=$(retired_bucket g)
+load_start f
+shard=$(worker 2 -c "SELECT 'dedup.claims_${bucket}_' || shardid FROM pg_dist_shard JOIN pg_dist_placement USING (shardid)
+	WHERE logicalrelid = 'dedup.claims_$bucket'::regclass AND groupid = (SELECT groupid FROM pg_dist_local_group) LIMIT 1")
+(worker 2 -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE $shard IN ACCESS SHARE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 || true) &
+holder=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND granted" 1
+(q -c "SELECT * FROM dedup.bucket_cluster_step(4)" >/dev/null 2>&1 || true) &
+dropper=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND NOT granted" 1
+server_crash "${wdirs[1]}"
+wait "$dropper" "$holder" || true
+passes 3
+load_stop
+check "after the worker's kill -9 during the drop and its restart, the bucket dropped: no table, no list row on any node" \
+	"$(leftover "$bucket")" "0|0|0"
+check "the load's claims committed meanwhile ($(wc -l <"$dir/load-f") keys): all duplicates, from every node" \
+	"$(load_duplicates f)" "0|0|0"
+
+# 8. a worker that fails to unlist a dropped bucket (its forget canceled
+# while it waits for a row lock): the coordinator keeps the bucket listed,
+# and the next pass unlists it there, rather than leaving a row behind
+bucket=$(retired_bucket h)
+(worker 2 -c "BEGIN" -c "SELECT FROM dedup.buckets WHERE bucket = $bucket FOR UPDATE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 || true) &
+holder=$!
+wait_worker 2 "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" 1
+(q -c "SELECT * FROM dedup.bucket_cluster_step(4)" >/dev/null 2>&1 || true) &
+dropper=$!
+forget="SELECT pid FROM pg_stat_activity WHERE query LIKE '%bucket_node(''forget''%' AND wait_event_type = 'Lock'"
+wait_worker 2 "SELECT count(*) FROM ($forget) f" 1
+worker 2 -c "SELECT pg_cancel_backend(pid) FROM ($forget) f" >/dev/null
+wait "$dropper" || true
+worker 2 -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" >/dev/null
+wait "$holder" || true
+check "the bucket's table dropped; still listed on the coordinator and on the worker that did not unlist it" \
+	"$(q -c "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text = 'dedup.claims_$bucket'")|$(q -c "SELECT count(*) FROM dedup.buckets WHERE bucket = $bucket")|$(worker 2 -c "SELECT count(*) FROM dedup.buckets WHERE bucket = $bucket")" \
+	"0|1|1"
+pass
+check "the next pass unlists it on every node" "$(leftover "$bucket")" "0|0|0"
+
+# 9. a worker added to the cluster: the next pass lists the cluster's live
+# buckets on it, so that a shard moved to it brings claims that its calls
+# find (not only the buckets opened after it came)
+wdir=$(mktemp -d "/tmp/dedup-citus-buckets-w3.XXXXXX")
+wdirs+=("$wdir")
+server_start "$wdir" "$((port + 3))" "${citus_conf[@]}"
+worker 3 -c "CREATE EXTENSION citus" >/dev/null
+q -c "SELECT citus_add_node('$wdir', $((port + 3)))" >/dev/null
+pass
+live="SELECT string_agg(bucket || state, ',' ORDER BY bucket) FROM dedup.buckets WHERE state <> 'r'"
+check "after a pass, the added worker lists the cluster's live buckets" "$(worker 3 -c "$live")" "$(q -c "$live")"
+q -c "SELECT citus_move_shard_placement(s.shardid, p.nodename, p.nodeport, '$wdir', $((port + 3)), 'block_writes')
+      FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid)
+      WHERE s.logicalrelid = 'dedup.claims'::regclass AND p.nodeport = $((port + 1)) ORDER BY s.shardid LIMIT 2" >/dev/null
+check "shards moved to it: every claim a duplicate, from every node" \
+	"$(q -c "SELECT count(*) FROM pg_dist_shard_placement WHERE nodeport = $((port + 3)) AND shardid IN (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'dedup.claims'::regclass)")|$(everywhere "SELECT count(*) FROM generate_series(1, 500) g WHERE dedup_claim('long', 'a-' || g) OR dedup_claim('long', 'b-' || g)")|$(worker 3 -c "SELECT count(*) FROM generate_series(1, 500) g WHERE dedup_claim('long', 'a-' || g) OR dedup_claim('long', 'b-' || g)")" \
+	"2|0|0|0|0"
