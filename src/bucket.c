@@ -1585,14 +1585,13 @@ dedup_bucket_node(PG_FUNCTION_ARGS)
 	else if (strncmp(action, "adopt:", 6) == 0)
 	{
 		/*
-		 * The cluster's live buckets ("2s,6x,9c", N the current one): a
-		 * node whose list lacks N was added since the buckets began, and
-		 * lists only what it was told since, not the older buckets whose
-		 * claims a shard moved to it brings along.  While it holds no
-		 * shard of dedup.claims (no call runs on one here, none wrote),
-		 * its list becomes the cluster's; holding shards, it is left as
-		 * it is ('m'): the buckets of a node added are listed before
-		 * shards move to it.
+		 * The cluster's live buckets ("2s,6x,9c", N the current one): a node
+		 * whose list lacks N was added since the buckets began, and lists
+		 * only what it was told since, not the older buckets whose claims a
+		 * shard moved to it brings along.  While it holds no shard of
+		 * dedup.claims (no call runs on one here, none wrote), its list
+		 * becomes the cluster's; holding shards, it is left as it is ('m'):
+		 * the buckets of a node added are listed before shards move to it.
 		 */
 		Oid			shard;
 

@@ -234,6 +234,7 @@ dedup_privileges_allow(const text *scope, Oid roleid, int privileges)
 		CacheRegisterSyscacheCallback(AUTHOID, privileges_role_callback, (Datum) 0);
 		registered = true;
 	}
+
 	/*
 	 * What was noted under another dedup.grants, or under none (an extension
 	 * at 1.0, where EXECUTE was the whole privilege), says nothing of this

@@ -182,8 +182,8 @@ store_open_buckets(KeyStore *ks)
 				 * coordinator drops a bucket's table only once every node
 				 * retired it: a shard not found is a list that changed since
 				 * it was read (read it again), or a table gone behind the
-				 * cleanup's back, whose claims would be missed (an error,
-				 * not a bucket left out).  No filter is kept of a bucket's
+				 * cleanup's back, whose claims would be missed (an error, not
+				 * a bucket left out).  No filter is kept of a bucket's
 				 * shards: a sealed one is read too.
 				 */
 				char	   *name = part->number == 0 ? "claims" :
