@@ -376,9 +376,9 @@ dedup_bucket_list(uint64 *generation)
 			current |= bucket_list.buckets[i].current;
 
 		/*
-		 * valid unless an invalidation arrived while it was read; a list
-		 * with no current bucket (dedup.buckets edited by hand) is read
-		 * again at the next call, so that the row's repair, which sends no
+		 * valid unless an invalidation arrived while it was read; a list with
+		 * no current bucket (dedup.buckets edited by hand) is read again at
+		 * the next call, so that the row's repair, which sends no
 		 * invalidation, is seen
 		 */
 		bucket_list_valid = (*generation == bucket_list_generation) && current;
