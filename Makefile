@@ -152,8 +152,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# after PGXS, whose Makefile.global empties it: where DedupNode.pm is
-PROVE_FLAGS = -I test/perl
+# after PGXS, whose Makefile.global empties it: where DedupNode.pm is, and
+# TAP_JOBS=N to run N test files at a time (scripts/test runs three)
+PROVE_FLAGS = -I test/perl $(if $(TAP_JOBS),-j$(TAP_JOBS))
 
 # test/t/013_sim.pl runs the simulator: a run of the TAP tests builds it
 # first (after PGXS, so that installcheck is not the default goal)

@@ -165,7 +165,9 @@ check() {
 # prove's output goes to LOG, the harness's logs of
 # each file to LOG.d/.  The harness picks free ports; it reserves them in
 # one directory for every run on the machine (/tmp/dedup-tap-ports), so that
-# runs side by side do not pick the same.  Returns make's status.
+# runs side by side do not pick the same, and the files run three at a
+# time (DEDUP_TAP_JOBS; most of a file's time is waiting for its servers).
+# Returns make's status.
 run_tap_tests() {
 	local log=$1 tap status f ports=/tmp/dedup-tap-ports
 	shift
@@ -182,6 +184,7 @@ run_tap_tests() {
 	mkdir -p "$ports"
 	chmod 1777 "$ports" 2>/dev/null || true
 	(cd "$tap" && as_server env PG_TEST_PORT_DIR="$ports" DEDUP_MATRIX_MAJOR="${DEDUP_PG_MAJOR:-}" make -s installcheck REGRESS= ISOLATION= \
+		TAP_JOBS="${DEDUP_TAP_JOBS:-3}" \
 		TAP_TESTS=1 ${1:+PROVE_TESTS="$*"}) >"$log" 2>&1
 	status=$?
 	rm -rf "$log.d"
