@@ -33,7 +33,8 @@
 #     at most 1.25 times the rate; a shard moved after the fold carries its
 #     filters (0 false negatives after); a worker killed (kill -9) during a
 #     fold: the bucket stays read everywhere until the next passes fold
-#     every shard once, nothing lost.
+#     every shard once, nothing lost; a shard moved, unfolded, to a worker
+#     that had folded its own shards: folded there by the next passes.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -390,4 +391,52 @@ check "after the kill -9, the bucket not retired anywhere: its claims still read
 hist_steps "SELECT ($folded_keys) = $before + $kn"
 check "after the restart, the next passes fold every shard once ($kn keys claimed, as many folded), 0 false negatives from every node" \
 	"$(q -c "$folded_keys")|$(allw "SELECT count(*) FROM dedup_claim_batch('hist', ARRAY(SELECT 'k-' || g FROM generate_series(1, 50000) g), ttl => '2 s')")|$(allw "$hist_fn")" \
+	"$((before + kn))|$(zeros)|$(zeros)"
+
+# a shard moved between two nodes' folds: worker 2's fold waits (a lock on
+# its last shard of dedup.history_blocks) while the others' commit; a move of
+# another of worker 2's shards to worker 1 waits for the fold's lock on the
+# shard's metadata; the fold is canceled, the move goes on and brings the
+# shard unfolded to worker 1, which folded its own already: the bucket stays
+# read, and the next passes fold the moved shard there, once
+b=$(q -c "SELECT coalesce(max(bucket) FILTER (WHERE state = 'c'), -1) FROM dedup.buckets")
+hist_steps "SELECT bucket > $b FROM dedup.buckets WHERE state = 'c'"
+before=$(q -c "$folded_keys")
+kn=$(q -c "$(claimed m- 50000 '2 s')")
+b=$(q -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+for i in $(seq 1 40); do
+	q -c "SELECT * FROM dedup.bucket_cluster_step(0)" -c "SELECT * FROM dedup.bucket_cluster_step(1)" \
+	  -c "SELECT * FROM dedup.bucket_cluster_step(2)" >/dev/null
+	[ "$(q -c "SELECT state = 's' FROM dedup.buckets WHERE bucket = $b")" = t ] && break
+	sleep 0.5
+done
+q -c "SELECT pg_sleep(least(extract(epoch FROM max_expires_at - clock_timestamp())::float8 + 0.1, 5)) FROM dedup.buckets
+      WHERE bucket = $b AND max_expires_at > clock_timestamp()" >/dev/null
+w2shards="FROM pg_dist_shard JOIN pg_dist_placement USING (shardid) WHERE logicalrelid = 'dedup.%s'::regclass
+	AND groupid = (SELECT groupid FROM pg_dist_node WHERE nodeport = $((port + 2)))"
+shard=$(q -c "SELECT 'dedup.history_blocks_' || shardid $(printf "$w2shards" history_blocks) ORDER BY shardminvalue::int DESC LIMIT 1")
+moved=$(q -c "SELECT shardid $(printf "$w2shards" claims) ORDER BY shardminvalue::int LIMIT 1")
+(worker 2 -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE $shard IN EXCLUSIVE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 || true) &
+holder=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND granted" 1
+(q -c "SELECT * FROM dedup.bucket_cluster_step(3)" >/dev/null 2>&1 || true) &
+folder=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND NOT granted" 1
+# (every other node's folds committed)
+wait_worker 1 "SELECT count(*) FROM dedup.history_folds WHERE bucket = $b" \
+	"$(q -c "SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass AND p.groupid <> (SELECT groupid FROM pg_dist_node WHERE nodeport = $((port + 2)))")"
+(q -c "SELECT citus_move_shard_placement($moved, '${wdirs[1]}', $((port + 2)), '${wdirs[0]}', $((port + 1)), 'block_writes')" >/dev/null 2>"$dir/move.err"; echo $? >"$dir/move.rc") &
+mover=$!
+sleep 2
+check "the move waits for the fold on worker 2" "$(test -f "$dir/move.rc" && cat "$dir/move.rc" || echo waiting)" waiting
+worker 2 -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%history_fold_node%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$mover" || true
+worker 2 -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" >/dev/null
+wait "$folder" "$holder" || true
+check "the shard moved to worker 1 unfolded; the bucket not retired anywhere" \
+	"$(cat "$dir/move.rc")|$(q -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $moved")|$(allw "SELECT state FROM dedup.buckets WHERE bucket = $b" | tr -d '\n')" \
+	"0|$((port + 1))|$(allw "SELECT 's'" | tr -d '\n')"
+hist_steps "SELECT ($folded_keys) = $before + $kn"
+check "the next passes fold the moved shard on worker 1, every shard once ($kn keys claimed, as many folded), 0 false negatives from every node" \
+	"$(q -c "$folded_keys")|$(allw "$(claimed m- 50000 '2 s')")|$(allw "$hist_fn")" \
 	"$((before + kn))|$(zeros)|$(zeros)"
