@@ -479,11 +479,6 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 
 		dedup_check_interval(history, "history", true, GetCurrentTimestamp());
 		no_history = (history->month == 0 && history->day == 0 && history->time == 0);
-		if (!no_history && dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("a scope with a history does not run on a Citus cluster"),
-					 errdetail("A history is folded from the time buckets of dedup.claims, which a distributed dedup.claims does not have.")));
 		if (!no_history)
 		{
 			values[SCOPE_NSETTINGS + 3] = IntervalPGetDatum(history);

@@ -29,7 +29,16 @@
 #   - a shard of dedup.claims moving while a bucket is due, under claim
 #     load: the pass opens none (Citus refuses a co-located table then) and
 #     fails nothing; the pass after the move opens and switches; every
-#     committed claim a duplicate from every node.
+#     committed claim a duplicate from every node;
+#   - histories: 200,000 claims of a scope with a history, their sealed
+#     buckets folded on each node into filters kept per shard (co-located
+#     with dedup.claims) and dropped: every folded key a duplicate from the
+#     coordinator and from each worker (0 false negatives), false positives
+#     at most 1.25 times the rate; a shard moved after the fold carries its
+#     filters (0 false negatives after); a worker killed (kill -9) during a
+#     fold: the bucket stays read everywhere until the next passes fold
+#     every shard once, nothing lost; a shard moved, unfolded, to a worker
+#     that had folded its own shards: folded there by the next passes.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -51,6 +60,8 @@ passes() {	# passes N: N passes of the coordinator's cleanup, a bucket interval 
 }
 
 q -c "CREATE EXTENSION dedup" >/dev/null
+# a scope with a history, which dedup_distribute() takes along (section 10)
+q -c "SELECT dedup_set_scope('hist', history => '1 hour', false_positive_rate => 0.01)" >/dev/null
 q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
 
 # 1. keys claimed in bucket 0 (dedup.claims), then buckets opened and switched
@@ -313,3 +324,154 @@ check "after the move, the passes opened the next bucket and switched to it" \
 	"$(q -c "SELECT bucket > $cur FROM dedup.buckets WHERE state = 'c'")" "t"
 check "the load's claims committed meanwhile ($(wc -l <"$dir/load-m") keys): all duplicates, from every node" \
 	"$(load_duplicates m)" "0|0|0"
+
+# 11. histories on the cluster: a scope with a history (set before
+# dedup_distribute, which accepts it) folds its claims' sealed buckets on
+# each node, into filters kept per shard, co-located with dedup.claims
+hist_n=200000
+allw() {	# allw SQL: its result on the coordinator and on each worker, joined by |
+	local out n
+	out=$(q -c "$1")
+	for n in $(seq 1 "${#wdirs[@]}"); do out="$out|$(worker "$n" -c "$1")"; done
+	echo "$out"
+}
+zeros() { local out=0 n; for n in $(seq 1 "${#wdirs[@]}"); do out="$out|0"; done; echo "$out"; }
+hist_steps() {	# the coordinator's steps, until SQL prints t (60 passes)
+	local i
+	for i in $(seq 1 60); do
+		q -c "SELECT * FROM dedup.bucket_cluster_step(0)" -c "SELECT * FROM dedup.bucket_cluster_step(1)" \
+		  -c "SELECT * FROM dedup.bucket_cluster_step(2)" -c "SELECT * FROM dedup.bucket_cluster_step(3)" \
+		  -c "SELECT * FROM dedup.bucket_cluster_step(4)" >/dev/null
+		[ "$(q -c "$1")" = t ] && return 0
+		sleep 0.5
+	done
+	echo "FAIL: the buckets' steps never made [$1] true"
+	exit 1
+}
+folded_keys="SELECT coalesce(sum(keys), 0) FROM dedup_history('hist')"
+claimed() {	# claimed PREFIX N TTL: SQL, how many of keys PREFIX1..N a claim takes (batches of 50,000)
+	echo "SELECT coalesce(sum(n), 0) FROM generate_series(0, $2 - 1, 50000) s,
+	      LATERAL (SELECT count(*) n FROM dedup_claim_batch('hist', ARRAY(SELECT '$1' || g
+	               FROM generate_series(s + 1, least(s + 50000, $2)) g), ttl => '$3')) c"
+}
+# a bucket of its own for the history's claims (none of an hour in it)
+b=$(q -c "SELECT coalesce(max(bucket) FILTER (WHERE state = 'c'), -1) FROM dedup.buckets")
+hist_steps "SELECT bucket > $b FROM dedup.buckets WHERE state = 'c'"
+t0=$SECONDS
+check "$hist_n keys claimed in a scope with a history" "$(q -c "$(claimed h- "$hist_n" '2 s')")" "$hist_n"
+echo "   $hist_n claims of a history scope in $((SECONDS - t0)) s"
+hist_steps "SELECT ($folded_keys) = $hist_n"
+echo "   folded after $((SECONDS - t0)) s"
+check "every shard's filters in its shard of dedup.history_generations: generations on every shard, co-located" \
+	"$(q -c "SELECT count(DISTINCT part) FROM dedup.history_generations")|$(q -c "SELECT count(*) FROM pg_dist_partition p, pg_dist_partition c WHERE c.logicalrelid = 'dedup.claims'::regclass AND p.colocationid = c.colocationid AND p.logicalrelid::text IN ('dedup.history_generations', 'dedup.history_blocks', 'dedup.history_folds')")" \
+	"8|3"
+check "the buckets of the history's claims retired and dropped on every node, their rows gone" \
+	"$(q -c "SELECT count(*) FROM dedup.buckets WHERE state IN ('s', 'r') AND bucket > $b")" 0
+hist_fn=$(claimed h- "$hist_n" '2 s')
+check "0 false negatives: each of the $hist_n folded keys still a duplicate, from the coordinator and from each worker" \
+	"$(allw "$hist_fn")" "$(zeros)"
+check "dedup_seen answers history for them, from every node (2,000 of them)" \
+	"$(allw "SELECT count(*) FILTER (WHERE dedup_seen('hist', 'h-' || g) = 'history') FROM generate_series(1, $hist_n, $((hist_n / 2000))) g")" \
+	"$(allw "SELECT count(*) FROM generate_series(1, $hist_n, $((hist_n / 2000))) g" )"
+# false positives: keys never claimed, refused as duplicates, against the rate (0.01)
+# (claimed for an hour: they stay in their bucket, out of the folds below)
+fp=$(q -c "SELECT $hist_n - ($(claimed never- "$hist_n" '1 hour'))")
+fpw=$(worker 1 -c "SELECT count(*) FILTER (WHERE dedup_seen('hist', 'never-w-' || g) = 'history') FROM generate_series(1, 20000) g")
+echo "   false positives: $fp of $hist_n new keys from the coordinator ($(awk "BEGIN { printf \"%.5f\", $fp / $hist_n }")), $fpw of 20,000 by dedup_seen on worker 1; the rate is 0.01"
+check "false positives at most 1.25 times the rate (0.01)" \
+	"$(awk "BEGIN { print ($fp / $hist_n <= 0.0125 && $fpw / 20000 <= 0.0125) ? \"yes\" : \"no\" }")" yes
+# a shard moved after the fold: its filters move with it
+moved=$(q -c "SELECT s.shardid FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid)
+             WHERE s.logicalrelid = 'dedup.claims'::regclass AND p.nodeport = $((port + 1)) ORDER BY s.shardid LIMIT 1")
+q -c "SELECT citus_move_shard_placement($moved, '${wdirs[0]}', $((port + 1)), '${wdirs[1]}', $((port + 2)), 'block_writes')" >/dev/null
+check "a shard moved after the fold: its shards of the histories' tables went with it" \
+	"$(q -c "SELECT count(DISTINCT p.nodeport) FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid)
+	         WHERE s.shardminvalue = (SELECT shardminvalue FROM pg_dist_shard WHERE shardid = $moved)
+	           AND s.logicalrelid::text IN ('dedup.claims', 'dedup.history_generations', 'dedup.history_blocks', 'dedup.history_folds')")|$(q -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $moved")" \
+	"1|$((port + 2))"
+check "after the move, 0 false negatives from every node" "$(allw "$hist_fn")" "$(zeros)"
+
+# a worker killed (kill -9) during a fold: the fold on it waits for a lock
+# on its last shard of dedup.history_blocks, having folded its other shards
+# uncommitted, then the worker dies and starts again; nothing is lost
+b=$(q -c "SELECT coalesce(max(bucket) FILTER (WHERE state = 'c'), -1) FROM dedup.buckets")
+hist_steps "SELECT bucket > $b FROM dedup.buckets WHERE state = 'c'"
+before=$(q -c "$folded_keys")
+# (the new keys the filter refuses, its false positives, are not claimed)
+kn=$(q -c "SELECT count(*) FROM dedup_claim_batch('hist', ARRAY(SELECT 'k-' || g FROM generate_series(1, 50000) g), ttl => '2 s')")
+b=$(q -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+for i in $(seq 1 40); do
+	q -c "SELECT * FROM dedup.bucket_cluster_step(0)" -c "SELECT * FROM dedup.bucket_cluster_step(1)" \
+	  -c "SELECT * FROM dedup.bucket_cluster_step(2)" >/dev/null
+	[ "$(q -c "SELECT state = 's' FROM dedup.buckets WHERE bucket = $b")" = t ] && break
+	sleep 0.5
+done
+q -c "SELECT pg_sleep(least(extract(epoch FROM max_expires_at - clock_timestamp())::float8 + 0.1, 5)) FROM dedup.buckets
+      WHERE bucket = $b AND max_expires_at > clock_timestamp()" >/dev/null
+shard=$(worker 2 -c "SELECT 'dedup.history_blocks_' || shardid FROM pg_dist_shard JOIN pg_dist_placement USING (shardid)
+	WHERE logicalrelid = 'dedup.history_blocks'::regclass AND groupid = (SELECT groupid FROM pg_dist_local_group) ORDER BY shardminvalue::int DESC LIMIT 1")
+(worker 2 -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE $shard IN EXCLUSIVE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 || true) &
+holder=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND granted" 1
+(q -c "SELECT * FROM dedup.bucket_cluster_step(3)" >/dev/null 2>&1 || true) &
+folder=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND NOT granted" 1
+check "the fold waits on the worker, the bucket still sealed there and on the coordinator" \
+	"$(worker 2 -c "SELECT state FROM dedup.buckets WHERE bucket = $b")|$(q -c "SELECT state FROM dedup.buckets WHERE bucket = $b")" "s|s"
+server_crash "${wdirs[1]}"
+wait "$folder" "$holder" || true
+check "after the kill -9, the bucket not retired anywhere: its claims still read" \
+	"$(allw "SELECT state FROM dedup.buckets WHERE bucket = $b" | tr -d '\n')|$(worker 2 -c "SELECT count(*) FROM dedup.history_folds WHERE bucket = $b")" \
+	"$(allw "SELECT 's'" | tr -d '\n')|$(q -c "SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass AND p.groupid <> (SELECT groupid FROM pg_dist_node WHERE nodeport = $((port + 2)))")"
+hist_steps "SELECT ($folded_keys) = $before + $kn"
+check "after the restart, the next passes fold every shard once ($kn keys claimed, as many folded), 0 false negatives from every node" \
+	"$(q -c "$folded_keys")|$(allw "SELECT count(*) FROM dedup_claim_batch('hist', ARRAY(SELECT 'k-' || g FROM generate_series(1, 50000) g), ttl => '2 s')")|$(allw "$hist_fn")" \
+	"$((before + kn))|$(zeros)|$(zeros)"
+
+# a shard moved between two nodes' folds: worker 2's fold waits (a lock on
+# its last shard of dedup.history_blocks) while the others' commit; a move of
+# another of worker 2's shards to worker 1 waits for the fold's lock on the
+# shard's metadata; the fold is canceled, the move goes on and brings the
+# shard unfolded to worker 1, which folded its own already: the bucket stays
+# read, and the next passes fold the moved shard there, once
+b=$(q -c "SELECT coalesce(max(bucket) FILTER (WHERE state = 'c'), -1) FROM dedup.buckets")
+hist_steps "SELECT bucket > $b FROM dedup.buckets WHERE state = 'c'"
+before=$(q -c "$folded_keys")
+kn=$(q -c "$(claimed m- 50000 '2 s')")
+b=$(q -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+for i in $(seq 1 40); do
+	q -c "SELECT * FROM dedup.bucket_cluster_step(0)" -c "SELECT * FROM dedup.bucket_cluster_step(1)" \
+	  -c "SELECT * FROM dedup.bucket_cluster_step(2)" >/dev/null
+	[ "$(q -c "SELECT state = 's' FROM dedup.buckets WHERE bucket = $b")" = t ] && break
+	sleep 0.5
+done
+q -c "SELECT pg_sleep(least(extract(epoch FROM max_expires_at - clock_timestamp())::float8 + 0.1, 5)) FROM dedup.buckets
+      WHERE bucket = $b AND max_expires_at > clock_timestamp()" >/dev/null
+w2shards="FROM pg_dist_shard JOIN pg_dist_placement USING (shardid) WHERE logicalrelid = 'dedup.%s'::regclass
+	AND groupid = (SELECT groupid FROM pg_dist_node WHERE nodeport = $((port + 2)))"
+shard=$(q -c "SELECT 'dedup.history_blocks_' || shardid $(printf "$w2shards" history_blocks) ORDER BY shardminvalue::int DESC LIMIT 1")
+moved=$(q -c "SELECT shardid $(printf "$w2shards" claims) ORDER BY shardminvalue::int LIMIT 1")
+(worker 2 -c "SET citus.enable_manual_changes_to_shards = on" -c "BEGIN" -c "LOCK TABLE $shard IN EXCLUSIVE MODE" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 || true) &
+holder=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND granted" 1
+(q -c "SELECT * FROM dedup.bucket_cluster_step(3)" >/dev/null 2>&1 || true) &
+folder=$!
+wait_worker 2 "SELECT count(*) FROM pg_locks WHERE relation = '$shard'::regclass AND NOT granted" 1
+# (every other node's folds committed)
+wait_worker 1 "SELECT count(*) FROM dedup.history_folds WHERE bucket = $b" \
+	"$(q -c "SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass AND p.groupid <> (SELECT groupid FROM pg_dist_node WHERE nodeport = $((port + 2)))")"
+(q -c "SELECT citus_move_shard_placement($moved, '${wdirs[1]}', $((port + 2)), '${wdirs[0]}', $((port + 1)), 'block_writes')" >/dev/null 2>"$dir/move.err"; echo $? >"$dir/move.rc") &
+mover=$!
+sleep 2
+check "the move waits for the fold on worker 2" "$(test -f "$dir/move.rc" && cat "$dir/move.rc" || echo waiting)" waiting
+worker 2 -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%history_fold_node%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$mover" || true
+worker 2 -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" >/dev/null
+wait "$folder" "$holder" || true
+check "the shard moved to worker 1 unfolded; the bucket not retired anywhere" \
+	"$(cat "$dir/move.rc")|$(q -c "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $moved")|$(allw "SELECT state FROM dedup.buckets WHERE bucket = $b" | tr -d '\n')" \
+	"0|$((port + 1))|$(allw "SELECT 's'" | tr -d '\n')"
+hist_steps "SELECT ($folded_keys) = $before + $kn"
+check "the next passes fold the moved shard on worker 1, every shard once ($kn keys claimed, as many folded), 0 false negatives from every node" \
+	"$(q -c "$folded_keys")|$(allw "$(claimed m- 50000 '2 s')")|$(allw "$hist_fn")" \
+	"$((before + kn))|$(zeros)|$(zeros)"
