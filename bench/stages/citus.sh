@@ -45,8 +45,9 @@ for n in 1 2; do psql -X -q -h "$dir/citus$n" -p "$((port + 10 + n))" -U postgre
 cq -c "CREATE EXTENSION citus" -c "SELECT citus_set_coordinator_host('$dir/citus0', $((port + 10)))" \
    -c "SELECT citus_add_node('$dir/citus1', $((port + 11)))" \
    -c "SELECT citus_add_node('$dir/citus2', $((port + 12)))" -c "CREATE EXTENSION dedup" \
+   -c "SELECT dedup_set_scope('bench-hist', history => '1 hour', false_positive_rate => 0.01)" \
    -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(32)" >/dev/null
-CITUS_PARTS=${CITUS_PARTS:-claims drain buckets}
+CITUS_PARTS=${CITUS_PARTS:-claims drain buckets history}
 citus_part() { case " $CITUS_PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 cnode() {	# cnode N ARGS...: psql on node N (0 the coordinator)
 	psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir/citus$1" -p "$((port + 10 + $1))" -U postgres "${@:2}"
@@ -239,12 +240,41 @@ if citus_part buckets; then
 	done
 	TPS[citus_drop_inside]=$(echo "${RUNS_TPS[citus_drop_inside]:-}" | wc -w)
 fi
+# histories on the cluster: CITUS_HISTORY_KEYS claims of a 2 s ttl in a
+# scope with a history (rate 0.01), their bucket folded on each node into
+# its shards' filters and dropped; then every one claimed again through
+# the coordinator (a claim that succeeds is a false negative), and as many
+# keys never claimed (one the filter refuses is a false positive)
+CITUS_HISTORY_KEYS=${CITUS_HISTORY_KEYS:-200000}
+citus_claimed() {	# PREFIX N TTL: how many of keys PREFIX1..N a claim takes, 10,000 a call
+	cq -c "SELECT coalesce(sum(n), 0) FROM generate_series(0, $2 - 1, 10000) s,
+	       LATERAL (SELECT count(*) n FROM dedup_claim_batch('bench-hist', ARRAY(SELECT '$1' || g
+	                FROM generate_series(s + 1, least(s + 10000, $2)) g), ttl => '$3')) c"
+}
+if citus_part history; then
+	say "run citus_history ($CITUS_HISTORY_KEYS claims of a history scope, folded per shard)"
+	citus_bucket_interval 2s
+	citus_pass
+	b=$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+	until [ "$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")" != "$b" ]; do citus_pass; sleep 1; done
+	t0=$SECONDS
+	n=$(citus_claimed h- "$CITUS_HISTORY_KEYS" '2 s')
+	folded="SELECT coalesce(sum(keys), 0) FROM dedup_history('bench-hist')"
+	until [ "$(cq -c "$folded")" -ge "$n" ] || [ $((SECONDS - t0)) -gt 300 ]; do citus_pass; sleep 1; done
+	TPS[citus_history_secs]=$((SECONDS - t0))
+	TPS[citus_history_folded]=$(cq -c "$folded")
+	TPS[citus_history_fn]=$(citus_claimed h- "$CITUS_HISTORY_KEYS" '2 s')
+	TPS[citus_history_fp]=$(calc "($CITUS_HISTORY_KEYS - $(citus_claimed never- "$CITUS_HISTORY_KEYS" '1 hour')) / $CITUS_HISTORY_KEYS")
+	say "  citus_history: $n claimed, ${TPS[citus_history_folded]} folded in ${TPS[citus_history_secs]} s (from the first claim); false negatives ${TPS[citus_history_fn]}; false positive share ${TPS[citus_history_fp]} (rate 0.01)"
+fi
+
 # the projection: a worker's CPU per transaction over the two workers, the
 # coordinator's per transaction; N workers of one core each serve at most
 # N / worker cost, and the coordinator (one core) 1 / its cost
 citus_figures() {
 	local coord_us worker_us workers
 	citus_part buckets && citus_bucket_figures
+	citus_part history && citus_history_figures
 	citus_part claims || return 0
 	coord_us=${TPS[citus_colocated-coord-us]}
 	worker_us=${TPS[citus_colocated-workers-us]}
@@ -286,4 +316,12 @@ citus_bucket_figures() {
 		"${TPS[citus_drop_inside]}/$REPS" "" "" "-" ""
 	figure "  (CPU a claim while the bucket goes / without: coordinator + workers, us)" \
 		"$(calc "${TPS[citus_claims_during_drop-coord-us]} + ${TPS[citus_claims_during_drop-workers-us]}")/$(calc "${TPS[citus_claims_no_drop-coord-us]} + ${TPS[citus_claims_no_drop-workers-us]}")" "" "" "-" ""
+}
+citus_history_figures() {
+	figure "Citus history: false negatives of $CITUS_HISTORY_KEYS folded keys, claimed again" \
+		"${TPS[citus_history_fn]}" "" "${TPS[citus_history_fn]}" "<=" "0"
+	figure_vs "Citus history: false positives vs the rate (0.01)" \
+		"${TPS[citus_history_fp]}" "0.01" "<=" "1.25"
+	figure "  (keys folded / seconds from the first claim to the last fold)" \
+		"${TPS[citus_history_folded]}/${TPS[citus_history_secs]}" "" "" "-" ""
 }

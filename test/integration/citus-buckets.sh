@@ -60,7 +60,7 @@ passes() {	# passes N: N passes of the coordinator's cleanup, a bucket interval 
 }
 
 q -c "CREATE EXTENSION dedup" >/dev/null
-# a scope with a history, which dedup_distribute() takes along (section 10)
+# a scope with a history, which dedup_distribute() takes along (section 11)
 q -c "SELECT dedup_set_scope('hist', history => '1 hour', false_positive_rate => 0.01)" >/dev/null
 q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
 
