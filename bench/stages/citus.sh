@@ -149,20 +149,24 @@ citus_bucket_interval() {
 	sleep 0.5
 }
 citus_pass() { cq -c "SET dedup.cleanup_pause = 0" -c "CALL dedup_cleanup()" >/dev/null; }
-# citus_fill_bucket N: a bucket of its own (opened by passes 2 s apart),
-# N claims of a 10 s ttl in it, 10,000 a call through the coordinator;
-# prints the bucket
-citus_fill_bucket() {
-	local n=$1 b i
+citus_current() { cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'"; }
+# citus_switch_from BUCKET: passes a second apart (bucket_interval 2 s)
+# until another bucket is current, then bucket_interval 1 hour
+citus_switch_from() {
 	citus_bucket_interval 2s
-	citus_pass	# the first pass lists bucket 0, dedup.claims itself
-	b=$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
-	until [ "$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")" != "$b" ]; do
+	until [ "$(citus_current)" != "$1" ]; do
 		citus_pass
 		sleep 1
 	done
 	citus_bucket_interval 1h
-	b=$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
+}
+# citus_fill_bucket N: a bucket of its own, N claims of a 10 s ttl in it,
+# 10,000 a call through the coordinator; prints the bucket
+citus_fill_bucket() {
+	local n=$1 b i
+	citus_pass	# the first pass lists bucket 0, dedup.claims itself
+	citus_switch_from "$(citus_current)"
+	b=$(citus_current)
 	for i in $(seq 0 10000 $((n - 1))); do
 		cq -c "SELECT count(*) FROM dedup_claim_batch('bench-bucket',
 		       ARRAY(SELECT 'b$b-' || g FROM generate_series($i + 1, $i + 10000) g), ttl => '10 s')" >/dev/null
@@ -190,12 +194,7 @@ if citus_part buckets; then
 	# then passes a second apart until the full one is sealed, retired and
 	# dropped on every node
 	t0=$SECONDS
-	citus_bucket_interval 2s
-	until [ "$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")" != "$b" ]; do
-		citus_pass
-		sleep 1
-	done
-	citus_bucket_interval 1h
+	citus_switch_from "$b"
 	until citus_bucket_gone "$b" || [ $((SECONDS - t0)) -gt 120 ]; do
 		citus_pass
 		sleep 1
@@ -217,12 +216,7 @@ if citus_part buckets; then
 	for rep in $(seq 1 "$REPS"); do
 		b=$(citus_fill_bucket "$CITUS_BUCKET_KEYS")
 		# switched from, sealed, retired: the next pass drops it
-		citus_bucket_interval 2s
-		until [ "$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")" != "$b" ]; do
-			citus_pass
-			sleep 1
-		done
-		citus_bucket_interval 1h
+		citus_switch_from "$b"
 		t0=$SECONDS
 		until [ "$(cq -c "SELECT state FROM dedup.buckets WHERE bucket = $b")" = r ] || [ $((SECONDS - t0)) -gt 60 ]; do
 			citus_pass
@@ -253,10 +247,9 @@ citus_claimed() {	# PREFIX N TTL: how many of keys PREFIX1..N a claim takes, 10,
 }
 if citus_part history; then
 	say "run citus_history ($CITUS_HISTORY_KEYS claims of a history scope, folded per shard)"
-	citus_bucket_interval 2s
 	citus_pass
-	b=$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")
-	until [ "$(cq -c "SELECT bucket FROM dedup.buckets WHERE state = 'c'")" != "$b" ]; do citus_pass; sleep 1; done
+	citus_switch_from "$(citus_current)"
+	citus_bucket_interval 2s	# the claims' bucket switched from, sealed, folded
 	t0=$SECONDS
 	n=$(citus_claimed h- "$CITUS_HISTORY_KEYS" '2 s')
 	folded="SELECT coalesce(sum(keys), 0) FROM dedup_history('bench-hist')"
