@@ -954,6 +954,33 @@ history_scopes(HistoryScope **result)
 }
 
 /*
+ * Fold the claims of bucket (a bucket's table, or a shard of it) into the
+ * histories of their scopes kept at place, with a snapshot taken now:
+ * each scope's keys counted, then written into a generation opened for
+ * them.  Returns the keys folded.
+ */
+static int64
+history_fold_bucket(const HistoryPlace *place, Relation bucket, HistoryScope *scopes, int nscopes)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	int64		folded = 0;
+
+	history_count_bucket(bucket, snapshot, scopes, nscopes);
+	for (int i = 0; i < nscopes; i++)
+	{
+		HistoryGeneration g;
+
+		if (scopes[i].count == 0)
+			continue;
+		history_open_generation(place, &scopes[i], &g);
+		history_fold_into(place, bucket, snapshot, &scopes[i], &g);
+		folded += scopes[i].count;
+	}
+	UnregisterSnapshot(snapshot);
+	return folded;
+}
+
+/*
  * Fold the claims of a bucket about to be retired into the histories of
  * their scopes; returns the keys folded.  Claims of a scope that has no
  * history any more, and those that expired a window ago or more, are left.
@@ -963,7 +990,6 @@ dedup_history_fold(Oid bucket_relid)
 {
 	Oid			gens = dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
 	Relation	bucket;
-	Snapshot	snapshot;
 	HistoryScope *scopes;
 	int			nscopes;
 	int64		folded = 0;
@@ -980,19 +1006,7 @@ dedup_history_fold(Oid bucket_relid)
 		table_close(bucket, AccessShareLock);
 		return 0;
 	}
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	history_count_bucket(bucket, snapshot, scopes, nscopes);
-	for (int i = 0; i < nscopes; i++)
-	{
-		HistoryGeneration g;
-
-		if (scopes[i].count == 0)
-			continue;
-		history_open_generation(&history_here, &scopes[i], &g);
-		history_fold_into(&history_here, bucket, snapshot, &scopes[i], &g);
-		folded += scopes[i].count;
-	}
-	UnregisterSnapshot(snapshot);
+	folded = history_fold_bucket(&history_here, bucket, scopes, nscopes);
 	table_close(bucket, AccessShareLock);
 	if (folded > 0)
 		CacheInvalidateRelcacheByRelid(gens);
@@ -1200,7 +1214,6 @@ dedup_history_fold_node(PG_FUNCTION_ARGS)
 		Oid			findex;
 		HistoryPlace place;
 		Relation	bucket;
-		Snapshot	snapshot;
 		int64		keys = 0;
 		Oid			types[3] = {INT4OID, dedup_catalog_fingerprint_type(), INT8OID};
 		Datum		values[3];
@@ -1233,21 +1246,9 @@ dedup_history_fold_node(PG_FUNCTION_ARGS)
 		place.part = parts[i];
 		place.base = base;
 		bucket = table_open(bheap, AccessShareLock);
-		snapshot = RegisterSnapshot(GetLatestSnapshot());
 		for (int j = 0; j < nscopes; j++)
 			scopes[j].count = 0;
-		history_count_bucket(bucket, snapshot, scopes, nscopes);
-		for (int j = 0; j < nscopes; j++)
-		{
-			HistoryGeneration g;
-
-			if (scopes[j].count == 0)
-				continue;
-			history_open_generation(&place, &scopes[j], &g);
-			history_fold_into(&place, bucket, snapshot, &scopes[j], &g);
-			keys += scopes[j].count;
-		}
-		UnregisterSnapshot(snapshot);
+		keys += history_fold_bucket(&place, bucket, scopes, nscopes);
 		table_close(bucket, AccessShareLock);
 		values[2] = Int64GetDatum(keys);
 		if (SPI_execute_with_args(psprintf("INSERT INTO %s (bucket, part, keys) VALUES ($1, $2, $3)",
