@@ -690,7 +690,6 @@ history_open_generation(const HistoryPlace *place, const HistoryScope *h, Histor
 	{
 		HeapTuple	t = SPI_tuptable->vals[0];
 		TupleDesc	d = SPI_tuptable->tupdesc;
-		bool		isnull;
 
 		g->generation = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
 		g->slice_end = DatumGetTimestampTz(SPI_getbinval(t, d, 2, &isnull));

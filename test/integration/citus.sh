@@ -92,9 +92,9 @@ q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/n
 check "the batches' slots kept, in partition 0, with their generations (no old batch id names a new batch)" \
 	"$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, generation), ',' ORDER BY slot) FROM dedup.outbox_batches")|$(q -c "SELECT bool_and(generation > 0) FROM dedup.outbox_batches")" \
 	"$slots_before|t"
-check "claims and marks distributed by key, co-located; scopes and grants reference tables" \
+check "claims, marks and the histories distributed by key, co-located; scopes and grants reference tables" \
 	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \
-	"dedup.claims:h,dedup.cluster_commit:n,dedup.grants:n,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_held:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
+	"dedup.claims:h,dedup.cluster_commit:n,dedup.grants:n,dedup.history_blocks:h,dedup.history_folds:h,dedup.history_generations:h,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_held:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
 check "the claims' shards are on both workers, none on the coordinator" \
 	"$(q -c "SELECT string_agg(DISTINCT p.groupid::text, ',') FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass")" "1,2"
 check "the buckets are merged away" "$(q -c "SELECT count(*) FROM dedup.buckets")" 0
