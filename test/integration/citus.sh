@@ -27,8 +27,8 @@
 #     relay that dies has its batch whole again after the lease, under a
 #     new id; with dedup.outbox_fast_path on and off; and as a relay role;
 #   - what does not run on a cluster fails with 0A000 and writes nothing:
-#     one epoch for many streams (a history runs there, set and taken away
-#     here; citus-buckets.sh folds one); a forwarded
+#     one epoch for many streams (a history runs there, set and the scope
+#     reset here; citus-buckets.sh folds one); a forwarded
 #     call that reaches a node without its key's shard fails with 40001;
 #   - the cleanup on each node deletes the expired rows of the shards it
 #     holds, and the published events of its partitions, once: the
@@ -239,8 +239,8 @@ check "the batch's keys are single claims' duplicates, on both workers" \
 check "a batch of 40 sequence marks over both workers: each moved; again: none; one further: that one" \
 	"$(q -c "SELECT count(*) FROM dedup_advance_batch('citus', ARRAY(SELECT 'bs-' || g FROM generate_series(1, 40) g), ARRAY(SELECT g::bigint FROM generate_series(1, 40) g))")|$(worker 2 -c "SELECT count(*) FROM dedup_advance_batch('citus', ARRAY(SELECT 'bs-' || g FROM generate_series(1, 40) g), ARRAY(SELECT g::bigint FROM generate_series(1, 40) g))")|$(worker 1 -c "SELECT string_agg(s, ',') FROM dedup_advance_batch('citus', ARRAY['bs-3', 'bs-4'], ARRAY[3, 5]::bigint[]) s")|$(q -c "SELECT mark FROM dedup_position('citus', 'bs-4')")" \
 	"40|0|bs-4|5"
-check "a history runs on a cluster (per shard: citus-buckets.sh): set, then taken away" \
-	"$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '1 day')")|$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '0')")" "citus|citus"
+check "a history runs on a cluster (per shard: citus-buckets.sh): set, then the scope reset" \
+	"$(sqlstate -c "SELECT scope FROM dedup_set_scope('citus', history => '1 day')")|$(sqlstate -c "SELECT dedup_reset_scope('citus')")" "citus|t"
 check "one epoch for many streams: 0A000, no stream written" \
 	"$(sqlstate -c "SELECT dedup_new_epoch_batch('citus', ARRAY['bs-1', 'nb-1'])")|$(q -c "SELECT count(*) FROM dedup.streams WHERE scope = 'citus' AND (stream = 'nb-1' OR epoch IS NOT NULL AND stream = 'bs-1')")" \
 	"ERROR:  0A000|0"
