@@ -80,15 +80,24 @@ for (1 .. 50)
 ok($up, 'PgBouncer answers')
   or BAIL_OUT('pgbouncer did not start: ' . PostgreSQL::Test::Utils::slurp_file("$bdir/pgbouncer.log"));
 
-# seconds from now to a claim's expiry, to the ten seconds
+# the server's clock, read just before a claim
+sub clock
+{
+	return $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+}
+
+# seconds from SINCE (read just before the claim) to a claim's expiry, to
+# the ten seconds: the claim's ttl, however long the machine took since
 sub ttl_of
 {
-	my ($scope, $key) = @_;
+	my ($scope, $key, $since) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT round(extract(epoch FROM expires_at - now()) / 10) * 10 FROM dedup_lookup('$scope', '$key')");
+		"SELECT round(extract(epoch FROM expires_at - '$since'::timestamptz) / 10) * 10 FROM dedup_lookup('$scope', '$key')"
+	);
 }
 
 # the documented ways: a scope's own ttl, and SET LOCAL inside one transaction
+my $before = clock();
 is(pooled(q{SELECT dedup_claim('short-lived', 'a')}), 't', "a scope's ttl through the pooler");
 is( pooled(
 		'BEGIN', q{SET LOCAL dedup.default_ttl = '90s'},
@@ -96,8 +105,8 @@ is( pooled(
 	't',
 	'SET LOCAL through the pooler');
 pooled("SELECT dedup_claim('other-client', 'm-$_')") for 1 .. 20;
-is(ttl_of('short-lived', 'a'), '90', "the scope's ttl");
-is(ttl_of('local', 'a'), '90', 'the SET LOCAL ttl');
+is(ttl_of('short-lived', 'a', $before), '90', "the scope's ttl");
+is(ttl_of('local', 'a', $before), '90', 'the SET LOCAL ttl');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT count(*) FROM generate_series(1, 20) i, dedup_lookup('other-client', 'm-' || i) l
@@ -108,8 +117,9 @@ SELECT count(*) FROM generate_series(1, 20) i, dedup_lookup('other-client', 'm-'
 
 # the hazard: a session-level SET stays on the shared server connection
 pooled(q{SET dedup.default_ttl = '90s'});
+$before = clock();
 pooled(q{SELECT dedup_claim('leaked', 'a')});
-is(ttl_of('leaked', 'a'), '90', 'a session SET leaks to the next client of its server connection');
+is(ttl_of('leaked', 'a', $before), '90', 'a session SET leaks to the next client of its server connection');
 pooled('RESET dedup.default_ttl');
 
 # records and the relay through the pooler; the relay listens directly
