@@ -48,6 +48,7 @@ typedef enum DedupRelation
 	DEDUP_REL_OUTBOX_RETRY_PKEY,
 	DEDUP_REL_OUTBOX_DEAD,
 	DEDUP_REL_OUTBOX_DEAD_PKEY,
+	DEDUP_REL_HISTORY_SPANS,	/* on a Citus cluster: a reference table */
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 

@@ -119,6 +119,11 @@
 #define Anum_generations_capacity	8
 #define Anum_generations_keys		9
 
+/* Columns of dedup.history_spans (on a Citus cluster) */
+#define Anum_spans_shardid			1
+#define Anum_spans_hash_min			2
+#define Anum_spans_hash_max			3
+
 /* Columns of dedup.history_blocks */
 #define Anum_blocks_generation		1
 #define Anum_blocks_chunk			2
@@ -573,6 +578,8 @@ typedef struct HistoryPlace
 	const char *blocks;
 	bool		cluster;
 	DedupFingerprint part;
+	int32		hash_min;		/* the shard's range of hashes */
+	int32		hash_max;
 	int64		base;			/* the node's group + 1, in the high bits */
 } HistoryPlace;
 
@@ -752,9 +759,9 @@ history_open_generation(const HistoryPlace *place, const HistoryScope *h, Histor
 	g->keys = 0;
 	if (place->cluster)
 	{
-		Oid			itypes[9] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, FLOAT8OID, INT4OID,
-		INT4OID, INT8OID, INT8OID, dedup_catalog_fingerprint_type()};
-		Datum		ivalues[9];
+		Oid			itypes[11] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, FLOAT8OID, INT4OID,
+		INT4OID, INT8OID, INT8OID, dedup_catalog_fingerprint_type(), INT4OID, INT4OID};
+		Datum		ivalues[11];
 
 		/*
 		 * numbered by this node: its group in the high bits, its sequence
@@ -769,12 +776,15 @@ history_open_generation(const HistoryPlace *place, const HistoryScope *h, Histor
 		ivalues[6] = Int64GetDatum(capacity);
 		ivalues[7] = Int64GetDatum(place->base);
 		ivalues[8] = PointerGetDatum(&place->part);
+		ivalues[9] = Int32GetDatum(place->hash_min);
+		ivalues[10] = Int32GetDatum(place->hash_max);
 		if (SPI_execute_with_args(psprintf("INSERT INTO %s"
-										   " (generation, history_id, opened_at, slice_end, rate, k, nblocks, capacity, part)"
+										   " (generation, history_id, opened_at, slice_end, rate, k, nblocks, capacity, part,"
+										   "  hash_min, hash_max)"
 										   " VALUES ($8 OPERATOR(pg_catalog.+)"
 										   "  pg_catalog.nextval('dedup.history_generations_seq'),"
-										   "  $1, $2, $3, $4, $5, $6, $7, $9) RETURNING generation", place->gens),
-								  9, itypes, ivalues, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+										   "  $1, $2, $3, $4, $5, $6, $7, $9, $10, $11) RETURNING generation", place->gens),
+								  11, itypes, ivalues, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not open a generation of history %d", h->history_id);
 		g->generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
@@ -1082,8 +1092,61 @@ dedup_history_expire(void)
  * wherever the shard is by then (dedup.bucket_cluster_step).  A shard moved
  * before its fold is folded where it arrives; one moved after carries its
  * filter and its row of dedup.history_folds.
+ *
+ * A split does not: Citus sends every row of the parent's generations to the
+ * one child whose range holds their part, and a Bloom filter cannot be split
+ * by key.  So each generation records the range of hashes it may hold (its
+ * shard's when it opened: hash_min, hash_max), and the coordinator's cleanup,
+ * before it folds (dedup.history_cluster_repair, its seal step), copies a
+ * generation whose range passes its shard's into every other shard its range
+ * overlaps, under that shard's part, and narrows each copy to its shard's
+ * range.  Until that pass, the children must not answer new for a key the
+ * parent folded: dedup.history_spans, a reference table (on every node),
+ * lists the shards whose histories are whole for their range, written by
+ * the same pass before any fold into them; a look-up in a shard that a span
+ * of another shard overlaps (a split not yet repaired) fails with 55000, and
+ * a fold skips a shard that has no span of its own, or such a span over it.
  * ---------------------------------------------------------------------
  */
+
+/*
+ * Whether a shard of dedup.claims has its histories whole for its range: no
+ * span of another shard overlaps it, and, when own, it has a span of its own.
+ */
+static bool
+history_shard_whole(int64 shardid, int32 min, int32 max, bool own)
+{
+	Oid			relid = dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_SPANS);
+	Relation	rel;
+	Snapshot	snapshot;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+	bool		other = false;
+
+	if (!OidIsValid(relid))
+		return !own;
+	rel = table_open(relid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+	while ((tuple = systable_getnext(scan)) != NULL && !other)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		int64		id = DatumGetInt64(heap_getattr(tuple, Anum_spans_shardid, desc, &isnull));
+		int32		lo = DatumGetInt32(heap_getattr(tuple, Anum_spans_hash_min, desc, &isnull));
+		int32		hi = DatumGetInt32(heap_getattr(tuple, Anum_spans_hash_max, desc, &isnull));
+
+		if (id == shardid)
+			found = true;
+		else if (lo <= max && hi >= min)
+			other = true;
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	return !other && (found || !own);
+}
 
 /* A shard of one of the histories' tables here, of a key's shard index. */
 static void
@@ -1108,7 +1171,18 @@ history_cluster_may_contain(int32 history_id, const DedupFingerprint *fp)
 	HistoryGeneration *mine;
 	int			n;
 	bool		maybe = false;
+	int64		shardid;
+	int32		min;
+	int32		max;
 
+	dedup_shards_range(DEDUP_REL_CLAIMS, fp, &shardid, &min, &max);
+	if (!history_shard_whole(shardid, min, max, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the history of the key's shard is not whole: the shard was split, and its filters not yet copied"),
+				 errdetail("Shard " INT64_FORMAT " of \"%s.claims\" comes from a split of a shard whose histories' filters the coordinator's cleanup has not yet copied to it: a key folded before the split cannot be told from a new one there.",
+						   shardid, DEDUP_INTERNAL_SCHEMA),
+				 errhint("Retry after the coordinator's next cleanup pass (CALL dedup_cleanup() on the coordinator runs one).")));
 	history_shard_of(DEDUP_REL_HISTORY_GENERATIONS, "history_generations", fp, &gheap, &gindex);
 	history_shard_of(DEDUP_REL_HISTORY_BLOCKS, "history_blocks", fp, &where.heap, &where.pkey);
 	n = history_shard_generations(gheap, history_id, &mine);
@@ -1219,6 +1293,7 @@ dedup_history_fold_node(PG_FUNCTION_ARGS)
 		int64		keys = 0;
 		Oid			types[3] = {INT4OID, dedup_catalog_fingerprint_type(), INT8OID};
 		Datum		values[3];
+		int64		shardid;
 
 		if (!local[i])
 			continue;
@@ -1228,6 +1303,14 @@ dedup_history_fold_node(PG_FUNCTION_ARGS)
 		 * moved)
 		 */
 		dedup_shards_lock_key(DEDUP_REL_CLAIMS, &parts[i]);
+		dedup_shards_range(DEDUP_REL_CLAIMS, &parts[i], &shardid, &place.hash_min, &place.hash_max);
+
+		/*
+		 * not into a shard whose span the coordinator did not write yet, or
+		 * a split of it did not repair: a later pass, the bucket read until
+		 */
+		if (!history_shard_whole(shardid, place.hash_min, place.hash_max, true))
+			continue;
 		history_shard_of(DEDUP_REL_HISTORY_GENERATIONS, "history_generations", &parts[i], &gheap, &gindex);
 		history_shard_of(DEDUP_REL_HISTORY_BLOCKS, "history_blocks", &parts[i], &blheap, &blindex);
 		if (!dedup_shards_bucket_shard(folds, "history_folds", &parts[i], &fheap, &findex) ||

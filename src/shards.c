@@ -393,6 +393,18 @@ dedup_shards_is_local(DedupRelation table, const DedupFingerprint *fp)
 	return cluster_shard_of(table, fp)->local;
 }
 
+/* A key's shard: its id and its range of hashes, as Citus's metadata says now. */
+void
+dedup_shards_range(DedupRelation table, const DedupFingerprint *fp, int64 *shardid,
+				   int32 *min, int32 *max)
+{
+	ClusterShard *shard = cluster_shard_of(table, fp);
+
+	*shardid = shard->shardid;
+	*min = shard->min;
+	*max = shard->max;
+}
+
 /* ---------------------------------------------------------------------
  * The outbox's partitions: one a shard of dedup.claims
  * ---------------------------------------------------------------------

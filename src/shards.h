@@ -31,6 +31,8 @@ extern void dedup_shards_place(DedupRelation table, const DedupFingerprint *fp,
 							   DedupShardPlace *place);
 pg_noreturn extern void dedup_shards_not_here(DedupRelation table, int64 shardid);
 extern bool dedup_shards_is_local(DedupRelation table, const DedupFingerprint *fp);
+extern void dedup_shards_range(DedupRelation table, const DedupFingerprint *fp, int64 *shardid,
+							   int32 *min, int32 *max);
 extern void dedup_shards_lock_key(DedupRelation table, const DedupFingerprint *fp);
 extern void dedup_shards_lock_remote(DedupRelation table, const DedupFingerprint *fp);
 extern void dedup_shards_shard_open(DedupRelation table, const DedupFingerprint *fp,

@@ -203,7 +203,8 @@ BEGIN
     -- generation's number is given by the node that opens it (its group in
     -- the high bits), not by the sequence's default.
     ALTER TABLE dedup.history_generations ALTER COLUMN generation DROP DEFAULT,
-        ALTER COLUMN part SET NOT NULL,
+        ALTER COLUMN part SET NOT NULL, ALTER COLUMN hash_min SET NOT NULL,
+        ALTER COLUMN hash_max SET NOT NULL,
         DROP CONSTRAINT history_generations_pkey,
         ADD CONSTRAINT history_generations_pkey PRIMARY KEY (generation, part);
     ALTER TABLE dedup.history_blocks ALTER COLUMN part SET NOT NULL,
@@ -220,6 +221,16 @@ BEGIN
     PERFORM create_distributed_table('dedup.history_generations', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.history_blocks', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.history_folds', 'part', colocate_with => 'dedup.claims');
+    -- the shards of dedup.claims whose histories are whole for their range
+    -- (history.c): a split's children are not, until the cleanup's repair
+    -- copied the parent's generations into them (dedup.history_cluster_repair)
+    CREATE TABLE dedup.history_spans (
+        shardid  bigint PRIMARY KEY,
+        hash_min integer NOT NULL,
+        hash_max integer NOT NULL
+    );
+    COMMENT ON TABLE dedup.history_spans IS 'on a Citus cluster: the shards of dedup.claims whose histories are whole for their range of hashes (a split''s children are not, until the cleanup copied the parent''s filters into them)';
+    PERFORM create_reference_table('dedup.history_spans');
     -- the outbox: each event to the partition of its aggregate, each
     -- partition of a topic from the topic's position (every event of it
     -- before that was handed out, or is held in dedup.outbox_retry or
@@ -420,6 +431,11 @@ BEGIN
             PERFORM dedup.bucket_node('switch', b.bucket);
         END LOOP;
     ELSIF step = 2 THEN
+        -- the histories made whole after a split, and every shard's span
+        -- written, before any fold into it (step 3, a transaction after)
+        IF EXISTS (SELECT FROM dedup.scopes WHERE history_id IS NOT NULL AND history IS NOT NULL) THEN
+            PERFORM dedup.history_cluster_repair();
+        END IF;
         FOR b IN SELECT bucket FROM dedup.buckets WHERE state = 'x' ORDER BY bucket LOOP
             r := dedup.bucket_workers('seal', b.bucket);
             CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> 's');
@@ -533,3 +549,87 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.history_cluster_expire() FROM PUBLIC;
+
+-- The histories after a split of a shard of dedup.claims (history.c): Citus
+-- sent every row of the parent's generations to the one child whose range
+-- holds their part, but each child's keys may be in them.  Copy each
+-- generation whose range (hash_min, hash_max) passes its shard's into every
+-- other shard of dedup.claims its range overlaps, rows and chunks, under that
+-- shard's part and a number of the coordinator's, and narrow every copy to
+-- its shard's range; then the spans: the shards gone unlisted, those not
+-- listed listed (dedup.history_spans), which lets their look-ups and folds
+-- go on.  In one transaction, from the coordinator's cleanup (its seal
+-- step), before any fold; returns the generations copied.  Internal.
+CREATE OR REPLACE FUNCTION dedup.history_cluster_repair()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g record;
+    c record;
+    home bigint;
+    lo integer;
+    hi integer;
+    cpart @extschema@.dedup_fingerprint;
+    gen bigint;
+    copied bigint := 0;
+    gone bigint[];
+    ids bigint[];
+    mins integer[];
+    maxs integer[];
+BEGIN
+    IF to_regclass('dedup.history_spans') IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOR g IN SELECT generation, part, hash_min, hash_max FROM dedup.history_generations
+             ORDER BY generation, part LOOP
+        home := get_shard_id_for_distribution_column('dedup.claims', g.part);
+        SELECT shardminvalue::integer, shardmaxvalue::integer INTO lo, hi
+            FROM pg_dist_shard WHERE shardid = home;
+        CONTINUE WHEN g.hash_min >= lo AND g.hash_max <= hi;
+        FOR c IN SELECT shardid, shardminvalue::integer AS min, shardmaxvalue::integer AS max
+                 FROM pg_dist_shard
+                 WHERE logicalrelid = 'dedup.claims'::regclass AND shardid <> home
+                   AND shardminvalue::integer <= g.hash_max AND shardmaxvalue::integer >= g.hash_min
+                 ORDER BY shardminvalue::integer LOOP
+            SELECT p INTO STRICT cpart FROM dedup.outbox_partitions() p
+                WHERE get_shard_id_for_distribution_column('dedup.claims', p) = c.shardid;
+            -- numbered as the coordinator's (its group, 0, + 1 in the high bits)
+            gen := (1::bigint << 48) + nextval('dedup.history_generations_seq');
+            INSERT INTO dedup.history_generations
+                (generation, history_id, opened_at, slice_end, rate, k, nblocks, capacity, keys,
+                 part, hash_min, hash_max)
+                SELECT gen, history_id, opened_at, slice_end, rate, k, nblocks, capacity, keys,
+                       cpart, greatest(hash_min, c.min), least(hash_max, c.max)
+                FROM dedup.history_generations
+                WHERE generation = g.generation AND part OPERATOR(@extschema@.=) g.part;
+            INSERT INTO dedup.history_blocks (generation, chunk, bits, part)
+                SELECT gen, chunk, bits, cpart FROM dedup.history_blocks
+                WHERE generation = g.generation AND part OPERATOR(@extschema@.=) g.part;
+            copied := copied + 1;
+        END LOOP;
+        UPDATE dedup.history_generations
+            SET hash_min = greatest(hash_min, lo), hash_max = least(hash_max, hi)
+            WHERE generation = g.generation AND part OPERATOR(@extschema@.=) g.part;
+    END LOOP;
+    -- (Citus writes a reference table from a statement that reads no local table)
+    gone := ARRAY(SELECT x.shardid FROM dedup.history_spans x WHERE NOT EXISTS
+                      (SELECT FROM pg_dist_shard d WHERE d.shardid = x.shardid
+                       AND d.logicalrelid = 'dedup.claims'::regclass));
+    IF cardinality(gone) > 0 THEN
+        DELETE FROM dedup.history_spans WHERE shardid = ANY (gone);
+    END IF;
+    SELECT coalesce(array_agg(d.shardid), '{}'), coalesce(array_agg(d.shardminvalue::integer), '{}'),
+           coalesce(array_agg(d.shardmaxvalue::integer), '{}')
+        INTO ids, mins, maxs
+        FROM pg_dist_shard d WHERE d.logicalrelid = 'dedup.claims'::regclass
+        AND d.shardid <> ALL (ARRAY(SELECT x.shardid FROM dedup.history_spans x));
+    IF cardinality(ids) > 0 THEN
+        INSERT INTO dedup.history_spans (shardid, hash_min, hash_max)
+            SELECT * FROM unnest(ids, mins, maxs);
+    END IF;
+    RETURN copied;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.history_cluster_repair() FROM PUBLIC;

@@ -31,7 +31,13 @@ CREATE TABLE dedup.history_generations (
     -- on a Citus cluster, the shard whose keys it holds (the part of its
     -- outbox partition, which hashes into it): dedup_distribute() makes it
     -- the distribution column; NULL on one server
-    part       @extschema@.dedup_fingerprint
+    part       @extschema@.dedup_fingerprint,
+    -- on a Citus cluster, the range of hashes of the keys it may hold: its
+    -- shard's when it opened, narrowed when a split's repair copies it into
+    -- the children (dedup.history_cluster_repair); NULL on one server
+    hash_min   integer,
+    hash_max   integer,
+    CHECK (hash_min <= hash_max)
 ) USING heap;
 COMMENT ON TABLE dedup.history_generations IS 'the generations of the scopes'' histories: each a blocked Bloom filter of the claims folded during its slice';
 CREATE SEQUENCE dedup.history_generations_seq OWNED BY dedup.history_generations.generation;

@@ -38,7 +38,13 @@
 #     filters (0 false negatives after); a worker killed (kill -9) during a
 #     fold: the bucket stays read everywhere until the next passes fold
 #     every shard once, nothing lost; a shard moved, unfolded, to a worker
-#     that had folded its own shards: folded there by the next passes.
+#     that had folded its own shards: folded there by the next passes;
+#   - a shard of dedup.claims split after a fold, its children on two
+#     workers: right after, no folded key new from the coordinator or a
+#     worker (the children's look-ups fail, 55000, until the next pass); after
+#     the next pass, each child holds the parent's filters: 0 false negatives
+#     from every node, false positives of the children at most 1.25 times the
+#     rate.
 #
 # Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
 set -euo pipefail
@@ -475,3 +481,79 @@ hist_steps "SELECT ($folded_keys) = $before + $kn"
 check "the next passes fold the moved shard on worker 1, every shard once ($kn keys claimed, as many folded), 0 false negatives from every node" \
 	"$(q -c "$folded_keys")|$(allw "$(claimed m- 50000 '2 s')")|$(allw "$hist_fn")" \
 	"$((before + kn))|$(zeros)|$(zeros)"
+
+# 12. a shard of dedup.claims split after a fold (issue 49): each child must
+# hold the filters of the parent's range, though Citus sends every row of
+# them to the one child that holds their part.  Until the coordinator's next
+# pass copies them, a history look-up in either child fails (55000) rather
+# than answer new; after it, every folded key is a duplicate from every
+# node, and new keys of the children are refused no more than the rate says
+split_fns="SET citus.enable_ddl_propagation = off;
+CREATE OR REPLACE FUNCTION pg_temp.split_try(prefix text, n integer, seen boolean,
+    OUT fresh integer, OUT refused integer, OUT failed integer)
+LANGUAGE plpgsql AS \$\$
+DECLARE g integer;
+BEGIN
+    fresh := 0; refused := 0; failed := 0;
+    FOR g IN 1 .. n LOOP
+        BEGIN
+            IF seen THEN
+                IF dedup_seen('hist', prefix || g) = 'absent' THEN
+                    fresh := fresh + 1;
+                ELSE
+                    refused := refused + 1;
+                END IF;
+            ELSIF dedup_claim('hist', prefix || g, ttl => '2 s') THEN
+                fresh := fresh + 1;
+            ELSE
+                refused := refused + 1;
+            END IF;
+        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+            failed := failed + 1;
+        END;
+    END LOOP;
+END
+\$\$;"
+split_try() {	# split_try NODE PREFIX N SEEN: fresh|refused|failed (NODE 0: the coordinator)
+	local sql="SELECT fresh || '|' || refused || '|' || failed FROM pg_temp.split_try('$2', $3, $4)"
+	if [ "$1" = 0 ]; then q -c "$split_fns" -c "$sql"; else worker "$1" -c "$split_fns" -c "$sql"; fi | tail -n 1
+}
+sn=4000
+b=$(q -c "SELECT coalesce(max(bucket) FILTER (WHERE state = 'c'), -1) FROM dedup.buckets")
+hist_steps "SELECT bucket > $b FROM dedup.buckets WHERE state = 'c'"
+before=$(q -c "$folded_keys")
+kn=$(q -c "$(claimed s- "$sn" '2 s')")
+hist_steps "SELECT ($folded_keys) = $before + $kn"
+# the parent: the shard of key s-1 (folded), split at the middle of its
+# range, its children on its node and on another worker
+parent=$(q -c "SELECT get_shard_id_for_distribution_column('dedup.claims', dedup_key('hist', 's-1'))")
+pnode=$(q -c "SELECT n.nodeid FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) WHERE p.shardid = $parent")
+onode=$(q -c "SELECT nodeid FROM pg_dist_node WHERE nodeid <> $pnode AND groupid <> 0 AND isactive AND shouldhaveshards ORDER BY nodeid LIMIT 1")
+range=$(q -c "SELECT shardminvalue || ' AND ' || shardmaxvalue FROM pg_dist_shard WHERE shardid = $parent")
+mid=$(q -c "SELECT (shardminvalue::bigint + shardmaxvalue::bigint) / 2 FROM pg_dist_shard WHERE shardid = $parent")
+q -c "SELECT citus_split_shard_by_split_points($parent, ARRAY['$mid'], ARRAY[$pnode, $onode], 'block_writes')" >/dev/null
+children=$(q -c "SELECT string_agg(shardid::text, ',' ORDER BY shardminvalue::int) FROM pg_dist_shard
+                 WHERE logicalrelid = 'dedup.claims'::regclass AND shardminvalue::bigint BETWEEN $range")
+in_children="get_shard_id_for_distribution_column('dedup.claims', dedup_key('hist', %s)) IN ($children)"
+cn=$(q -c "SELECT count(*) FROM generate_series(1, $sn) g WHERE $(printf "$in_children" "'s-' || g")")
+check "the split: two children, on two nodes; the parent's folded keys in them" \
+	"$(q -c "SELECT count(*), count(DISTINCT p.groupid) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.shardid IN ($children)")|$([ "$cn" -gt 0 ] && echo yes)" \
+	"2|2|yes"
+# at once, before any pass: no folded key new, from the coordinator or a worker
+now_w=$(split_try 1 s- "$sn" true)
+now_c=$(split_try 0 s- "$sn" false)
+echo "   right after the split (new|refused|failed): dedup_seen on worker 1 $now_w, claims from the coordinator $now_c ($cn of the $sn keys in the children)"
+check "right after the split, 0 folded keys new from a worker and from the coordinator; the children's fail (55000)" \
+	"$(echo "$now_w" | cut -d'|' -f1,3)|$(echo "$now_c" | cut -d'|' -f1,3)" "0|$cn|0|$cn"
+pass
+check "after the next pass, the children hold the parent's filters: 0 folded keys new, from every node, none failing" \
+	"$(split_try 0 s- "$sn" false)|$(split_try 1 s- "$sn" true)|$(split_try 2 s- "$sn" true)" \
+	"0|$sn|0|0|$sn|0|0|$sn|0"
+check "and the claims of all the history's folded keys still refused from every node" "$(allw "$hist_fn")" "$(zeros)"
+# false positives of the children: new keys of their range, by dedup_seen from a worker
+fpn=$(q -c "SELECT count(*) FROM generate_series(1, 160000) g WHERE $(printf "$in_children" "'new-s-' || g")")
+fps=$(worker 1 -c "SELECT count(*) FILTER (WHERE dedup_seen('hist', 'new-s-' || g) = 'history') FROM generate_series(1, 160000) g
+                   WHERE $(printf "$in_children" "'new-s-' || g")")
+echo "   false positives in the children after the split: $fps of $fpn new keys ($(awk "BEGIN { printf \"%.5f\", $fps / $fpn }")); the rate is 0.01"
+check "false positives in the children at most 1.25 times the rate (0.01)" \
+	"$(awk "BEGIN { print ($fpn >= 10000 && $fps / $fpn <= 0.0125) ? \"yes\" : \"no\" }")" yes

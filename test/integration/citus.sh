@@ -95,7 +95,7 @@ check "the batches' slots kept, in partition 0, with their generations (no old b
 	"$slots_before|t"
 check "claims, marks and the histories distributed by key, co-located; scopes and grants reference tables" \
 	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \
-	"dedup.claims:h,dedup.cluster_commit:n,dedup.grants:n,dedup.history_blocks:h,dedup.history_folds:h,dedup.history_generations:h,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_held:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
+	"dedup.claims:h,dedup.cluster_commit:n,dedup.grants:n,dedup.history_blocks:h,dedup.history_folds:h,dedup.history_generations:h,dedup.history_spans:n,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_held:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
 check "the claims' shards are on both workers, none on the coordinator" \
 	"$(q -c "SELECT string_agg(DISTINCT p.groupid::text, ',') FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) WHERE s.logicalrelid = 'dedup.claims'::regclass")" "1,2"
 check "the buckets are merged away" "$(q -c "SELECT count(*) FROM dedup.buckets")" 0
