@@ -47,6 +47,7 @@ typedef enum DedupRelation
 	DEDUP_REL_OUTBOX_RETRY_PKEY,
 	DEDUP_REL_OUTBOX_DEAD,
 	DEDUP_REL_OUTBOX_DEAD_PKEY,
+	DEDUP_REL_OUTBOX_BATCH_IDS, /* the counter of batch ids (outbox.c) */
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 

@@ -197,112 +197,63 @@ outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part)
 }
 
 /*
- * A batch's id: its partition's number times 2^47, plus its slot's times
- * 2^31, plus the slot's generation (below 2^31).
+ * A batch's id: its partition's number times 2^47, plus a number from the
+ * node's counter of batches (dedup.outbox_batch_ids, from 1, below 2^47),
+ * which every take that hands a batch out, or out again, draws anew: no
+ * id is ever given to two batches, however often the slot that holds them
+ * is reused (1.1's first ids had a slot's generation in them, and retired a
+ * slot at its last one).  Both paths draw it here (the fast path directly,
+ * the PL/pgSQL one through dedup.outbox_batch_new_id()).
  */
 int64
-outbox_batch_id(const DedupFingerprint *part, int32 slot, int32 generation)
+outbox_batch_new_id(const DedupFingerprint *part)
 {
 	uint32		number = outbox_part_number(part);
+	int64		counter;
 
-	if (number > DEDUP_OUTBOX_MAX_PARTITION || slot < 0 || slot > OUTBOX_BATCH_MAX_SLOT ||
-		generation < 0)
-		elog(ERROR, "an outbox batch of partition %u, slot %d and generation %d has no id",
-			 number, slot, generation);
-	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) |
-		((int64) slot << OUTBOX_BATCH_SLOT_SHIFT) | generation;
+	if (number > DEDUP_OUTBOX_MAX_PARTITION)
+		elog(ERROR, "an outbox batch of partition %u has no id", number);
+	/* (the sequence's own checks: its MAXVALUE is OUTBOX_BATCH_MAX_COUNTER) */
+	counter = nextval_internal(dedup_catalog_relation_oid(DEDUP_REL_OUTBOX_BATCH_IDS), false);
+	Assert(counter > 0 && counter <= OUTBOX_BATCH_MAX_COUNTER);
+	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) | counter;
 }
 
-/*
- * dedup.outbox_batch_id(in_part dedup_fingerprint, slot integer,
- *						 generation integer) RETURNS bigint
- */
-PG_FUNCTION_INFO_V1(dedup_outbox_batch_id);
+/* dedup.outbox_batch_new_id(in_part dedup_fingerprint) RETURNS bigint */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_new_id);
 Datum
-dedup_outbox_batch_id(PG_FUNCTION_ARGS)
+dedup_outbox_batch_new_id(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(outbox_batch_id(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_INT32(1),
-									PG_GETARG_INT32(2)));
+	PG_RETURN_INT64(outbox_batch_new_id(PG_GETARG_DEDUP_FINGERPRINT_P(0)));
 }
 
 /*
- * The parts of a batch's id (outbox_batch_id()): its partition's number,
- * its slot's and the slot's generation; false if no batch can have that
- * id.  Every reader of an id decodes it here, the C paths directly, the
- * PL/pgSQL ones through dedup.outbox_batch_slot() and
- * dedup.outbox_batch_generation().
+ * The parts of a batch's id (outbox_batch_new_id()): its partition's
+ * number and its counter's; false if no batch can have that id.  Every
+ * reader of an id decodes it here: the partition an ack, nack or
+ * heartbeat goes to (outbox_batch_part(), for both paths), the fast path's
+ * ack; an id that decodes names a batch only if a row of
+ * dedup.outbox_batches has it.
  */
 bool
-outbox_batch_decode(int64 batch_id, uint32 *number, int32 *slot, int32 *generation)
+outbox_batch_decode(int64 batch_id, uint32 *number, int64 *counter)
 {
-	if (batch_id < 0)
+	if (batch_id <= 0)
 		return false;
 	*number = (uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT);
-	*slot = (int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT);
-	*generation = (int32) (batch_id & OUTBOX_BATCH_MAX_GENERATION);
-	return true;
+	*counter = batch_id & OUTBOX_BATCH_MAX_COUNTER;
+	return *counter > 0 && *number <= DEDUP_OUTBOX_MAX_PARTITION;
 }
 
-/* dedup.outbox_batch_slot(batch_id bigint) RETURNS integer: NULL for no batch's */
-PG_FUNCTION_INFO_V1(dedup_outbox_batch_slot);
+/* dedup.outbox_batch_valid(batch_id bigint) RETURNS boolean */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_valid);
 Datum
-dedup_outbox_batch_slot(PG_FUNCTION_ARGS)
+dedup_outbox_batch_valid(PG_FUNCTION_ARGS)
 {
 	uint32		number;
-	int32		slot;
-	int32		generation;
+	int64		counter;
 
-	if (!outbox_batch_decode(PG_GETARG_INT64(0), &number, &slot, &generation))
-		PG_RETURN_NULL();
-	PG_RETURN_INT32(slot);
-}
-
-/* dedup.outbox_batch_generation(batch_id bigint) RETURNS integer: NULL for no batch's */
-PG_FUNCTION_INFO_V1(dedup_outbox_batch_generation);
-Datum
-dedup_outbox_batch_generation(PG_FUNCTION_ARGS)
-{
-	uint32		number;
-	int32		slot;
-	int32		generation;
-
-	if (!outbox_batch_decode(PG_GETARG_INT64(0), &number, &slot, &generation))
-		PG_RETURN_NULL();
-	PG_RETURN_INT32(generation);
-}
-
-/*
- * The generation of a slot's next batch.  It never wraps in practice: a
- * slot at OUTBOX_BATCH_MAX_GENERATION is retired before (outbox_take.sql);
- * past it, it would come back to 1, never to 0, which no batch has.
- */
-int32
-outbox_next_generation(int32 generation)
-{
-	return generation % OUTBOX_BATCH_MAX_GENERATION + 1;
-}
-
-/* Whether a slot at generation is retired: it gives no batch another id. */
-bool
-outbox_slot_retired(int32 generation)
-{
-	return generation >= OUTBOX_BATCH_MAX_GENERATION;
-}
-
-/* dedup.outbox_slot_retired(generation integer) RETURNS boolean */
-PG_FUNCTION_INFO_V1(dedup_outbox_slot_retired);
-Datum
-dedup_outbox_slot_retired(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(outbox_slot_retired(PG_GETARG_INT32(0)));
-}
-
-/* dedup.outbox_next_generation(generation integer) RETURNS integer */
-PG_FUNCTION_INFO_V1(dedup_outbox_next_generation);
-Datum
-dedup_outbox_next_generation(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(outbox_next_generation(PG_GETARG_INT32(0)));
+	PG_RETURN_BOOL(outbox_batch_decode(PG_GETARG_INT64(0), &number, &counter));
 }
 
 /*
@@ -369,9 +320,12 @@ dedup_outbox_max_batch_size(PG_FUNCTION_ARGS)
 bool
 outbox_batch_part(int64 batch_id, DedupFingerprint *part)
 {
-	if (batch_id < 0)
+	uint32		number;
+	int64		counter;
+
+	if (!outbox_batch_decode(batch_id, &number, &counter))
 		return false;
-	dedup_shards_outbox_part((uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT), part);
+	dedup_shards_outbox_part(number, part);
 	return true;
 }
 

@@ -105,7 +105,7 @@ static const struct
 		" (SELECT o.seq FROM dedup.outbox AS o"
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
-		" x.slot, x.generation, x.busy,"
+		" x.slot, COALESCE(x.id, 0), x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
 		" FROM dedup.outbox_positions AS t LEFT JOIN dedup.outbox_batches AS x"
 		"  ON x.part %1$s t.part AND x.topic OPERATOR(pg_catalog.=) t.topic"
@@ -119,30 +119,29 @@ static const struct
 	CURSOR_OPT_GENERIC_PLAN},
 	[FAST_WRITE] = {"WITH free AS (SELECT x.slot FROM dedup.outbox_batches AS x"
 		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
-		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
+		"  AND COALESCE(x.id, 0) OPERATOR(pg_catalog.=) $11"
+		"  AND x.topic OPERATOR(pg_catalog.=) $9"
 		"  FOR UPDATE SKIP LOCKED),"
-		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
+		" batch AS (UPDATE dedup.outbox_batches AS x SET id = $3, busy = true,"
 		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}', extra = '{}',"
 		"  retried = 0, events = $7, aggregates = $8, members = '{}', next_seq = $10"
 		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
 		"  RETURNING x.slot)"
 		" SELECT pg_catalog.count(*) FROM batch",
-		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
-	INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
+		11, {InvalidOid, INT4OID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
+	INT4ARRAYOID, TEXTOID, INT8OID, INT8OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
 	[FAST_ACK_TOPIC] = {"SELECT x.topic FROM dedup.outbox_batches AS x"
-		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
-		" AND x.generation OPERATOR(pg_catalog.=) $3"
+		" WHERE x.part %1$s $1 AND x.id OPERATOR(pg_catalog.=) $2"
 		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0",
-	3, {InvalidOid, INT4OID, INT4OID}},
+	2, {InvalidOid, INT8OID}},
 	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
-		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
-		" AND x.generation OPERATOR(pg_catalog.=) $3"
+		" WHERE x.part %1$s $1 AND x.id OPERATOR(pg_catalog.=) $2"
 		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
-		" AND x.topic OPERATOR(pg_catalog.=) $4 RETURNING x.events",
-	4, {InvalidOid, INT4OID, INT4OID, TEXTOID}},
+		" AND x.topic OPERATOR(pg_catalog.=) $3 RETURNING x.events",
+	3, {InvalidOid, INT8OID, TEXTOID}},
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -247,7 +246,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	bool		has_log;
 	int64		pos;
 	int32		slot = -1;
-	int32		generation = 0;
+	int64		slot_id = 0;	/* the id of its last batch, or 0 */
+	int64		batch_id;
 	int32	   *blocked;
 	int			nblocked = 0;
 	int64		stable;
@@ -305,12 +305,10 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 			memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
 			nblocked += nelems;
 		}
-		else if (slot < 0 &&
-				 !outbox_slot_retired(DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull))))
+		else if (slot < 0)
 		{
-			/* (a slot at its last generation is retired: outbox_take.sql) */
 			slot = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
-			generation = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
+			slot_id = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 		}
 	}
 	if (!has_log)
@@ -377,19 +375,19 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	}
 
 	/*
-	 * The batch, in the free slot, if it is still free at the generation read
+	 * The batch, in the free slot, if it is still free with the id read
 	 * and no other take has locked it (a take of another topic that needs a
 	 * slot may take this topic's free one: the PL/pgSQL take passes a slot
 	 * locked, as this one does, and never waits for it); the topic's position
 	 * after it, in it (sql/tables/outbox_relay.sql)
 	 */
-	args[10] = Int32GetDatum(generation);
-	generation = outbox_next_generation(generation);
+	args[10] = Int64GetDatum(slot_id);
+	batch_id = outbox_batch_new_id(part);
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_check_timestamp_plus(GetCurrentTimestamp(), lease);
 	args[0] = PointerGetDatum(part);
 	args[1] = Int32GetDatum(slot);
-	args[2] = Int32GetDatum(generation);
+	args[2] = Int64GetDatum(batch_id);
 	args[3] = TimestampTzGetDatum(lease_end);
 	args[4] = FAST_SCAN_COL(0, 1);
 	args[5] = FAST_SCAN_COL(n - 1, 1);
@@ -420,7 +418,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 
 		if (with_id)
 		{
-			values[k] = Int64GetDatum(outbox_batch_id(part, slot, generation));
+			values[k] = Int64GetDatum(batch_id);
 			nulls[k++] = false;
 		}
 		for (int col = 2; col <= 7; col++)
@@ -462,16 +460,14 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	DedupScopeSettings settings;
 	int32		n;
 	uint32		number;
-	int32		slot;
-	int32		generation;
+	int64		counter;
 
 	/* an id of another partition's batch names none here */
-	if (!outbox_batch_decode(batch_id, &number, &slot, &generation) ||
+	if (!outbox_batch_decode(batch_id, &number, &counter) ||
 		number != outbox_part_number(part))
 		return -1;
 	args[0] = PointerGetDatum(part);
-	args[1] = Int32GetDatum(slot);
-	args[2] = Int32GetDatum(generation);
+	args[1] = Int64GetDatum(batch_id);
 	if (fast_run(FAST_ACK_TOPIC, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
 		return -1;
 	topic = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
@@ -479,7 +475,7 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	if (!dedup_scope_allows(topic, caller, DEDUP_PRIV_RELAY, &settings))
 		return 0;
 	/* (of that topic still: a batch of another would be under another id) */
-	args[3] = PointerGetDatum(topic);
+	args[2] = PointerGetDatum(topic);
 	if (fast_run(FAST_ACK, args, 0) != SPI_OK_UPDATE_RETURNING || SPI_processed == 0)
 		return -1;
 	n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

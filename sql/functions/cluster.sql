@@ -201,8 +201,8 @@ BEGIN
     DELETE FROM dedup.outbox_topics;
     UPDATE dedup.outbox_batches SET next_seq = NULL;
     -- the slots stay where they are, in partition 0 (one server's), with
-    -- their generations: the id of a batch handed out before never names
-    -- one handed out after
+    -- their batches' ids (partition 0's): the counter of ids goes on, so the
+    -- id of a batch handed out before never names one handed out after
     UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_held SET part = dedup.outbox_partition_of(topic, aggregateid);

@@ -98,7 +98,7 @@ BEGIN
         FROM dedup.outbox_batches AS b
         JOIN dedup.outbox_retry AS r
           ON r.part OPERATOR(@extschema@.=) b.part
-         AND r.batch = dedup.outbox_batch_id(b.part, b.slot, b.generation)
+         AND r.batch = b.id
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND b.retried > 0 AND (for_topic IS NULL OR b.topic = for_topic)
         UNION ALL

@@ -323,7 +323,7 @@ DECLARE
 BEGIN
     FOR b IN SELECT * FROM dedup.outbox_batches AS x
              WHERE x.part OPERATOR(@extschema@.=) in_part AND x.busy ORDER BY x.slot LOOP
-        bid := dedup.outbox_batch_id(b.part, b.slot, b.generation);
+        bid := b.id;
         IF EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq,
                                                     b.settled, b.attempt, b.retried, bid, b.extra) AS m
                    WHERE m.id = ANY (ids)) THEN
@@ -482,8 +482,7 @@ BEGIN
     until := pg_catalog.clock_timestamp() + l;
     UPDATE dedup.outbox_batches AS x SET lease_until = until
     WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
+      AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy AND x.topic = t
     RETURNING x.lease_until INTO until;
     RETURN until;
 END
@@ -513,13 +512,11 @@ BEGIN
     IF members IS NULL THEN
         SELECT x.members INTO m FROM dedup.outbox_batches AS x
         WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t;
+          AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy AND x.topic = t;
     ELSE
         UPDATE dedup.outbox_batches AS x SET members = outbox_group.members
         WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
+          AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy AND x.topic = t
         RETURNING x.members INTO m;
     END IF;
     RETURN m;

@@ -161,30 +161,20 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_bury(@extschema@.dedup_fingerprint, text, bigint[], integer, uuid[], text) FROM PUBLIC;
 
--- A batch's id: its partition's number times 2^47, plus its slot's number
--- times 2^31, plus the slot's generation.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_id(in_part @extschema@.dedup_fingerprint, slot integer, generation integer)
+-- A new batch's id (src/outbox.c, for both paths): its partition's number
+-- times 2^47, plus the next number of the node's counter of batches
+-- (dedup.outbox_batch_ids), never given to another batch.  A take draws
+-- one for each batch it hands out, and again for one it hands out again.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_new_id(in_part @extschema@.dedup_fingerprint)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_id' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, integer, integer) FROM PUBLIC;
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_new_id' LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_new_id(@extschema@.dedup_fingerprint) FROM PUBLIC;
 
--- The slot and the generation of batch id bid (NULL for an id no batch
--- can have): src/outbox.c decodes an id for both paths.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_slot(bid bigint) RETURNS integer
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_slot' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_slot(bigint) FROM PUBLIC;
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_generation(bid bigint) RETURNS integer
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_generation' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_generation(bigint) FROM PUBLIC;
-
--- The generation of a slot's next batch, and whether a slot is retired
--- at its generation (below).
-CREATE OR REPLACE FUNCTION dedup.outbox_next_generation(generation integer) RETURNS integer
-AS 'MODULE_PATHNAME', 'dedup_outbox_next_generation' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_next_generation(integer) FROM PUBLIC;
-CREATE OR REPLACE FUNCTION dedup.outbox_slot_retired(generation integer) RETURNS boolean
-AS 'MODULE_PATHNAME', 'dedup_outbox_slot_retired' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_slot_retired(integer) FROM PUBLIC;
+-- Whether bid is an id a batch can have (src/outbox.c decodes an id for
+-- both paths); a row of outbox_batches with that id is the batch.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_valid(bid bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_valid' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_valid(bigint) FROM PUBLIC;
 
 -- The most events a take hands out (the fast path's OUTBOX_MAX_BATCH_SIZE).
 CREATE OR REPLACE FUNCTION dedup.outbox_max_batch_size() RETURNS integer
@@ -215,8 +205,7 @@ BEGIN
     RETURN QUERY
     SELECT * FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy
+      AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy
     FOR UPDATE;
 END
 $$;
@@ -237,8 +226,7 @@ DECLARE
 BEGIN
     SELECT x.topic INTO t FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy;
+      AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy;
     IF NOT FOUND OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
         RETURN NULL;
     END IF;
@@ -316,7 +304,7 @@ BEGIN
     INTO n, r, a
     FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
                               b.attempt, b.retried,
-                              dedup.outbox_batch_id(b.part, b.slot, b.generation), b.extra) AS m;
+                              b.id, b.extra) AS m;
     UPDATE dedup.outbox_batches AS x
     SET events = n, retried = r, aggregates = a, busy = n > 0
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of
@@ -326,16 +314,6 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
--- A slot's generation never wraps.  An id holds 31 bits of it: past
--- 2147483647 it would come back to 1, and an id handed out 2^31 - 1 batches
--- before (held by a relay that stopped meanwhile) would name a batch handed
--- out after.  So a slot at the last generation is retired: left free, which
--- no take gives another batch (a new batch goes to another slot, or a new
--- one), and a batch of it handed out again moves to a new slot first
--- (dedup.outbox_slot_move).  Its row stays, so its number is never taken
--- again (new slots are numbered past the partition's last).  A partition
--- has 65535 numbers: 1.4 * 10^14 batches (doc/outbox.md says how long).
---
 -- A new free slot of partition in_part for topic: the first number past
 -- the partition's last slot that no other take is inserting (each inserts
 -- under its number's lock) and none inserted meanwhile; 54000 when none is
@@ -355,7 +333,7 @@ BEGIN
         IF k >= 65536 THEN
             RAISE EXCEPTION 'an outbox partition has no room for another batch'
                 USING ERRCODE = '54000',
-                      DETAIL = 'Each of its 65535 slots holds a batch handed out and not acked, or is retired (it handed out 2147483647 batches).',
+                      DETAIL = 'Each of its 65535 slots holds a batch handed out and not acked.',
                       HINT = 'Ack or nack batches before taking more.';
         END IF;
         IF dedup.outbox_lock_slot(in_part, k) THEN
@@ -371,34 +349,6 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_slot_new(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
-
--- The busy batch of slot slot_of (locked by the caller), moved whole into a
--- new slot at generation 0, whose next hand-out is generation 1; slot_of is
--- left free at its generation: retired, when that is the last (above).
-CREATE OR REPLACE FUNCTION dedup.outbox_slot_move(in_part @extschema@.dedup_fingerprint, slot_of integer)
-RETURNS dedup.outbox_batches
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    o dedup.outbox_batches;
-    b dedup.outbox_batches;
-BEGIN
-    SELECT * INTO STRICT o FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
-    b := dedup.outbox_slot_new(in_part, o.topic);
-    UPDATE dedup.outbox_batches AS x
-    SET busy = o.busy, attempt = o.attempt, lease_until = o.lease_until, first_seq = o.first_seq,
-        last_seq = o.last_seq, settled = o.settled, extra = o.extra, retried = o.retried,
-        events = o.events, aggregates = o.aggregates, members = o.members, next_seq = o.next_seq
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot
-    RETURNING x.* INTO b;
-    UPDATE dedup.outbox_batches AS x SET busy = false
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
-    RETURN b;
-END
-$$;
-REVOKE ALL ON FUNCTION dedup.outbox_slot_move(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 -- for_lease: the batch's lease, NULL for the topic's.
 CREATE OR REPLACE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
@@ -420,6 +370,7 @@ DECLARE
     new_pos bigint;
     b dedup.outbox_batches;
     bid bigint;
+    new_bid bigint;
     blocked integer[];
     has_retry boolean;
     has_held boolean;
@@ -483,10 +434,10 @@ BEGIN
              ORDER BY x.lease_until
     LOOP
         SELECT * INTO b
-        FROM dedup.outbox_batch(in_part, dedup.outbox_batch_id(in_part, b.slot, b.generation)) AS x
+        FROM dedup.outbox_batch(in_part, b.id) AS x
         WHERE x.lease_until <= take_now;
         CONTINUE WHEN NOT FOUND;
-        bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
+        bid := b.id;
         dying := ARRAY(SELECT r.id FROM dedup.outbox_retry AS r
                        WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid
                          AND r.attempts >= max_attempts);
@@ -553,21 +504,16 @@ BEGIN
             UPDATE dedup.outbox_batches AS x SET settled = x.settled || rest_seqs
             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         END IF;
-        -- a slot at its last generation gives it no new id: a new slot does
-        IF dedup.outbox_slot_retired(b.generation) THEN
-            b := dedup.outbox_slot_move(in_part, b.slot);
-        END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
-        UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1,
-               batch = dedup.outbox_batch_id(in_part, b.slot, dedup.outbox_next_generation(b.generation))
+        new_bid := dedup.outbox_batch_new_id(in_part);
+        UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1, batch = new_bid
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
         UPDATE dedup.outbox_batches AS x
-        SET attempt = x.attempt + 1, lease_until = lease_end,
-            generation = dedup.outbox_next_generation(b.generation), members = '{}'
+        SET attempt = x.attempt + 1, lease_until = lease_end, id = new_bid, members = '{}'
         WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
         b := dedup.outbox_batch_recount(in_part, b.slot);
         CONTINUE WHEN NOT b.busy;
-        bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
+        bid := b.id;
         RETURN QUERY SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload,
                             m.headers, m.attempts, m.created_at, lease_end, m.seq
                      FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
@@ -604,25 +550,23 @@ BEGIN
     -- a new batch, in a free slot (locked: it stays free until the batch
     -- is written in it; one another take has locked is passed, never
     -- waited for): the topic's own first, else any of the partition's,
-    -- whatever topic it served (its generation goes on: no id handed out
-    -- before names the new batch), but a retired one (at its last
-    -- generation), else a new one (dedup.outbox_slot_new).  So a partition
-    -- has no more slots than batches handed out at once, and those retired.
+    -- whatever topic it served, else a new one (dedup.outbox_slot_new);
+    -- the batch has a new id from the counter, whatever slot holds it.  So
+    -- a partition has no more slots than batches handed out at once.
     SELECT * INTO b FROM dedup.outbox_batches AS x
     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
-      AND NOT dedup.outbox_slot_retired(x.generation)
     ORDER BY x.slot LIMIT 1
     FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         SELECT * INTO b FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy AND NOT dedup.outbox_slot_retired(x.generation)
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy
         ORDER BY x.slot LIMIT 1
         FOR UPDATE SKIP LOCKED;
     END IF;
     IF NOT FOUND THEN
         b := dedup.outbox_slot_new(in_part, outbox_take_batch.topic);
     END IF;
-    bid := dedup.outbox_batch_id(in_part, b.slot, dedup.outbox_next_generation(b.generation));
+    bid := dedup.outbox_batch_new_id(in_part);
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
     -- holds, each with every earlier one of its aggregate there due too
@@ -783,7 +727,7 @@ BEGIN
         END IF;
         UPDATE dedup.outbox_batches AS x
         SET topic = outbox_take_batch.topic,
-            generation = dedup.outbox_next_generation(b.generation), busy = true, attempt = 1,
+            id = bid, busy = true, attempt = 1,
             lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
             extra = x_seqs, retried = cardinality(r_ids), events = n,
             aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a),

@@ -24,17 +24,20 @@ CREATE TABLE dedup.outbox_topics (
 COMMENT ON TABLE dedup.outbox_topics IS 'each topic of the outbox''s log with a position: next_seq, where none of its slots holds a later one (dedup.outbox_positions)';
 
 -- The batches of a partition's topics, one row a slot, reused (updated in
--- place, a HOT update while its topic stays: nothing else indexed
--- changes): a busy slot holds a batch of its topic handed out and not yet
+-- place; a take's update is not HOT, since it gives the slot a new id, an
+-- ack's is): a busy slot holds a batch of its topic handed out and not yet
 -- settled; a free one goes to the next batch of any topic of the
 -- partition that needs one (its own topic's first), so that a partition
 -- has no more slots than batches handed out at once.  A slot's number is
--- one of its partition's (below 2^16); a batch's id is the partition's
--- number times 2^47, plus the slot's times 2^31, plus the slot's
--- generation, which each new batch in it advances, whatever its topic
--- (dedup.outbox_batch_id()): no id handed out before names a batch handed
--- out after (a slot at the last generation is retired instead of wrapping:
--- sql/functions/outbox_take.sql).  next_seq is its topic's position after the last batch handed
+-- one of its partition's (below 2^16); id is that of the batch it holds, or
+-- held last (NULL before one): the partition's number times 2^47, plus a
+-- number drawn from the node's counter of batches (dedup.outbox_batch_ids)
+-- by each take that hands a batch out, or out again
+-- (dedup.outbox_batch_new_id(), src/outbox.c).  No id is given to two
+-- batches, however often a slot is reused: no id handed out before names a
+-- batch handed out after, and no slot is retired.  next_seq is its topic's
+-- position after the last batch handed out in it (NULL before one), until
+-- the slot goes to another topic.  Its
 -- out in it (NULL before one), until the slot goes to another topic.  Its
 -- events are those of the topic's log from first_seq to
 -- last_seq, and those of the seqs in extra (handed out from
@@ -53,7 +56,7 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic of the outbox''s log with a 
 CREATE TABLE dedup.outbox_batches (
     slot        integer NOT NULL,
     topic       text COLLATE "C" NOT NULL,
-    generation  integer NOT NULL DEFAULT 0,
+    id          bigint,
     busy        boolean NOT NULL DEFAULT false,
     attempt     integer NOT NULL DEFAULT 0,
     lease_until timestamptz,
@@ -70,6 +73,15 @@ CREATE TABLE dedup.outbox_batches (
     CONSTRAINT outbox_batches_pkey PRIMARY KEY (slot)
 ) USING heap WITH (fillfactor = 20);
 CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, slot);
+-- (not unique: on a Citus cluster a unique index names the distribution
+-- column; the counter makes ids unique)
+CREATE INDEX outbox_batches_id ON dedup.outbox_batches (id);
+
+-- The counter of batch ids (above), per node: on a Citus cluster a
+-- partition moved to another node needs that node's counter started past
+-- its greatest id (doc/outbox.md).  2^47 - 1 ids, no cycle: a node that
+-- handed out that many batches fails its next take (2200H).
+CREATE SEQUENCE dedup.outbox_batch_ids AS bigint MINVALUE 1 MAXVALUE 140737488355327 NO CYCLE;
 
 -- Each topic's position in each partition (the comment of outbox_topics):
 -- every reader of a position reads it here.  (A join, not a subquery per
@@ -129,5 +141,6 @@ COMMENT ON TABLE dedup.outbox_held IS 'aggregates of the outbox held back behind
 
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_topics', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batches', '');
+SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_batch_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_retry', '');
 SELECT pg_catalog.pg_extension_config_dump('dedup.outbox_held', '');

@@ -35,6 +35,7 @@ DO $$
 DECLARE
     t record;
     s integer := 0;
+    bid bigint;
 BEGIN
     FOR t IN SELECT o.topic, o.visible_at, max(o.attempts) AS attempt, count(*) AS events,
                     array_agg(o.id) AS ids,
@@ -48,13 +49,12 @@ BEGIN
                 USING ERRCODE = '54000',
                       HINT = 'Let their relays ack them, or their leases pass, and update again.';
         END IF;
-        INSERT INTO dedup.outbox_batches (part, slot, topic, generation, busy, attempt,
+        bid := dedup.outbox_batch_new_id('00000000000000000000000000000000');
+        INSERT INTO dedup.outbox_batches (part, slot, topic, id, busy, attempt,
                                           lease_until, retried, events, aggregates)
-        VALUES ('00000000000000000000000000000000', s, t.topic, 1, true, t.attempt, t.visible_at, t.events, t.events,
+        VALUES ('00000000000000000000000000000000', s, t.topic, bid, true, t.attempt, t.visible_at, t.events, t.events,
                 t.aggregates);
-        UPDATE dedup.outbox_retry
-        SET batch = dedup.outbox_batch_id('00000000000000000000000000000000', s, 1)
-        WHERE id = ANY (t.ids);
+        UPDATE dedup.outbox_retry SET batch = bid WHERE id = ANY (t.ids);
     END LOOP;
 END
 $$;

@@ -4,7 +4,7 @@
 #   - claims, records, sequence marks and outbox events made before are
 #     kept, the time buckets merged; the claims' shards are on both workers;
 #     dedup_distribute() refuses while an outbox batch is handed out, and
-#     keeps the batches' slots with their generations;
+#     keeps the batches' slots with their batches' ids;
 #   - a claim and a business row of a table co-located with dedup.claims
 #     commit or roll back together, as a single-node transaction (one
 #     COMMIT, no PREPARE TRANSACTION); a redelivery is a duplicate;
@@ -106,11 +106,11 @@ q -c "SELECT count(*) FROM generate_series(1, 30) g
 check "dedup_distribute() refuses a shard_count of 0 (22023) and a batch handed out (55000)" \
 	"$(sqlstate -c "SELECT dedup_distribute(0)")|$(sqlstate -c "SELECT dedup_distribute(8)")|$(q -c "SELECT count(*) FROM pg_dist_partition")" \
 	"ERROR:  22023|ERROR:  55000|0"
-q -c "SELECT dedup_outbox_nack_batch(dedup.outbox_batch_id(part, slot, generation)) FROM dedup.outbox_batches WHERE busy" >/dev/null
-slots_before=$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, generation), ',' ORDER BY slot) FROM dedup.outbox_batches")
+q -c "SELECT dedup_outbox_nack_batch(id) FROM dedup.outbox_batches WHERE busy" >/dev/null
+slots_before=$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, id), ',' ORDER BY slot) FROM dedup.outbox_batches")
 q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
-check "the batches' slots kept, in partition 0, with their generations (no old batch id names a new batch)" \
-	"$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, generation), ',' ORDER BY slot) FROM dedup.outbox_batches")|$(q -c "SELECT bool_and(generation > 0) FROM dedup.outbox_batches")" \
+check "the batches' slots kept, in partition 0, with their ids (no old batch id names a new batch)" \
+	"$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, id), ',' ORDER BY slot) FROM dedup.outbox_batches")|$(q -c "SELECT bool_and(id > 0) FROM dedup.outbox_batches")" \
 	"$slots_before|t"
 check "claims and marks distributed by key, co-located; scopes and grants reference tables" \
 	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \

@@ -7,7 +7,7 @@ SELECT (dedup_set_scope('orders', lease => '1 minute', retention => '1 hour')).c
 -- the events a relay holds now, and those waiting in outbox_retry
 CREATE TEMP VIEW in_flight AS
 SELECT m.id, m.seq, m.aggregateid, m.attempts, m.payload->>'key' AS key
-FROM dedup.outbox_batches AS b, dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt, b.retried, dedup.outbox_batch_id(b.part, b.slot, b.generation), b.extra) AS m WHERE b.busy;
+FROM dedup.outbox_batches AS b, dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt, b.retried, b.id, b.extra) AS m WHERE b.busy;
 CREATE TEMP VIEW retry AS
 SELECT r.payload->>'key' AS key, r.aggregateid, r.attempts, r.batch IS NOT NULL AS in_batch,
        r.last_error, r.visible_at > now() AS delayed
@@ -134,7 +134,7 @@ SELECT * FROM retry WHERE key = 'b-1';
 
 -- a lease that passes: the batch comes back whole, attempts counted
 UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second'
-WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches.part, outbox_batches.topic, outbox_batches.first_seq, outbox_batches.last_seq, outbox_batches.settled, outbox_batches.attempt, outbox_batches.retried, dedup.outbox_batch_id(outbox_batches.part, outbox_batches.slot, outbox_batches.generation), outbox_batches.extra) AS m WHERE m.payload->>'key' = 'c-1');
+WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches.part, outbox_batches.topic, outbox_batches.first_seq, outbox_batches.last_seq, outbox_batches.settled, outbox_batches.attempt, outbox_batches.retried, outbox_batches.id, outbox_batches.extra) AS m WHERE m.payload->>'key' = 'c-1');
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10) ORDER BY 1;
 
 -- dead letters: handed out the topic's max_attempts times, then dead
@@ -301,7 +301,7 @@ SELECT dedup_outbox_ack_batch((SELECT batch_id FROM hot2 LIMIT 1)) AS acked;
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take_batch('orders', 10) ORDER BY seq;
 SELECT count(*) AS held_rows FROM dedup.outbox_held;
 SELECT dedup_outbox_ack_batch(max(batch_id)) AS acked FROM dedup.outbox_batches AS b,
-  LATERAL (SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation) AS batch_id) AS x WHERE b.busy;
+  LATERAL (SELECT b.id AS batch_id) AS x WHERE b.busy;
 SELECT topic, pending, in_flight, dead FROM dedup_outbox_stats('orders');
 -- the 1.0 take keeps one event of an aggregate a batch
 SELECT count(*) FROM generate_series(9, 11) AS i,
@@ -372,11 +372,11 @@ SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), '-1 second')$$),
   ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), NULL)$$),
   ($$SELECT dedup_outbox_ack_batch(NULL)$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), ARRAY[NULL]::uuid[])$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), ARRAY(SELECT id FROM in_flight), '-1 second')$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), retry_delay => NULL)$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT id FROM dedup.outbox_batches), ARRAY[NULL]::uuid[])$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT id FROM dedup.outbox_batches), ARRAY(SELECT id FROM in_flight), '-1 second')$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT id FROM dedup.outbox_batches), retry_delay => NULL)$$),
   ($$SELECT dedup_outbox_nack_batch(NULL)$$),
-  ($$SELECT dedup_outbox_nack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), '-1 second')$$),
+  ($$SELECT dedup_outbox_nack_batch((SELECT id FROM dedup.outbox_batches), '-1 second')$$),
   ($$SELECT dedup_outbox_redrive(NULL)$$)) AS t(stmt);
 SELECT (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = log AS log_same,
        (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) = batches AS batches_same,
@@ -501,8 +501,8 @@ TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_r
 -- slots: a take with nothing to hand out writes nothing (no position, no
 -- slot), for however many topics; a slot freed goes to the next batch of
 -- any topic, so that a partition has no more slots than batches handed out
--- at once; its generation goes on, and no id handed out before names a
--- batch handed out after
+-- at once; each batch has an id of its own (the counter's), so no id
+-- handed out before names a batch handed out after
 SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take_batch('empty-' || i) AS t;
 SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take('empty-' || i) AS t;
 SELECT (SELECT count(*) FROM dedup.outbox_topics) AS positions, (SELECT count(*) FROM dedup.outbox_batches) AS slots;
@@ -519,7 +519,7 @@ BEGIN
 END
 $$;
 SELECT count(*) AS batches, count(DISTINCT batch_id) AS ids, sum(acked) AS acked FROM handed;
-SELECT count(*) AS slots, max(slot) AS last_slot, max(generation) AS generation,
+SELECT count(*) AS slots, max(slot) AS last_slot, max(id) = (SELECT max(batch_id) FROM handed) AS holds_last_id,
        (SELECT count(*) FROM dedup.outbox_topics) AS positions
 FROM dedup.outbox_batches;
 -- the topics, positioned, with nothing new: nothing written either
@@ -550,9 +550,9 @@ SELECT count(*) AS slots, max(slot) AS last_slot, count(*) FILTER (WHERE busy) A
 -- every id handed out before acks nothing of a batch now in a reused slot
 SELECT dedup_outbox_put('tenant-x', 'e-1', '{}') IS NOT NULL AS put;
 CREATE TEMP TABLE held AS SELECT * FROM dedup_outbox_take_batch('tenant-x');
-SELECT (SELECT batch_id FROM held) / 2147483648 AS slot,
+SELECT (SELECT slot FROM dedup.outbox_batches WHERE busy) AS slot,
        (SELECT batch_id FROM held) NOT IN (SELECT batch_id FROM handed) AS new_id,
-       (SELECT count(*) FROM handed WHERE batch_id / 2147483648 = (SELECT batch_id FROM held) / 2147483648) AS ids_of_slot_before;
+       (SELECT count(*) FROM handed WHERE batch_id < (SELECT max(batch_id) FROM held)) AS ids_before;
 SELECT sum(dedup_outbox_ack_batch(batch_id)) AS old_ids_acked,
        sum(dedup_outbox_nack_batch(batch_id)) AS old_ids_nacked FROM handed;
 SELECT count(*) AS busy, min(topic) AS topic FROM dedup.outbox_batches WHERE busy;
@@ -561,19 +561,21 @@ TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_r
          dedup.outbox_dead;
 
 -- partitions: one server has one, number 0 (part all zeros), in every row;
--- a batch's id carries the partition's number (times 2^47) and its slot's
--- (times 2^31), slots numbered within the partition
+-- a batch's id carries the partition's number (times 2^47) and the
+-- counter's next number (below 2^47); slots are numbered within the
+-- partition
 SELECT dedup_outbox_put('parts', 'p-' || i, '{}', aggregate_id => 'a-' || i) IS NOT NULL AS put
 FROM generate_series(1, 3) AS i;
-SELECT batch_id = 2147483648 + 1 AS first_batch_id, count(*) AS events
+SELECT setval('dedup.outbox_batch_ids', 41) AS counter;
+SELECT batch_id = 42 AS first_batch_id, count(*) AS events
 FROM dedup_outbox_take_batch('parts', 2) GROUP BY batch_id;
-SELECT batch_id = 2 * 2147483648::bigint + 1 AS second_batch_id, count(*) AS events
+SELECT batch_id = 43 AS second_batch_id, count(*) AS events
 FROM dedup_outbox_take_batch('parts', 2) GROUP BY batch_id;
 SELECT (SELECT array_agg(DISTINCT part::text) FROM dedup.outbox) AS log,
        (SELECT array_agg(DISTINCT part::text) FROM dedup.outbox_topics) AS positions,
        (SELECT array_agg(slot ORDER BY slot) FROM dedup.outbox_batches) AS slots;
 -- an id of another partition, or one no batch can have, acks nothing
-SELECT dedup_outbox_ack_batch((1::bigint << 47) + 2147483648 + 1) AS other_partition,
+SELECT dedup_outbox_ack_batch((1::bigint << 47) + 42) AS other_partition,
        dedup_outbox_ack_batch(-1) AS negative;
 -- a partition with 65,535 batches handed out takes no more (54000), and
 -- nothing changed
@@ -592,7 +594,7 @@ UPDATE dedup.outbox_batches SET busy = false;
 SELECT payload FROM dedup_outbox_take_batch('parts-other');
 SELECT count(*) AS slots, count(*) FILTER (WHERE busy) AS busy,
        min(slot) FILTER (WHERE topic = 'parts-other') AS its_slot,
-       min(generation) FILTER (WHERE topic = 'parts-other') AS its_generation
+       min(id) FILTER (WHERE topic = 'parts-other') IS NOT NULL AS its_id
 FROM dedup.outbox_batches;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
@@ -610,7 +612,7 @@ SELECT dedup_outbox_put('fast-other', 'o-1', '{}') IS NOT NULL AS put;
 SELECT count(*) FROM dedup_outbox_take_batch('fast-a', 1);  -- positions fast-a
 SELECT count(*) FROM dedup_outbox_take_batch('fast-b', 1);  -- positions fast-b
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+       LATERAL (SELECT x.id) AS b(batch_id) WHERE x.busy;
 BEGIN;
 SET LOCAL dedup.outbox_fast_path = on;
 SELECT coalesce(sum(calls), 0) AS calls0 FROM pg_stat_xact_user_functions
@@ -634,7 +636,7 @@ SET LOCAL dedup.outbox_fast_path = off;
 SELECT coalesce(sum(calls), 0) AS calls0 FROM pg_stat_xact_user_functions
 WHERE schemaname = 'dedup' AND funcname = 'outbox_ack_batch' \gset
 SELECT sum(dedup_outbox_ack_batch(batch_id)) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+       LATERAL (SELECT x.id) AS b(batch_id) WHERE x.busy;
 SELECT coalesce(sum(calls), 0) - :calls0 AS plpgsql_acks FROM pg_stat_xact_user_functions
 WHERE schemaname = 'dedup' AND funcname = 'outbox_ack_batch';
 COMMIT;
@@ -651,15 +653,15 @@ TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_r
 SELECT dedup_outbox_put('versions', 'v-' || i, '{}') IS NOT NULL AS put FROM generate_series(1, 5) AS i;
 SELECT count(*) FROM dedup_outbox_take_batch('versions', 1);  -- positions the topic
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+       LATERAL (SELECT x.id) AS b(batch_id) WHERE x.busy;
 SELECT xmin AS topic_xmin FROM dedup.outbox_topics WHERE topic = 'versions' \gset
 BEGIN;
 SELECT count(*) AS taken FROM dedup_outbox_take_batch('versions', 2);
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+       LATERAL (SELECT x.id) AS b(batch_id) WHERE x.busy;
 SELECT count(*) AS taken FROM dedup_outbox_take_batch('versions', 2);
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+       LATERAL (SELECT x.id) AS b(batch_id) WHERE x.busy;
 COMMIT;
 SELECT t.next_seq = (SELECT max(seq) + 1 FROM dedup.outbox) AS past_every_event,
        (SELECT x.xmin = :'topic_xmin' FROM dedup.outbox_topics AS x WHERE x.topic = 'versions')
@@ -685,7 +687,7 @@ SELECT dedup_outbox_put('beat', 'b-' || i, jsonb_build_object('i', i)) IS NOT NU
 FROM generate_series(1, 4) AS i;
 SELECT count(*) FROM dedup_outbox_take_batch('beat', 1);  -- positions the topic
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+       LATERAL (SELECT x.id) AS b(batch_id) WHERE x.busy;
 CREATE TEMP TABLE beat1 AS SELECT * FROM dedup_outbox_take_batch('beat', 1, lease => '10 minutes');
 CREATE TEMP TABLE beat2 AS SELECT * FROM dedup_outbox_take_batch('beat', 1);
 BEGIN;
@@ -707,19 +709,19 @@ CREATE FUNCTION pg_temp.runs(until timestamptz, lease interval) RETURNS boolean 
 $$SELECT until > now() + lease - interval '1 minute' AND until <= clock_timestamp() + lease$$;
 SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id, '30 minutes'), '30 minutes') AS extended FROM beat2;
 SELECT pg_temp.runs(x.lease_until, '30 minutes') AS stored
-FROM dedup.outbox_batches AS x, beat2 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat2.batch_id;
+FROM dedup.outbox_batches AS x, beat2 WHERE x.id = beat2.batch_id;
 SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id), '1 minute') AS topics_lease FROM beat1;
 -- past its lease but not handed out again: still its batch, extended (a
 -- take then has nothing to hand out again)
 UPDATE dedup.outbox_batches AS x SET lease_until = now() - interval '1 second'
-FROM beat3 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat3.batch_id;
+FROM beat3 WHERE x.id = beat3.batch_id;
 SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id, '5 minutes'), '5 minutes') AS extended_late FROM beat3;
 SELECT count(*) AS nothing_to_hand_again FROM dedup_outbox_take_batch('beat', 10);
 -- acked, handed out again under a new id (its lease passed), or never
 -- handed out: NULL, and nothing changed
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM beat1;
 UPDATE dedup.outbox_batches AS x SET lease_until = now() - interval '1 second'
-FROM beat2 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat2.batch_id;
+FROM beat2 WHERE x.id = beat2.batch_id;
 CREATE TEMP TABLE beat2b AS SELECT * FROM dedup_outbox_take_batch('beat', 10);
 SELECT count(*) AS handed_again, bool_and(b.batch_id <> beat2.batch_id) AS new_id, min(b.attempts) AS attempt
 FROM beat2b AS b, beat2;
@@ -740,14 +742,14 @@ SELECT dedup_grant_relay('regress_dedup_beat', ARRAY['beat-mine']);
 SELECT dedup_outbox_put('beat-mine', 'm-1', '{}') IS NOT NULL AS put;
 SELECT batch_id AS beat3_id FROM beat3 \gset
 SELECT x.lease_until AS beat3_until FROM dedup.outbox_batches AS x
-WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = :beat3_id \gset
+WHERE x.id = :beat3_id \gset
 SET ROLE regress_dedup_beat;
 SELECT count(*) AS taken, pg_temp.runs(dedup_outbox_extend_batch(min(batch_id), '3 minutes'), '3 minutes') AS own_topic
 FROM dedup_outbox_take_batch('beat-mine', 1);
 SELECT dedup_outbox_extend_batch(:beat3_id, '3 hours') AS other_topic;
 RESET ROLE;
 SELECT x.lease_until = :'beat3_until' AS other_unchanged FROM dedup.outbox_batches AS x
-WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = :beat3_id;
+WHERE x.id = :beat3_id;
 
 -- dead letters for relays: dedup_outbox_dead(topic, max) lists a topic's
 -- dead events, first by seq, with attempts and last error, to a role that
