@@ -209,12 +209,21 @@ int64
 outbox_batch_new_id(const DedupFingerprint *part)
 {
 	uint32		number = outbox_part_number(part);
+	Oid			seq;
 	int64		counter;
 
 	if (number > DEDUP_OUTBOX_MAX_PARTITION)
 		elog(ERROR, "an outbox batch of partition %u has no id", number);
-	/* (the sequence's own checks: its MAXVALUE is OUTBOX_BATCH_MAX_COUNTER) */
-	counter = nextval_internal(dedup_catalog_relation_oid(DEDUP_REL_OUTBOX_BATCH_IDS), false);
+	/*
+	 * The node's own counter, on a Citus worker too (looked up, not through
+	 * dedup_catalog_relation_oid(), which refuses a worker's copy of what is
+	 * not distributed); the sequence's own checks: its MAXVALUE is
+	 * OUTBOX_BATCH_MAX_COUNTER
+	 */
+	seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_BATCH_IDS);
+	if (!OidIsValid(seq))
+		(void) dedup_catalog_relation_oid(DEDUP_REL_OUTBOX_BATCH_IDS);	/* its error */
+	counter = nextval_internal(seq, false);
 	Assert(counter > 0 && counter <= OUTBOX_BATCH_MAX_COUNTER);
 	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) | counter;
 }

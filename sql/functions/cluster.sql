@@ -233,6 +233,13 @@ BEGIN
     PERFORM create_distributed_table('dedup.outbox_retry', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_held', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
+    -- the counter of batch ids on every node past this one's: partition 0's
+    -- slots keep their batches' ids, and its next batches are handed out on
+    -- the node of its shard, from that node's counter (src/outbox.c), so
+    -- that no id handed out before names a batch handed out after
+    PERFORM dedup.run_everywhere(format('SELECT pg_catalog.setval(%L, %s, %L)', 'dedup.outbox_batch_ids',
+                                        c.last_value, c.is_called))
+    FROM dedup.outbox_batch_ids AS c;
     -- the two-phase commit of a transaction that sent a call to another node
     -- and wrote on its own (src/routing.c): before it commits, dedup deletes
     -- (no row) from this table, always empty, which Citus manages with its

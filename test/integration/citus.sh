@@ -112,6 +112,9 @@ q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/n
 check "the batches' slots kept, in partition 0, with their ids (no old batch id names a new batch)" \
 	"$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, id), ',' ORDER BY slot) FROM dedup.outbox_batches")|$(q -c "SELECT bool_and(id > 0) FROM dedup.outbox_batches")" \
 	"$slots_before|t"
+check "every node's counter of batch ids past the ids the slots kept" \
+	"$(worker 1 -c "SELECT last_value FROM dedup.outbox_batch_ids")|$(worker 2 -c "SELECT last_value FROM dedup.outbox_batch_ids")" \
+	"$(q -c "SELECT max(id) FROM dedup.outbox_batches")|$(q -c "SELECT max(id) FROM dedup.outbox_batches")"
 check "claims and marks distributed by key, co-located; scopes and grants reference tables" \
 	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \
 	"dedup.claims:h,dedup.cluster_commit:n,dedup.grants:n,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_held:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
