@@ -27,10 +27,12 @@ OBJS = \
 	src/module.o \
 	src/settings.o \
 	src/checks.o \
+	src/citus.o \
 	src/catalog.o \
 	src/shards.o \
 	src/routing.o \
 	src/fingerprint.o \
+	src/privileges.o \
 	src/scope.o \
 	src/bucket.o \
 	src/filter.o \
@@ -103,7 +105,7 @@ ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
 	outbox-heartbeat outbox-wait outbox-wake outbox-wake-rearm outbox-listen outbox-listen-race \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
 	record-keylock record-extend record-busy-row stream-advance stream-epoch-batch history-fold bucket-writer bucket-reader bucket-wait extension-drop \
-	extension-recreate scope-invalidation cleanup-skipped-step
+	extension-recreate scope-invalidation grants-update cleanup-skipped-step
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=dedup
 
 # The outbox's relay both ways: `make installcheck-slow-path` runs the
@@ -150,8 +152,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# after PGXS, whose Makefile.global empties it: where DedupNode.pm is
-PROVE_FLAGS = -I test/perl
+# after PGXS, whose Makefile.global empties it: where DedupNode.pm is, and
+# TAP_JOBS=N to run N test files at a time (scripts/test runs three)
+PROVE_FLAGS = -I test/perl $(if $(TAP_JOBS),-j$(TAP_JOBS))
 
 # test/t/013_sim.pl runs the simulator: a run of the TAP tests builds it
 # first (after PGXS, so that installcheck is not the default goal)

@@ -1,9 +1,11 @@
 # bench/lib.sh: what the stages of scripts/bench share — messages, the
-# cleanup worker's switch, arithmetic, a figure's line, the measured pgbench
+# cleanup worker's switch, arithmetic, a figure's line (figure; figure_vs,
+# whose ratio is dedup's over the baseline's), the measured pgbench
 # run with its WAL, dead tuples and the server's CPU (run, server_cpu, which
 # the Citus stage reads for each node), emptying the tables between runs
 # (fresh), switching the time bucket, the cleanup under load (cleanup_run)
-# and the soak over ttl cycles (soak_run), and the charts of a full run.
+# and the soak over ttl cycles (soak_run), the Node programs' packages
+# (node_packages, npm_ci), and the charts of a full run.
 # Sourced by the driver at the top level once the server is up: it uses the
 # driver's settings (OUT, W, dir, port, DURATION, CLIENTS, ...) and keeps
 # the figures of every run in the arrays it declares (TPS and the like).
@@ -27,6 +29,8 @@ figure() {	# NAME DEDUP BASELINE RATIO TARGET_OP TARGET
 	echo "\"$1\",$2,$3,$4,$5 $6,$met" >>"$OUT/figures.csv"
 	printf '%-62s %12s %12s %9s   %-8s %s\n' "$1" "$2" "$3" "$4" "$5 $6" "$met"
 }
+# figure_vs NAME DEDUP BASELINE TARGET_OP TARGET: a figure whose ratio is DEDUP / BASELINE
+figure_vs() { figure "$1" "$2" "$3" "$(calc "$2 / $3")" "$4" "$5"; }
 declare -A TPS WALTX DEADTX RELWALTX CPUTX RUNS_TPS RUNS_WAL RUNS_DEAD RUNS_RELWAL RUNS_CPU
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -304,6 +308,35 @@ soak_run() {	# NAME SCRIPT CLEANUP_SQL RELATION
 	last=$(awk 'END {print $2}' "$OUT/$name.dat")
 	TPS[$name-growth]=$(calc "$last / $first")
 	echo "$name-size-growth,${TPS[$name-growth]},,,,,,,$last" >>"$OUT/results.csv"
+}
+
+# node_packages: Node and npm, installed when missing (unless
+# DEDUP_BENCH_NO_PACKAGES is set: a stage then skips, or fails, without them)
+node_packages() {
+	if [ -z "${DEDUP_BENCH_NO_PACKAGES:-}" ]; then
+		command -v node >/dev/null || ensure_packages nodejs
+		command -v npm >/dev/null || ensure_packages npm
+	fi
+}
+
+# npm_ci NAME WHAT STAGE: the packages of bench/NAME's package.json and
+# package-lock.json (WHAT names them in messages), installed with npm ci once
+# into a directory of the cache (DEDUP_BENCH_CACHE) named by NAME and the two
+# files' hash, which NPM_MODS is set to; its log is $OUT/log/NAME-npm.txt.  A
+# failed npm ci shows the log and ends the run, STAGE saying whose it was.
+npm_ci() {
+	local name=$1 what=$2 stage=$3 src=$DEDUP_ROOT/bench/$1
+	NPM_MODS=${DEDUP_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dedup-bench}/$name-$(cat "$src/package.json" \
+		"$src/package-lock.json" | sha256sum | cut -c1-16)
+	if [ ! -f "$NPM_MODS/installed" ]; then
+		say "  npm ci of bench/$name's $what into $NPM_MODS"
+		rm -rf "$NPM_MODS"
+		mkdir -p "$NPM_MODS"
+		cp "$src/package.json" "$src/package-lock.json" "$NPM_MODS/"
+		(cd "$NPM_MODS" && npm ci --no-audit --no-fund --loglevel=error) >"$OUT/log/$name-npm.txt" 2>&1 ||
+			{ cat "$OUT/log/$name-npm.txt"; echo "$stage: npm ci of bench/$name's $what failed" >&2; exit 1; }
+		touch "$NPM_MODS/installed"
+	fi
 }
 
 # The charts of a full run: cleanup.png, soak.png.

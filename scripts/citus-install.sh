@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/citus-install.sh [TARBALL]: builds Citus 13.2.2 from its source
 # tarball and installs it into the PostgreSQL of `pg_config` (PG_CONFIG to
-# name another), for test/integration/citus.sh; the major's build packages
+# name another), for the scripted Citus tests (test/integration/lib/
+# citus-cluster.sh installs it when missing); the major's build packages
 # (postgresql-server-dev-N, libicu-dev, ...) are installed from Debian when
 # missing.  Citus 13.2 supports PostgreSQL 15 to 17; there is no Citus release
 # for 18 (exit status 2, nothing done).  Does nothing when Citus 13.2 is

@@ -53,8 +53,9 @@ fi
 # server_start DIR PORT [extra postgresql.conf lines...]
 # A new cluster in DIR/data, listening on PORT on a socket in DIR only,
 # with the settings of every test server (test/perl/dedup.conf, which the
-# TAP tests' test/perl/DedupNode.pm appends too: fsync off, ...) and dedup
-# and pg_cron preloaded; the extra lines come last, so they win.  @DIR@ in
+# TAP tests' test/perl/DedupNode.pm appends too: fsync off, pg_cron's
+# database, ...) and dedup and pg_cron preloaded; the extra lines come
+# last, so they win.  @DIR@ in
 # a line stands for DIR.
 server_start() {
 	local dir=$1 port=$2
@@ -74,7 +75,6 @@ server_start() {
 		echo "listen_addresses = ''"
 		echo "unix_socket_directories = '$dir'"
 		echo "shared_preload_libraries = 'dedup, pg_cron'"
-		echo "cron.database_name = 'postgres'"
 		for line in "$@"; do echo "${line//@DIR@/$dir}"; done
 	} | as_server tee -a "$dir/data/postgresql.conf" >/dev/null
 	as_server "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
@@ -113,8 +113,8 @@ server_crash_command() {
 # it.  Sets dir and port.  Each script has an offset of its own, so that
 # scripts may run side by side (the TAP tests in test/t need none: the
 # harness picks free ports): package 13, asyncpg 16,
-# lint/reference 20, docs 30, upgrade 70, citus 80
-# (its workers 81 and 82), citus-buckets 83 (84 and 85).
+# lint/reference 20, docs 30, citus 80
+# (its workers 81 and 82), citus-buckets 83 (84, 85 and 86).
 test_server() {
 	local name=$1 offset=$2
 	shift 2
@@ -158,25 +158,33 @@ check() {
 # named, as test/t/NNN_name.pl) through PGXS's prove_installcheck, against
 # the PostgreSQL of pg_config, as the server user: the harness runs initdb,
 # which refuses root.  They run in a throwaway copy of what they read (the
-# Makefile, test/, monitoring/, clients/, and sim/ with its build, its
+# Makefile, dedup.control, sql/ and the install and update scripts built
+# from it, test/, monitoring/, clients/, and sim/ with its build, its
 # times kept so that make sim finds it built) owned by that user
 # (prove_installcheck writes tmp_check there, and the tree may be root's);
 # prove's output goes to LOG, the harness's logs of
 # each file to LOG.d/.  The harness picks free ports; it reserves them in
 # one directory for every run on the machine (/tmp/dedup-tap-ports), so that
-# runs side by side do not pick the same.  Returns make's status.
+# runs side by side do not pick the same, and the files run three at a
+# time (DEDUP_TAP_JOBS; most of a file's time is waiting for its servers).
+# Returns make's status.
 run_tap_tests() {
-	local log=$1 tap status ports=/tmp/dedup-tap-ports
+	local log=$1 tap status f ports=/tmp/dedup-tap-ports
 	shift
 	tap=$(mktemp -d /tmp/dedup-tap.XXXXXX)
 	cp -R "$DEDUP_ROOT/Makefile" "$DEDUP_ROOT/dedup.control" "$DEDUP_ROOT/test" \
 		"$DEDUP_ROOT/monitoring" "$DEDUP_ROOT/clients" "$tap/"
-	cp -R --preserve=timestamps "$DEDUP_ROOT/sim" "$tap/"
+	cp -R --preserve=timestamps "$DEDUP_ROOT/sim" "$DEDUP_ROOT/sql" "$tap/"
+	# the install and update scripts the Makefile built (test/t/014_upgrade.pl)
+	for f in "$DEDUP_ROOT"/dedup--*.sql; do
+		[ -f "$f" ] && cp --preserve=timestamps "$f" "$tap/"
+	done
 	chown -R "$SERVER_USER" "$tap"
 	chmod 755 "$tap"
 	mkdir -p "$ports"
 	chmod 1777 "$ports" 2>/dev/null || true
 	(cd "$tap" && as_server env PG_TEST_PORT_DIR="$ports" DEDUP_MATRIX_MAJOR="${DEDUP_PG_MAJOR:-}" make -s installcheck REGRESS= ISOLATION= \
+		TAP_JOBS="${DEDUP_TAP_JOBS:-3}" \
 		TAP_TESTS=1 ${1:+PROVE_TESTS="$*"}) >"$log" 2>&1
 	status=$?
 	rm -rf "$log.d"

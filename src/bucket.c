@@ -152,6 +152,8 @@ typedef struct BucketRow
 	bool		mine;			/* this version written by this transaction */
 } BucketRow;
 
+static char *bucket_table_name(int32 number);
+
 /* The cached list, and a count of the invalidations that may change it. */
 static DedupBucketList bucket_list;
 static bool bucket_list_valid = false;
@@ -234,6 +236,24 @@ bucket_read(BucketRow **rowsp)
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(rel, AccessShareLock);
+
+	/*
+	 * On a Citus cluster, each bucket's table by its name: on a worker, the
+	 * relid stored is that of the table's shell as Citus made it when the
+	 * bucket was listed, and Citus makes the shells again with new OIDs when
+	 * it syncs its metadata to the node (citus_activate_node, after
+	 * citus_disable_node): a stale relid would find no shard of the bucket,
+	 * and its claims would be missed.  InvalidOid when the table is gone.
+	 */
+	if (n > 0 && dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
+	{
+		Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, false);
+
+		for (int i = 0; i < n; i++)
+			rows[i].relid = rows[i].number == 0 ?
+				dedup_catalog_relation_lookup(DEDUP_REL_CLAIMS) :
+				get_relname_relid(bucket_table_name(rows[i].number), nsp);
+	}
 
 	if (n == 0)
 	{
@@ -349,9 +369,19 @@ dedup_bucket_list(uint64 *generation)
 	*generation = bucket_list_generation;
 	if (!bucket_list_valid)
 	{
+		bool		current = false;
+
 		bucket_list_load(&bucket_list);
-		/* valid unless an invalidation arrived while it was read */
-		bucket_list_valid = (*generation == bucket_list_generation);
+		for (int i = 0; i < bucket_list.nbuckets; i++)
+			current |= bucket_list.buckets[i].current;
+
+		/*
+		 * valid unless an invalidation arrived while it was read; a list with
+		 * no current bucket (dedup.buckets edited by hand) is read again at
+		 * the next call, so that the row's repair, which sends no
+		 * invalidation, is seen
+		 */
+		bucket_list_valid = (*generation == bucket_list_generation) && current;
 	}
 	return &bucket_list;
 }
@@ -414,6 +444,21 @@ bucket_has_writers(Oid relid)
 }
 
 /*
+ * The list of buckets has no current one: only an edit of dedup.buckets by
+ * hand makes it so (the steps change the current bucket in one transaction,
+ * and a unique index allows no second one), which no call can repair.
+ */
+void
+dedup_bucket_no_current(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("dedup.buckets lists no current bucket"),
+			 errdetail("Its row in state 'c' was changed or deleted by hand: no call can read or write the claims until a bucket is listed current again."),
+			 errhint("Set the state of the newest bucket listed back to 'c' (UPDATE dedup.buckets SET state = 'c' WHERE bucket = ...), or restore the row deleted.")));
+}
+
+/*
  * Open the bucket new claims go into (dedup.claims in a database at 1.0),
  * locked, once no change of the list arrived while it was being locked.
  */
@@ -432,7 +477,7 @@ dedup_bucket_open_current(LOCKMODE lockmode)
 				relid = list->buckets[i].heap;
 		}
 		if (!OidIsValid(relid))
-			elog(ERROR, "dedup.buckets lists no current bucket");
+			dedup_bucket_no_current();
 		if (dedup_bucket_lock(relid, lockmode))
 		{
 			if (!dedup_bucket_list_changed(generation))
@@ -1407,7 +1452,9 @@ bucket_row_of(BucketRow *rows, int n, int32 number)
  *	retire	N's rows have all expired (the coordinator read them): no call
  *			reads it;
  *	forget	N's table was dropped: unlist it;
- *	state	nothing: its state here.
+ *	state	nothing: its state here;
+ *	adopt:L	(L the cluster's live buckets, N its current one) a node added
+ *			since lists them, before any shard moves to it.
  */
 PG_FUNCTION_INFO_V1(dedup_bucket_node);
 Datum
@@ -1534,6 +1581,58 @@ dedup_bucket_node(PG_FUNCTION_ARGS)
 	{
 		if (row != NULL)
 			result[0] = row->state;
+	}
+	else if (strncmp(action, "adopt:", 6) == 0)
+	{
+		/*
+		 * The cluster's live buckets ("2s,6x,9c", N the current one): a node
+		 * whose list lacks N was added since the buckets began, and lists
+		 * only what it was told since, not the older buckets whose claims a
+		 * shard moved to it brings along.  While it holds no shard of
+		 * dedup.claims (no call runs on one here, none wrote), its list
+		 * becomes the cluster's; holding shards, it is left as it is ('m'):
+		 * the buckets of a node added are listed before shards move to it.
+		 */
+		Oid			shard;
+
+		if (row != NULL)
+			result[0] = row->state;
+		else if (dedup_shards_local_shards(DEDUP_REL_CLAIMS, &shard, 1) > 0)
+			result[0] = 'm';
+		else
+		{
+			char	   *list = pstrdup(action + 6);
+			char	   *item;
+			char	   *save = NULL;
+
+			bucket_sql("DELETE FROM dedup.buckets", 0, NULL, NULL);
+			for (item = strtok_r(list, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save))
+			{
+				size_t		len = strlen(item);
+				char		state = len > 1 ? item[len - 1] : '?';
+				int32		bucket;
+
+				if (state != BUCKET_CURRENT && state != BUCKET_CLOSED && state != BUCKET_SEALED)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("invalid bucket \"%s\" in a list to adopt", item)));
+				item[len - 1] = '\0';
+				bucket = pg_strtoint32(item);
+				values[0] = Int32GetDatum(bucket);
+				values[1] = CStringGetTextDatum(psprintf("dedup.%s", bucket_table_name(bucket)));
+				bucket_sql(psprintf("INSERT INTO dedup.buckets (bucket, relid, state, opened_at, closed_at) "
+									"VALUES ($1, $2::pg_catalog.regclass, '%c', pg_catalog.now(), %s)",
+									state, state == BUCKET_CURRENT ? "NULL" : "pg_catalog.now()"),
+						   2, types, values);
+			}
+			bucket_list_invalidate();
+			bucket_ttls_reset(number, false);
+			pfree(rows);
+			n = bucket_read(&rows);
+			row = bucket_row_of(rows, n, number);
+			if (row != NULL)
+				result[0] = row->state;
+		}
 	}
 	else if (strcmp(action, "due") == 0)
 	{

@@ -16,6 +16,7 @@
 #include "utils/timestamp.h"
 
 #include "cleanup_stats.h"
+#include "compat.h"
 
 /* Most buckets a database keeps at once; the cleanup opens no more. */
 #define DEDUP_MAX_BUCKETS	64
@@ -42,6 +43,7 @@ extern const DedupBucketList *dedup_bucket_list(uint64 *generation);
 extern bool dedup_bucket_list_changed(uint64 generation);
 extern bool dedup_bucket_lock(Oid relid, LOCKMODE lockmode);
 extern void dedup_bucket_lock_written(Oid relid);
+pg_noreturn extern void dedup_bucket_no_current(void);
 
 /*
  * The ttls and expiries written into the current bucket, noted in shared

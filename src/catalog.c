@@ -3,14 +3,13 @@
  * catalog.c
  *	  The extension's own relations: their look-up by name in schema dedup,
  *	  cached per backend; their owners; the fingerprint type and its
- *	  equality operator; and, on a Citus cluster, what Citus's metadata
- *	  says of them: each table's kind (pg_dist_partition), the shards of a
- *	  distributed table (pg_dist_shard, pg_dist_placement), the local shard
- *	  of a reference table, and whether this node is a worker.
+ *	  equality operator; and, on a Citus cluster, where they are: a table's
+ *	  kind, a reference table's local shard, a shard's relation here, and
+ *	  whether this node is a worker, from what Citus's metadata says
+ *	  (citus.c).
  *
- * Citus's catalogs are read without Citus's code, so that dedup works (as
- * a single node) where Citus is not installed.  This file depends on
- * nothing of dedup but the fingerprint type: every layer above looks its
+ * This file depends on nothing of dedup but the fingerprint type and
+ * citus.c's reading of Citus's metadata: every layer above looks its
  * relations up here (src/README.md).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
@@ -18,25 +17,22 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
-#include "access/stratnum.h"
-#include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_namespace_d.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "catalog.h"
+#include "citus.h"
 
 /*
  * The OIDs of the extension's tables and indexes, looked up by name once per
@@ -178,39 +174,6 @@ dedup_relation_table(DedupRelation rel)
 }
 
 /*
- * Whether this node is a worker of a Citus cluster: its group in Citus's
- * catalog pg_dist_local_group is not the coordinator's (0).  A worker holds
- * shards of dedup's distributed tables; the tables Citus does not manage
- * (the outbox, the buckets, the history) are the coordinator's, and a
- * worker's own copy of them would be a second, separate state.
- */
-static bool
-dedup_read_citus_worker(void)
-{
-	Oid			catalog = get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE);
-	Relation	rel;
-	SysScanDesc scan;
-	HeapTuple	tuple;
-	bool		worker = false;
-
-	if (!OidIsValid(catalog))
-		return false;
-	rel = table_open(catalog, AccessShareLock);
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
-	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
-	{
-		bool		isnull;
-		Datum		group = heap_getattr(tuple, 1, RelationGetDescr(rel), &isnull);
-
-		worker = !isnull && DatumGetInt32(group) > 0;
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return worker;
-}
-
-/*
  * The owner of one of the extension's tables: of the table, or of the shell
  * Citus keeps of it where it is distributed.
  */
@@ -253,6 +216,37 @@ dedup_catalog_fingerprint_eq(void)
 	return psprintf("OPERATOR(%s.=)", quote_identifier(get_namespace_name(nsp)));
 }
 
+/* A shard's relation on this node: NAME_SHARDID in dedup's schema, or none */
+Oid
+dedup_catalog_shard_relid(const char *relname, int64 shardid)
+{
+	Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
+	char	   *name = psprintf("%s_" INT64_FORMAT, relname, shardid);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
+
+	pfree(name);
+	return relid;
+}
+
+/*
+ * The relation on this node of a table Citus keeps in one shard (a
+ * reference table), named as relname's shard; *local says whether its
+ * placement is here.
+ */
+static Oid
+catalog_single_shard(Oid relid, const char *relname, bool *local)
+{
+	DedupCitusShard *shards;
+	int			n = dedup_citus_shards(relid, &shards);
+	Oid			result = InvalidOid;
+
+	*local = (n == 1 && shards[0].local);
+	if (*local)
+		result = dedup_catalog_shard_relid(relname, shards[0].shardid);
+	pfree(shards);
+	return result;
+}
+
 /*
  * OID of one of the extension's tables or indexes in the internal schema,
  * or InvalidOid when there is none (the extension is not installed, or at a
@@ -283,12 +277,12 @@ dedup_catalog_relation_lookup(DedupRelation rel)
 		if (!OidIsValid(relid))
 			return InvalidOid;
 		/* Citus's catalogs, read under a lock that takes in invalidations */
-		kind = dedup_catalog_citus_kind(table_relid);
-		worker = dedup_read_citus_worker();
+		kind = dedup_citus_kind(table_relid);
+		worker = dedup_citus_is_worker();
 		if (kind == DEDUP_CITUS_SINGLE && rel != DEDUP_REL_OUTBOX_SEQ)
 		{
 			bool		local;
-			Oid			shard = dedup_catalog_single_shard(table_relid, dedup_relnames[rel], &local);
+			Oid			shard = catalog_single_shard(table_relid, dedup_relnames[rel], &local);
 
 			remote = !local || !OidIsValid(shard);
 			if (!remote)
@@ -403,123 +397,16 @@ dedup_catalog_relation_open(DedupRelation rel, LOCKMODE lockmode)
 	return relation_open(relid, NoLock);
 }
 
-/* ---------------------------------------------------------------------
- * Citus's catalogs
- * ---------------------------------------------------------------------
- */
-
 /*
- * Citus's kind of a relation: its row of pg_dist_partition, read without
- * Citus's code, so that dedup works (as a single node) where Citus is not
- * installed.
+ * The snapshot a backend's cache of one of dedup's tables (the scopes'
+ * settings, scope.c; the grants, privileges.c) is filled with, registered:
+ * taken after the table is locked, and so after every invalidation sent
+ * before it was read, so that a change committed later invalidates what was
+ * read.  A parallel worker (reached only through a user function wrongly
+ * marked PARALLEL SAFE) cannot take one and reads with the transaction's.
  */
-DedupCitusKind
-dedup_catalog_citus_kind(Oid relid)
+Snapshot
+dedup_catalog_cache_snapshot(void)
 {
-	Oid			catalog = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tuple;
-	DedupCitusKind kind = DEDUP_CITUS_NONE;
-
-	if (!OidIsValid(catalog) || !OidIsValid(relid))
-		return DEDUP_CITUS_NONE;
-	rel = table_open(catalog, AccessShareLock);
-	/* its first column, logicalrelid; its second, partmethod */
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
-	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
-	{
-		bool		isnull;
-		Datum		method = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
-
-		kind = !isnull && DatumGetChar(method) == 'h' ? DEDUP_CITUS_HASH : DEDUP_CITUS_SINGLE;
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return kind;
-}
-
-/*
- * The shards of a distributed table, by range, with whether each has its
- * placement on this node: the query Citus's metadata answers on every node
- * that has it (the coordinator, and workers, which Citus gives it).
- */
-int
-dedup_catalog_citus_shards(Oid relid, DedupCitusShard **result)
-{
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1] = {ObjectIdGetDatum(relid)};
-	MemoryContext caller = CurrentMemoryContext;
-	int			n;
-	DedupCitusShard *shards;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT s.shardid,"
-							  "  coalesce(s.shardminvalue, '-2147483648')::pg_catalog.int4,"
-							  "  coalesce(s.shardmaxvalue, '2147483647')::pg_catalog.int4,"
-							  "  EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
-							  "          WHERE p.shardid = s.shardid AND p.groupid ="
-							  "                (SELECT groupid FROM pg_catalog.pg_dist_local_group)),"
-							  "  (SELECT colocationid FROM pg_catalog.pg_dist_partition d WHERE d.logicalrelid = $1),"
-							  "  coalesce((SELECT min(p.groupid) FROM pg_catalog.pg_dist_placement p"
-							  "            WHERE p.shardid = s.shardid), -1)"
-							  " FROM pg_catalog.pg_dist_shard s WHERE s.logicalrelid = $1"
-							  " ORDER BY 2",
-							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the shards of relation %u", relid);
-	n = (int) SPI_processed;
-	shards = MemoryContextAllocZero(caller, sizeof(DedupCitusShard) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-
-		shards[i].shardid = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-		shards[i].min = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
-		shards[i].max = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
-		shards[i].local = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
-		shards[i].group = DatumGetInt32(SPI_getbinval(tuple, desc, 6, &isnull));
-		shards[i].colocationid = DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
-		shards[i].shardindex = i;
-		shards[i].partition = -1;
-	}
-	SPI_finish();
-	*result = shards;
-	return n;
-}
-
-/* A shard's relation on this node: NAME_SHARDID in dedup's schema, or none */
-Oid
-dedup_catalog_shard_relid(const char *relname, int64 shardid)
-{
-	Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, true);
-	char	   *name = psprintf("%s_" INT64_FORMAT, relname, shardid);
-	Oid			relid = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
-
-	pfree(name);
-	return relid;
-}
-
-/*
- * The relation on this node of a table Citus keeps in one shard (a
- * reference table), named as relname's shard; *local says whether its
- * placement is here.
- */
-Oid
-dedup_catalog_single_shard(Oid relid, const char *relname, bool *local)
-{
-	DedupCitusShard *shards;
-	int			n = dedup_catalog_citus_shards(relid, &shards);
-	Oid			result = InvalidOid;
-
-	*local = (n == 1 && shards[0].local);
-	if (*local)
-		result = dedup_catalog_shard_relid(relname, shards[0].shardid);
-	pfree(shards);
-	return result;
+	return RegisterSnapshot(IsInParallelMode() ? GetTransactionSnapshot() : GetLatestSnapshot());
 }

@@ -2,9 +2,9 @@
  *
  * catalog.h
  *	  The extension's own relations (catalog.c): their look-up by name, as
- *	  tables of this node or as Citus keeps them; the facts of Citus's
- *	  metadata that look-up needs; the column numbers of the key tables;
- *	  and the lock tag classes of dedup's own locks.
+ *	  tables of this node or as Citus keeps them (citus.h reads Citus's
+ *	  metadata); the column numbers of the key tables; and the lock tag
+ *	  classes of dedup's own locks.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -17,6 +17,7 @@
 #include "storage/lockdefs.h"
 #include "utils/inval.h"
 #include "utils/relcache.h"
+#include "utils/snapshot.h"
 
 #include "fingerprint.h"
 
@@ -62,40 +63,8 @@ extern uint64 dedup_catalog_relation_generation(void);
 extern Oid	dedup_catalog_fingerprint_type(void);
 extern char *dedup_catalog_fingerprint_eq(void);
 extern bool dedup_catalog_is_citus_worker(void);
-
-/* Citus's kind of one of dedup's relations, from pg_dist_partition */
-typedef enum DedupCitusKind
-{
-	DEDUP_CITUS_NONE,			/* not Citus's: a table of this node */
-	DEDUP_CITUS_HASH,			/* distributed by hash of its key */
-	DEDUP_CITUS_SINGLE			/* one shard: a reference or Citus local table */
-} DedupCitusKind;
-
-/*
- * One shard of a table Citus distributes, as its metadata says; the last
- * three fields are the shard map's (shards.c), left unknown here.
- */
-typedef struct DedupCitusShard
-{
-	int32		min;			/* the range of hashes it holds */
-	int32		max;
-	int64		shardid;
-	int32		colocationid;	/* of its table */
-	int32		shardindex;		/* its place among the table's shards, by
-								 * range */
-	int32		group;			/* the node group of its placement (of a
-								 * hash-distributed table: one) */
-	bool		local;			/* its placement is on this node */
-	int32		partition;		/* the outbox partition it holds, once found;
-								 * -1 before */
-	Oid			heap;			/* its table here, once looked up */
-	Oid			index;			/* its primary key here, once looked up */
-} DedupCitusShard;
-
-extern DedupCitusKind dedup_catalog_citus_kind(Oid relid);
-extern int	dedup_catalog_citus_shards(Oid relid, DedupCitusShard **result);
 extern Oid	dedup_catalog_shard_relid(const char *relname, int64 shardid);
-extern Oid	dedup_catalog_single_shard(Oid relid, const char *relname, bool *local);
+extern Snapshot dedup_catalog_cache_snapshot(void);
 
 /*
  * The lock tag classes of dedup's own locks: advisory-class lock tags with

@@ -72,6 +72,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -79,7 +80,9 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -91,6 +94,7 @@
 #include "history.h"
 #include "routing.h"
 #include "scope.h"
+#include "shards.h"
 #include "store.h"
 
 /* a block of 1024 bits; a chunk of 63 (8064 bytes): one row of dedup.history_blocks */
@@ -207,6 +211,60 @@ history_list_callback(Datum arg, Oid relid)
 	}
 }
 
+/* A row of dedup.history_generations (or of a shard of it) */
+static void
+history_generation_of(HeapTuple tuple, TupleDesc desc, HistoryGeneration *g)
+{
+	bool		isnull;
+
+	g->generation = DatumGetInt64(heap_getattr(tuple, Anum_generations_generation, desc, &isnull));
+	g->history_id = DatumGetInt32(heap_getattr(tuple, Anum_generations_history_id, desc, &isnull));
+	g->opened_at = DatumGetTimestampTz(heap_getattr(tuple, Anum_generations_opened_at, desc, &isnull));
+	g->slice_end = DatumGetTimestampTz(heap_getattr(tuple, Anum_generations_slice_end, desc, &isnull));
+	g->rate = DatumGetFloat8(heap_getattr(tuple, Anum_generations_rate, desc, &isnull));
+	g->k = DatumGetInt32(heap_getattr(tuple, Anum_generations_k, desc, &isnull));
+	g->nblocks = (uint32) DatumGetInt32(heap_getattr(tuple, Anum_generations_nblocks, desc, &isnull));
+	g->capacity = DatumGetInt64(heap_getattr(tuple, Anum_generations_capacity, desc, &isnull));
+	g->keys = DatumGetInt64(heap_getattr(tuple, Anum_generations_keys, desc, &isnull));
+	g->no_room = false;
+}
+
+/*
+ * The generations of one shard of dedup.history_generations (a Citus
+ * cluster's), read with a snapshot taken now: of history_id, or all when
+ * it is 0, with their keys.  Returns how many.
+ */
+static int
+history_shard_generations(Oid heap, int32 history_id, HistoryGeneration **result)
+{
+	Relation	rel = table_open(heap, AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+	HeapTuple	tuple;
+	int			n = 0;
+	int			size = 4;
+	HistoryGeneration *list = palloc(sizeof(HistoryGeneration) * size);
+
+	while ((tuple = systable_getnext(scan)) != NULL)
+	{
+		if (n == size)
+		{
+			size *= 2;
+			list = repalloc(list, sizeof(HistoryGeneration) * size);
+		}
+		history_generation_of(tuple, RelationGetDescr(rel), &list[n]);
+		if ((history_id == 0 || list[n].history_id == history_id) && list[n].keys > 0)
+			n++;
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	*result = list;
+	return n;
+}
+
+static bool history_cluster_generation_is(int64 generation, TimestampTz opened_at, int64 version);
+
 /*
  * Read dedup.history_generations if it changed, with a snapshot taken after
  * the table is locked (and so after every invalidation sent before).  False
@@ -261,7 +319,6 @@ history_list_read(void)
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
 		HistoryGeneration *g;
-		bool		isnull;
 
 		if (n == size)
 		{
@@ -269,16 +326,7 @@ history_list_read(void)
 			list = repalloc(list, sizeof(HistoryGeneration) * size);
 		}
 		g = &list[n++];
-		g->generation = DatumGetInt64(heap_getattr(tuple, Anum_generations_generation, desc, &isnull));
-		g->history_id = DatumGetInt32(heap_getattr(tuple, Anum_generations_history_id, desc, &isnull));
-		g->opened_at = DatumGetTimestampTz(heap_getattr(tuple, Anum_generations_opened_at, desc, &isnull));
-		g->slice_end = DatumGetTimestampTz(heap_getattr(tuple, Anum_generations_slice_end, desc, &isnull));
-		g->rate = DatumGetFloat8(heap_getattr(tuple, Anum_generations_rate, desc, &isnull));
-		g->k = DatumGetInt32(heap_getattr(tuple, Anum_generations_k, desc, &isnull));
-		g->nblocks = (uint32) DatumGetInt32(heap_getattr(tuple, Anum_generations_nblocks, desc, &isnull));
-		g->capacity = DatumGetInt64(heap_getattr(tuple, Anum_generations_capacity, desc, &isnull));
-		g->keys = DatumGetInt64(heap_getattr(tuple, Anum_generations_keys, desc, &isnull));
-		g->no_room = false;
+		history_generation_of(tuple, desc, g);
 	}
 	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
@@ -306,6 +354,8 @@ history_list_read(void)
 bool
 dedup_history_generation_is(int64 generation, TimestampTz opened_at, int64 version)
 {
+	if (dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
+		return history_cluster_generation_is(generation, opened_at, version);
 	if (!history_list_read())
 		return false;
 	for (int i = 0; i < history_count; i++)
@@ -321,12 +371,24 @@ dedup_history_generation_is(int64 generation, TimestampTz opened_at, int64 versi
  * ---------------------------------------------------------------------
  */
 
+/*
+ * Where a history's bits are read: dedup.history_blocks and its primary
+ * key, or on a Citus cluster their shards of a key's shard index.
+ */
+typedef struct HistoryBlocks
+{
+	Oid			heap;
+	Oid			pkey;
+	const HistoryGeneration *g;
+} HistoryBlocks;
+
 /* Copy a generation's chunks into the zeroed bits of its filter (filter.c). */
 static void
 history_fill(uint8 *bits, void *arg)
 {
-	const HistoryGeneration *g = (const HistoryGeneration *) arg;
-	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
+	const HistoryBlocks *where = (const HistoryBlocks *) arg;
+	const HistoryGeneration *g = where->g;
+	Relation	rel = table_open(where->heap, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyData key;
 	SysScanDesc scan;
@@ -335,8 +397,7 @@ history_fill(uint8 *bits, void *arg)
 
 	ScanKeyInit(&key, Anum_blocks_generation, BTEqualStrategyNumber, F_INT8EQ,
 				Int64GetDatum(g->generation));
-	scan = systable_beginscan(rel, dedup_catalog_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
-							  snapshot, 1, &key);
+	scan = systable_beginscan(rel, where->pkey, true, snapshot, 1, &key);
 	while ((tuple = systable_getnext(scan)) != NULL)
 	{
 		bool		isnull;
@@ -357,10 +418,11 @@ history_fill(uint8 *bits, void *arg)
 
 /* A key's chunk of a generation, read from the table: whether it may hold the key. */
 static bool
-history_probe_table(const HistoryGeneration *g, const DedupFingerprint *fp)
+history_probe_table(const HistoryBlocks *where, const DedupFingerprint *fp)
 {
+	const HistoryGeneration *g = where->g;
 	uint32		block = dedup_filter_block_of(fp, g->nblocks);
-	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_HISTORY_BLOCKS, AccessShareLock);
+	Relation	rel = table_open(where->heap, AccessShareLock);
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyData key[2];
 	SysScanDesc scan;
@@ -371,8 +433,7 @@ history_probe_table(const HistoryGeneration *g, const DedupFingerprint *fp)
 				Int64GetDatum(g->generation));
 	ScanKeyInit(&key[1], Anum_blocks_chunk, BTEqualStrategyNumber, F_INT4EQ,
 				Int32GetDatum(block / HISTORY_CHUNK_BLOCKS));
-	scan = systable_beginscan(rel, dedup_catalog_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY), true,
-							  snapshot, 2, key);
+	scan = systable_beginscan(rel, where->pkey, true, snapshot, 2, key);
 	tuple = systable_getnext(scan);
 	if (tuple != NULL)
 	{
@@ -392,6 +453,40 @@ history_probe_table(const HistoryGeneration *g, const DedupFingerprint *fp)
 }
 
 /*
+ * Whether a generation may hold a key: from its filter in shared memory,
+ * read there first if there is room, else from the key's chunk.
+ */
+static bool
+history_generation_may_contain(HistoryBlocks *where, const DedupFingerprint *fp)
+{
+	const HistoryGeneration *g = where->g;
+	int			answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
+
+	if (answer == DEDUP_FILTER_UNKNOWN && !g->no_room)
+	{
+		bool		no_room;
+
+		if (dedup_filter_history_load(g->generation, g->opened_at, g->keys, g->nblocks,
+									  g->k, history_fill, where, &no_room))
+			answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
+		else if (no_room)
+		{
+			/* not again until the list changes */
+			for (int j = 0; j < history_count; j++)
+			{
+				if (history_list[j].generation == g->generation)
+					history_list[j].no_room = true;
+			}
+		}
+	}
+	if (answer == DEDUP_FILTER_UNKNOWN)
+		answer = history_probe_table(where, fp) ? DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
+	return answer == DEDUP_FILTER_MAYBE;
+}
+
+static bool history_cluster_may_contain(int32 history_id, const DedupFingerprint *fp);
+
+/*
  * Whether a history may hold a key: true when one of its generations says
  * so (a fold of the key, or a false positive), false when none does.
  */
@@ -402,7 +497,11 @@ dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp)
 	int			n = 0;
 	bool		maybe = false;
 
-	if (history_id == 0 || !history_list_read())
+	if (history_id == 0)
+		return false;
+	if (dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
+		return history_cluster_may_contain(history_id, fp);
+	if (!history_list_read())
 		return false;
 	/* copied: reading a generation may read the list again */
 	mine = palloc(sizeof(HistoryGeneration) * Max(history_count, 1));
@@ -411,35 +510,14 @@ dedup_history_may_contain(int32 history_id, const DedupFingerprint *fp)
 		if (history_list[i].history_id == history_id && history_list[i].keys > 0)
 			mine[n++] = history_list[i];
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && !maybe; i++)
 	{
-		HistoryGeneration *g = &mine[i];
-		int			answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
+		HistoryBlocks where;
 
-		if (answer == DEDUP_FILTER_UNKNOWN && !g->no_room)
-		{
-			bool		no_room;
-
-			if (dedup_filter_history_load(g->generation, g->opened_at, g->keys, g->nblocks,
-										  g->k, history_fill, g, &no_room))
-				answer = dedup_filter_history_test(g->generation, g->opened_at, g->keys, fp);
-			else if (no_room)
-			{
-				/* not again until the list changes */
-				for (int j = 0; j < history_count; j++)
-				{
-					if (history_list[j].generation == g->generation)
-						history_list[j].no_room = true;
-				}
-			}
-		}
-		if (answer == DEDUP_FILTER_UNKNOWN)
-			answer = history_probe_table(g, fp) ? DEDUP_FILTER_MAYBE : DEDUP_FILTER_ABSENT;
-		if (answer == DEDUP_FILTER_MAYBE)
-		{
-			maybe = true;
-			break;
-		}
+		where.heap = dedup_catalog_relation_oid(DEDUP_REL_HISTORY_BLOCKS);
+		where.pkey = dedup_catalog_relation_oid(DEDUP_REL_HISTORY_BLOCKS_PKEY);
+		where.g = &mine[i];
+		maybe = history_generation_may_contain(&where, fp);
 	}
 	pfree(mine);
 	return maybe;
@@ -482,6 +560,23 @@ typedef struct HistoryScope
 								 * folded */
 	int64		count;			/* claims of the bucket to fold */
 } HistoryScope;
+
+/*
+ * Where a fold writes: dedup.history_generations and dedup.history_blocks,
+ * or on a Citus cluster their shards of one shard index, whose rows carry
+ * the part of that index (a key it holds) and whose generations are
+ * numbered by the node that opens them.
+ */
+typedef struct HistoryPlace
+{
+	const char *gens;			/* qualified and quoted */
+	const char *blocks;
+	bool		cluster;
+	DedupFingerprint part;
+	int64		base;			/* the node's group + 1, in the high bits */
+} HistoryPlace;
+
+static const HistoryPlace history_here = {"dedup.history_generations", "dedup.history_blocks", false};
 
 /* Whether a row of a bucket is a claim to fold into h; its fingerprint if so. */
 static const DedupFingerprint *
@@ -528,8 +623,8 @@ history_count_bucket(Relation bucket, Snapshot snapshot, HistoryScope *scopes, i
  * sum of its generations' rates, and how many it has.
  */
 static void
-history_slice(int32 history_id, TimestampTz slice_end, int64 *keys, double *rates,
-			  int64 *generations)
+history_slice(const HistoryPlace *place, int32 history_id, TimestampTz slice_end, int64 *keys,
+			  double *rates, int64 *generations)
 {
 	Oid			types[2] = {INT4OID, TIMESTAMPTZOID};
 	Datum		values[2] = {Int32GetDatum(history_id), TimestampTzGetDatum(slice_end)};
@@ -538,10 +633,10 @@ history_slice(int32 history_id, TimestampTz slice_end, int64 *keys, double *rate
 	bool		isnull;
 	Datum		v;
 
-	if (history_select("SELECT pg_catalog.sum(keys)::bigint, pg_catalog.sum(rate), pg_catalog.count(*)"
-					   " FROM dedup.history_generations"
-					   " WHERE history_id OPERATOR(pg_catalog.=) $1"
-					   " AND slice_end OPERATOR(pg_catalog.=) $2",
+	if (history_select(psprintf("SELECT pg_catalog.sum(keys)::bigint, pg_catalog.sum(rate), pg_catalog.count(*)"
+								" FROM %s"
+								" WHERE history_id OPERATOR(pg_catalog.=) $1"
+								" AND slice_end OPERATOR(pg_catalog.=) $2", place->gens),
 					   2, types, values, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the generations of history %d", history_id);
 	t = SPI_tuptable->vals[0];
@@ -572,7 +667,7 @@ history_slice(int32 history_id, TimestampTz slice_end, int64 *keys, double *rate
  * fold; at most 1.25 times it after a rise over the slice before.
  */
 static void
-history_open_generation(const HistoryScope *h, HistoryGeneration *g)
+history_open_generation(const HistoryPlace *place, const HistoryScope *h, HistoryGeneration *g)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(h->history_id)};
@@ -583,11 +678,12 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 	int64		capacity;
 	TimestampTz slice_end;
 	double		bits_per_key;
+	bool		isnull;
 
-	if (history_select("SELECT generation, slice_end, rate, k, nblocks, capacity, keys"
-					   " FROM dedup.history_generations"
-					   " WHERE history_id OPERATOR(pg_catalog.=) $1"
-					   " ORDER BY generation DESC LIMIT 1",
+	if (history_select(psprintf("SELECT generation, slice_end, rate, k, nblocks, capacity, keys"
+								" FROM %s"
+								" WHERE history_id OPERATOR(pg_catalog.=) $1"
+								" ORDER BY generation DESC LIMIT 1", place->gens),
 					   1, types, values, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the generations of history %d", h->history_id);
 	if (SPI_processed == 1)
@@ -619,7 +715,7 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 		double		rates;
 		int64		generations;
 
-		history_slice(h->history_id, g->slice_end, &keys, &rates, &generations);
+		history_slice(place, h->history_id, g->slice_end, &keys, &rates, &generations);
 		rate = generations <= 1 ? g->rate / 4 : g->rate / 2;
 		capacity = Max(h->count, g->capacity * 2);
 		slice_end = g->slice_end;
@@ -636,7 +732,7 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 		int64		generations = 0;
 
 		if (any)
-			history_slice(h->history_id, g->slice_end, &last_keys, &last_rates, &generations);
+			history_slice(place, h->history_id, g->slice_end, &last_keys, &last_rates, &generations);
 		if (any && g->slice_end + (TimestampTz) (h->window_secs * USECS_PER_SEC) <= now)
 			last_rates = 0;		/* gone before this slice takes a fold */
 
@@ -655,11 +751,37 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
 	g->capacity = capacity;
 	g->slice_end = slice_end;
 	g->keys = 0;
+	if (place->cluster)
+	{
+		Oid			itypes[9] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, FLOAT8OID, INT4OID,
+		INT4OID, INT8OID, INT8OID, dedup_catalog_fingerprint_type()};
+		Datum		ivalues[9];
+
+		/* numbered by this node: its group in the high bits, its sequence below */
+		ivalues[0] = Int32GetDatum(h->history_id);
+		ivalues[1] = TimestampTzGetDatum(now);
+		ivalues[2] = TimestampTzGetDatum(slice_end);
+		ivalues[3] = Float8GetDatum(rate);
+		ivalues[4] = Int32GetDatum(g->k);
+		ivalues[5] = Int32GetDatum((int32) g->nblocks);
+		ivalues[6] = Int64GetDatum(capacity);
+		ivalues[7] = Int64GetDatum(place->base);
+		ivalues[8] = PointerGetDatum(&place->part);
+		if (SPI_execute_with_args(psprintf("INSERT INTO %s"
+										   " (generation, history_id, opened_at, slice_end, rate, k, nblocks, capacity, part)"
+										   " VALUES ($8 OPERATOR(pg_catalog.+)"
+										   "  pg_catalog.nextval('dedup.history_generations_seq'),"
+										   "  $1, $2, $3, $4, $5, $6, $7, $9) RETURNING generation", place->gens),
+								  9, itypes, ivalues, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not open a generation of history %d", h->history_id);
+		g->generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	else
 	{
 		Oid			itypes[7] = {INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID, FLOAT8OID, INT4OID,
 		INT4OID, INT8OID};
 		Datum		ivalues[7];
-		bool		isnull;
 
 		ivalues[0] = Int32GetDatum(h->history_id);
 		ivalues[1] = TimestampTzGetDatum(now);
@@ -685,18 +807,23 @@ history_open_generation(const HistoryScope *h, HistoryGeneration *g)
  * it, and writing back the chunks it changed.
  */
 static void
-history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
-				  HistoryGeneration *g)
+history_fold_into(const HistoryPlace *place, Relation bucket, Snapshot snapshot,
+				  const HistoryScope *h, HistoryGeneration *g)
 {
 	int64		nchunks = ((int64) g->nblocks + HISTORY_CHUNK_BLOCKS - 1) / HISTORY_CHUNK_BLOCKS;
 	int64		per_pass = Max(1, (int64) maintenance_work_mem * 1024 / HISTORY_CHUNK_BYTES);
 	Oid			rtypes[3] = {INT8OID, INT4OID, INT4OID};
-	Oid			wtypes[3] = {INT8OID, INT4OID, BYTEAOID};
+	Oid			wtypes[4] = {INT8OID, INT4OID, BYTEAOID, dedup_catalog_fingerprint_type()};
 	SPIPlanPtr	write;
 
-	write = SPI_prepare("INSERT INTO dedup.history_blocks AS b (generation, chunk, bits)"
-						" VALUES ($1, $2, $3) ON CONFLICT (generation, chunk)"
-						" DO UPDATE SET bits = excluded.bits", 3, wtypes);
+	if (place->cluster)
+		write = SPI_prepare(psprintf("INSERT INTO %s AS b (generation, chunk, bits, part)"
+									 " VALUES ($1, $2, $3, $4) ON CONFLICT (generation, chunk, part)"
+									 " DO UPDATE SET bits = excluded.bits", place->blocks), 4, wtypes);
+	else
+		write = SPI_prepare("INSERT INTO dedup.history_blocks AS b (generation, chunk, bits)"
+							" VALUES ($1, $2, $3) ON CONFLICT (generation, chunk)"
+							" DO UPDATE SET bits = excluded.bits", 3, wtypes);
 	if (write == NULL)
 		elog(ERROR, "could not prepare the write of a history chunk");
 
@@ -714,10 +841,10 @@ history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
 		rvalues[0] = Int64GetDatum(g->generation);
 		rvalues[1] = Int32GetDatum((int32) first);
 		rvalues[2] = Int32GetDatum((int32) last);
-		if (history_select("SELECT chunk, bits FROM dedup.history_blocks"
-						   " WHERE generation OPERATOR(pg_catalog.=) $1"
-						   " AND chunk OPERATOR(pg_catalog.>=) $2"
-						   " AND chunk OPERATOR(pg_catalog.<) $3",
+		if (history_select(psprintf("SELECT chunk, bits FROM %s"
+									" WHERE generation OPERATOR(pg_catalog.=) $1"
+									" AND chunk OPERATOR(pg_catalog.>=) $2"
+									" AND chunk OPERATOR(pg_catalog.<) $3", place->blocks),
 						   3, rtypes, rvalues, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read generation " INT64_FORMAT, g->generation);
 		for (uint64 r = 0; r < SPI_processed; r++)
@@ -764,7 +891,7 @@ history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
 									 (int64) g->nblocks - (first + c) * HISTORY_CHUNK_BLOCKS);
 			Size		len = (Size) blocks * HISTORY_BLOCK_BYTES;
 			bytea	   *b;
-			Datum		wvalues[3];
+			Datum		wvalues[4];
 
 			if (!dirty[c])
 				continue;
@@ -774,6 +901,7 @@ history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
 			wvalues[0] = Int64GetDatum(g->generation);
 			wvalues[1] = Int32GetDatum((int32) (first + c));
 			wvalues[2] = PointerGetDatum(b);
+			wvalues[3] = PointerGetDatum(&place->part);
 			if (SPI_execute_plan(write, wvalues, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "could not write a chunk of generation " INT64_FORMAT, g->generation);
 			pfree(b);
@@ -787,40 +915,28 @@ history_fold_into(Relation bucket, Snapshot snapshot, const HistoryScope *h,
 		Oid			types[2] = {INT8OID, INT8OID};
 		Datum		values[2] = {Int64GetDatum(g->generation), Int64GetDatum(h->count)};
 
-		if (SPI_execute_with_args("UPDATE dedup.history_generations"
-								  " SET keys = keys OPERATOR(pg_catalog.+) $2"
-								  " WHERE generation OPERATOR(pg_catalog.=) $1",
+		if (SPI_execute_with_args(psprintf("UPDATE %s"
+										   " SET keys = keys OPERATOR(pg_catalog.+) $2"
+										   " WHERE generation OPERATOR(pg_catalog.=) $1", place->gens),
 								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not count the keys of generation " INT64_FORMAT, g->generation);
 	}
 }
 
-/*
- * Fold the claims of a bucket about to be retired into the histories of
- * their scopes; returns the keys folded.  Claims of a scope that has no
- * history any more, and those that expired a window ago or more, are left.
- */
-int64
-dedup_history_fold(Oid bucket_relid)
+/* The scopes that have a history, as the fold needs them; how many. */
+static int
+history_scopes(HistoryScope **result)
 {
-	Oid			gens = dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
-	Relation	bucket;
-	Snapshot	snapshot;
 	HistoryScope *scopes;
 	int			nscopes;
-	int64		folded = 0;
 
-	if (!OidIsValid(gens))
-		return 0;
 	if (history_select("SELECT history_id, pg_catalog.date_part('epoch', history),"
 					   " false_positive_rate, pg_catalog.now() OPERATOR(pg_catalog.-) history"
 					   " FROM dedup.scopes WHERE history_id IS NOT NULL AND history IS NOT NULL",
 					   0, NULL, NULL, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the histories of dedup.scopes");
 	nscopes = (int) SPI_processed;
-	if (nscopes == 0)
-		return 0;
-	scopes = palloc0(sizeof(HistoryScope) * nscopes);
+	scopes = palloc0(sizeof(HistoryScope) * Max(nscopes, 1));
 	for (int i = 0; i < nscopes; i++)
 	{
 		HeapTuple	t = SPI_tuptable->vals[i];
@@ -833,14 +949,22 @@ dedup_history_fold(Oid bucket_relid)
 		scopes[i].cutoff = DatumGetTimestampTz(SPI_getbinval(t, d, 4, &isnull));
 	}
 	SPI_freetuptable(SPI_tuptable);
+	*result = scopes;
+	return nscopes;
+}
 
-	bucket = table_open(bucket_relid, AccessShareLock);
-	if (RelationGetDescr(bucket)->natts < Anum_claims_history)
-	{
-		table_close(bucket, AccessShareLock);
-		return 0;
-	}
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
+/*
+ * Fold the claims of bucket (a bucket's table, or a shard of it) into the
+ * histories of their scopes kept at place, with a snapshot taken now:
+ * each scope's keys counted, then written into a generation opened for
+ * them.  Returns the keys folded.
+ */
+static int64
+history_fold_bucket(const HistoryPlace *place, Relation bucket, HistoryScope *scopes, int nscopes)
+{
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	int64		folded = 0;
+
 	history_count_bucket(bucket, snapshot, scopes, nscopes);
 	for (int i = 0; i < nscopes; i++)
 	{
@@ -848,11 +972,41 @@ dedup_history_fold(Oid bucket_relid)
 
 		if (scopes[i].count == 0)
 			continue;
-		history_open_generation(&scopes[i], &g);
-		history_fold_into(bucket, snapshot, &scopes[i], &g);
+		history_open_generation(place, &scopes[i], &g);
+		history_fold_into(place, bucket, snapshot, &scopes[i], &g);
 		folded += scopes[i].count;
 	}
 	UnregisterSnapshot(snapshot);
+	return folded;
+}
+
+/*
+ * Fold the claims of a bucket about to be retired into the histories of
+ * their scopes; returns the keys folded.  Claims of a scope that has no
+ * history any more, and those that expired a window ago or more, are left.
+ */
+int64
+dedup_history_fold(Oid bucket_relid)
+{
+	Oid			gens = dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS);
+	Relation	bucket;
+	HistoryScope *scopes;
+	int			nscopes;
+	int64		folded = 0;
+
+	if (!OidIsValid(gens))
+		return 0;
+	nscopes = history_scopes(&scopes);
+	if (nscopes == 0)
+		return 0;
+
+	bucket = table_open(bucket_relid, AccessShareLock);
+	if (RelationGetDescr(bucket)->natts < Anum_claims_history)
+	{
+		table_close(bucket, AccessShareLock);
+		return 0;
+	}
+	folded = history_fold_bucket(&history_here, bucket, scopes, nscopes);
 	table_close(bucket, AccessShareLock);
 	if (folded > 0)
 		CacheInvalidateRelcacheByRelid(gens);
@@ -906,6 +1060,206 @@ dedup_history_expire(void)
 	}
 	CacheInvalidateRelcacheByRelid(gens);
 	return (int64) n;
+}
+
+/* ---------------------------------------------------------------------
+ * On a Citus cluster
+ *
+ * dedup_distribute() distributes dedup.history_generations and
+ * dedup.history_blocks by a column part, co-located with dedup.claims, and
+ * makes dedup.history_folds: each shard of dedup.claims keeps the filters of
+ * its own keys in its shards of these tables, of the same shard index, on
+ * the same node (their rows carry the part of that index, the key of its
+ * outbox partition, which hashes into it).  So a look-up reads only the
+ * key's shards, on the key's node, under the lock a call holds on the
+ * shard's metadata, and a shard move carries the filters with the claims.
+ * The fold of a sealed bucket runs on each node, over its shards of the
+ * bucket, each shard once (a row of dedup.history_folds, in that shard too,
+ * written in the fold's transaction); the coordinator retires the bucket
+ * (no node reads it any more) only once every shard's fold committed,
+ * wherever the shard is by then (dedup.bucket_cluster_step).  A shard moved
+ * before its fold is folded where it arrives; one moved after carries its
+ * filter and its row of dedup.history_folds.
+ * ---------------------------------------------------------------------
+ */
+
+/* A shard of one of the histories' tables here, of a key's shard index. */
+static void
+history_shard_of(DedupRelation table, const char *relname, const DedupFingerprint *fp,
+				 Oid *heap, Oid *index)
+{
+	if (!dedup_shards_bucket_shard(dedup_catalog_relation_lookup(table), relname, fp, heap, index))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the key's shard of \"%s.%s\" is not on this node", DEDUP_INTERNAL_SCHEMA, relname),
+				 errdetail("The histories' tables are distributed by part, co-located with dedup.claims, by dedup_distribute()."),
+				 errhint("Run the call again; if this goes on, check that dedup.%s is co-located with dedup.claims.", relname)));
+}
+
+/* Whether a cluster's history may hold a key, from the key's shards here. */
+static bool
+history_cluster_may_contain(int32 history_id, const DedupFingerprint *fp)
+{
+	Oid			gheap;
+	Oid			gindex;
+	HistoryBlocks where;
+	HistoryGeneration *mine;
+	int			n;
+	bool		maybe = false;
+
+	history_shard_of(DEDUP_REL_HISTORY_GENERATIONS, "history_generations", fp, &gheap, &gindex);
+	history_shard_of(DEDUP_REL_HISTORY_BLOCKS, "history_blocks", fp, &where.heap, &where.pkey);
+	n = history_shard_generations(gheap, history_id, &mine);
+	for (int i = 0; i < n && !maybe; i++)
+	{
+		where.g = &mine[i];
+		maybe = history_generation_may_contain(&where, fp);
+	}
+	pfree(mine);
+	return maybe;
+}
+
+/* Whether a generation is still, at that version, in a shard here. */
+static bool
+history_cluster_generation_is(int64 generation, TimestampTz opened_at, int64 version)
+{
+	DedupFingerprint *parts;
+	bool	   *local;
+	int			nparts = dedup_shards_partitions(&parts, &local);
+	bool		found = false;
+
+	for (int i = 0; i < nparts && !found; i++)
+	{
+		Oid			heap;
+		Oid			index;
+		HistoryGeneration *list;
+		int			n;
+
+		if (!local[i] ||
+			!dedup_shards_bucket_shard(dedup_catalog_relation_lookup(DEDUP_REL_HISTORY_GENERATIONS),
+									   "history_generations", &parts[i], &heap, &index))
+			continue;
+		n = history_shard_generations(heap, 0, &list);
+		for (int j = 0; j < n; j++)
+			if (list[j].generation == generation)
+				found = list[j].opened_at == opened_at && list[j].keys == version;
+		pfree(list);
+	}
+	return found;
+}
+
+/* The qualified name of a relation of schema dedup, for SPI */
+static const char *
+history_shard_name(Oid relid)
+{
+	return quote_qualified_identifier(DEDUP_INTERNAL_SCHEMA, get_rel_name(relid));
+}
+
+/*
+ * dedup.history_fold_node(bucket): fold this node's shards of a sealed
+ * bucket (its claims of scopes with a history) into the histories' shards of
+ * the same index, each shard once (dedup.history_folds); returns the keys
+ * folded.  The coordinator's cleanup calls it on every node, and retires
+ * the bucket once every shard of it was folded (bucket_cluster_step).  Each
+ * shard's fold holds Citus's lock on the shard's metadata, so that a move
+ * of the shard waits for it, and carries what it wrote.
+ */
+PG_FUNCTION_INFO_V1(dedup_history_fold_node);
+Datum
+dedup_history_fold_node(PG_FUNCTION_ARGS)
+{
+	int32		number = PG_GETARG_INT32(0);
+	const char *relname = number == 0 ? "claims" : psprintf("claims_%d", number);
+	Oid			nsp = get_namespace_oid(DEDUP_INTERNAL_SCHEMA, false);
+	Oid			shell = get_relname_relid(relname, nsp);
+	Oid			folds = get_relname_relid("history_folds", nsp);
+	DedupFingerprint *parts;
+	bool	   *local;
+	int			nparts;
+	HistoryScope *scopes;
+	int			nscopes;
+	int64		folded = 0;
+	int64		base;
+	int			save_nestlevel;
+	bool		isnull;
+
+	if (!dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS) || !OidIsValid(folds))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the histories are not distributed on this node"),
+				 errhint("dedup.history_fold_node() is the cluster's cleanup's: run SELECT dedup_distribute() on the coordinator.")));
+	if (!OidIsValid(shell))
+		PG_RETURN_INT64(0);		/* dropped: nothing left to fold */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* the shards are written here as tables of this node's own */
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("citus.enable_manual_changes_to_shards", "on", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_execute("SELECT groupid FROM pg_catalog.pg_dist_local_group", true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read this node's group");
+	base = (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) + (int64) 1) << 48;
+	nscopes = history_scopes(&scopes);
+	nparts = dedup_shards_partitions(&parts, &local);
+	for (int i = 0; i < nparts; i++)
+	{
+		Oid			bheap;
+		Oid			bindex;
+		Oid			gheap;
+		Oid			gindex;
+		Oid			blheap;
+		Oid			blindex;
+		Oid			fheap;
+		Oid			findex;
+		HistoryPlace place;
+		Relation	bucket;
+		int64		keys = 0;
+		Oid			types[3] = {INT4OID, dedup_catalog_fingerprint_type(), INT8OID};
+		Datum		values[3];
+
+		if (!local[i])
+			continue;
+		/* the shard's metadata, until this transaction ends (40001 if it moved) */
+		dedup_shards_lock_key(DEDUP_REL_CLAIMS, &parts[i]);
+		history_shard_of(DEDUP_REL_HISTORY_GENERATIONS, "history_generations", &parts[i], &gheap, &gindex);
+		history_shard_of(DEDUP_REL_HISTORY_BLOCKS, "history_blocks", &parts[i], &blheap, &blindex);
+		if (!dedup_shards_bucket_shard(folds, "history_folds", &parts[i], &fheap, &findex) ||
+			!dedup_shards_bucket_shard(shell, relname, &parts[i], &bheap, &bindex))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("a shard of bucket %d or of \"%s.history_folds\" is not on this node",
+							number, DEDUP_INTERNAL_SCHEMA),
+					 errdetail("Citus's metadata places the shard of part %d of dedup.claims here.", i)));
+		values[0] = Int32GetDatum(number);
+		values[1] = PointerGetDatum(&parts[i]);
+		if (history_select(psprintf("SELECT FROM %s WHERE bucket OPERATOR(pg_catalog.=) $1",
+									history_shard_name(fheap)),
+						   1, types, values, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the folds of bucket %d", number);
+		if (SPI_processed > 0)
+			continue;			/* folded before, here or on another node */
+
+		place.gens = history_shard_name(gheap);
+		place.blocks = history_shard_name(blheap);
+		place.cluster = true;
+		place.part = parts[i];
+		place.base = base;
+		bucket = table_open(bheap, AccessShareLock);
+		for (int j = 0; j < nscopes; j++)
+			scopes[j].count = 0;
+		keys += history_fold_bucket(&place, bucket, scopes, nscopes);
+		table_close(bucket, AccessShareLock);
+		values[2] = Int64GetDatum(keys);
+		if (SPI_execute_with_args(psprintf("INSERT INTO %s (bucket, part, keys) VALUES ($1, $2, $3)",
+										   history_shard_name(fheap)),
+								  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not note the fold of bucket %d", number);
+		folded += keys;
+	}
+	AtEOXact_GUC(true, save_nestlevel);
+	SPI_finish();
+	PG_RETURN_INT64(folded);
 }
 
 /* ---------------------------------------------------------------------
@@ -967,6 +1321,59 @@ dedup_seen_int8(PG_FUNCTION_ARGS)
 	return history_seen(fcinfo, sizeof(int64));
 }
 
+/*
+ * dedup_history on a Citus cluster: the generations of every shard, read
+ * through Citus from any node, as the owner of the histories' tables.
+ */
+static void
+history_cluster_list(ReturnSetInfo *rsinfo, const DedupScopeSettings *settings)
+{
+	Oid			owner = dedup_catalog_relation_owner(DEDUP_REL_HISTORY_GENERATIONS);
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	Datum		args[1] = {Int32GetDatum(settings->history_id)};
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT generation, opened_at, slice_end, rate, k, capacity, keys,"
+							  " nblocks::bigint OPERATOR(pg_catalog.*) $2"
+							  " FROM dedup.history_generations WHERE history_id OPERATOR(pg_catalog.=) $1"
+							  " ORDER BY generation",
+							  2, (Oid[]) {INT4OID, INT8OID},
+							  (Datum[]) {args[0], Int64GetDatum(HISTORY_BLOCK_BYTES)},
+							  NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the generations of history %d", settings->history_id);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[r];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		Datum		values[9];
+		bool		nulls[9] = {false};
+		bool		isnull;
+
+		values[0] = SPI_getbinval(t, d, 1, &isnull);
+		values[1] = SPI_getbinval(t, d, 2, &isnull);
+		values[2] = SPI_getbinval(t, d, 3, &isnull);
+		values[3] = TimestampTzGetDatum(dedup_check_timestamp_plus(DatumGetTimestampTz(values[2]),
+																   &settings->history));
+		values[4] = SPI_getbinval(t, d, 4, &isnull);
+		values[5] = SPI_getbinval(t, d, 5, &isnull);
+		values[6] = SPI_getbinval(t, d, 6, &isnull);
+		values[7] = SPI_getbinval(t, d, 7, &isnull);
+		values[8] = SPI_getbinval(t, d, 8, &isnull);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	AtEOXact_GUC(true, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
 /* dedup_history(scope text): the generations of a scope's history. */
 PG_FUNCTION_INFO_V1(dedup_history);
 Datum
@@ -977,6 +1384,11 @@ dedup_history(PG_FUNCTION_ARGS)
 
 	(void) dedup_scope_of_call(fcinfo, "scope", NULL, DEDUP_PRIV_USAGE, &settings);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (settings.history_id != 0 && dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
+	{
+		history_cluster_list(rsinfo, &settings);
+		return (Datum) 0;
+	}
 	if (settings.history_id == 0 || !history_list_read())
 		return (Datum) 0;
 	for (int i = 0; i < history_count; i++)

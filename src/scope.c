@@ -1,29 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * scope.c
- *	  Scopes: their settings and who may use them.
+ *	  Scopes: their settings, cached per backend, and a call's first use
+ *	  of its scope.
  *
- * Settings (ttl, lease, retention, and the outbox's max_attempts): the row
- * of dedup.scopes for a scope when there is one, the GUC defaults for what
- * it leaves NULL or when there is none.
+ * Settings (ttl, lease, retention, and the outbox's max_attempts, the
+ * sequence mode, the history): the row of dedup.scopes for a scope when
+ * there is one, the GUC defaults for what it leaves NULL or when there is
+ * none.  They are read through one backend-local cache, keyed by scope
+ * name; a statement trigger on dedup.scopes (and on dedup.grants, for
+ * privileges.c's cache) sends a relcache invalidation of the table, and the
+ * callback below empties the cache.
  *
- * Privileges: a role may use a scope as an application (usage: claims,
- * records, outbox puts, reading its settings) or as a relay (relay: taking,
- * acking and nacking its outbox events, their figures) when dedup.grants has
- * a row of that privilege for the role, or for a role whose privileges it
- * has (has_privs_of_role, as PostgreSQL's own ACLs count membership), whose
- * scope is NULL (every scope), the scope itself, or a prefix of it written
- * with a trailing '*'.  Superusers and roles with the extension owner's
- * privileges may use every scope.  The function-level EXECUTE grants stay:
- * a role needs both.
- *
- * Both are read through one backend-local cache, keyed by scope name, so a
- * call checks its caller and reads the settings with one hash lookup
- * (dedup_scope_use).  Statement triggers on dedup.scopes and dedup.grants
- * send a relcache invalidation of the table, role changes (membership,
- * attributes) a syscache invalidation, and the callbacks below empty the
- * cache.  Holds the SQL functions dedup_scope(), dedup_set_scope(),
- * dedup_reset_scope() and the privilege checks the relay functions call.
+ * A call's first use of its scope (dedup_scope_use, dedup_scope_of_call)
+ * reads the settings here and checks its caller's privilege on the scope in
+ * privileges.c, which holds who may use a scope (dedup.grants).  Holds the
+ * SQL functions dedup_scope(), dedup_set_scope(), dedup_reset_scope() and
+ * the trigger function of both tables.
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -31,21 +24,17 @@
 #include "postgres.h"
 
 #include "access/genam.h"
-#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
-#include "access/tableam.h"
 #include "catalog/pg_collation_d.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/syscache.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -55,6 +44,7 @@
 
 #include "catalog.h"
 #include "checks.h"
+#include "privileges.h"
 #include "scope.h"
 #include "scope_counters.h"
 #include "settings.h"
@@ -90,15 +80,6 @@ typedef struct ScopeCacheEntry
 	int32		history_id;		/* 0: no history */
 	Interval	history;
 	double		false_positive_rate;
-
-	/*
-	 * privileges of two roles on the scope (a caller, and the owner the
-	 * relay's work runs as), as far as they were looked up
-	 */
-	Oid			priv_role[2];
-	uint8		priv_known[2];	/* DEDUP_PRIV_* bits looked up for priv_role */
-	uint8		priv_allowed[2];	/* of those, the ones it has */
-	int			priv_next;		/* the slot a third role takes */
 	bool		counters_known; /* counters looked up (scope_counters.c) */
 	DedupScopeCounters *counters;
 } ScopeCacheEntry;
@@ -107,7 +88,6 @@ typedef struct ScopeCacheEntry
 
 static HTAB *scope_cache = NULL;
 static Oid	scope_cache_relid = InvalidOid;
-static Oid	scope_grants_relid = InvalidOid;
 static uint64 scope_cache_generation = 0;	/* counts invalidations */
 
 static void
@@ -124,28 +104,8 @@ scope_cache_reset(void)
 static void
 scope_cache_callback(Datum arg, Oid relid)
 {
-	if (!OidIsValid(relid) || relid == scope_cache_relid || relid == scope_grants_relid)
+	if (!OidIsValid(relid) || relid == scope_cache_relid)
 		scope_cache_reset();
-}
-
-/* a role's membership or attributes changed: privileges may have too */
-static void
-scope_role_callback(Datum arg, int cacheid, uint32 hashvalue)
-{
-	scope_cache_reset();
-}
-
-/*
- * The snapshot the cache is filled with: taken after the table is locked,
- * and so after every invalidation sent before it was read, so that a change
- * committed later invalidates what was read.  A parallel worker (reached
- * only through a user function wrongly marked PARALLEL SAFE) cannot take
- * one and reads with the transaction's.
- */
-static Snapshot
-scope_snapshot(void)
-{
-	return RegisterSnapshot(IsInParallelMode() ? GetTransactionSnapshot() : GetLatestSnapshot());
 }
 
 static void
@@ -166,7 +126,7 @@ static void
 scope_load(const text *scope, ScopeCacheEntry *entry)
 {
 	Relation	rel = dedup_catalog_relation_open(DEDUP_REL_SCOPES, AccessShareLock);
-	Snapshot	snapshot = scope_snapshot();
+	Snapshot	snapshot = dedup_catalog_cache_snapshot();
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tuple;
@@ -254,12 +214,9 @@ scope_entry(const text *scope, ScopeCacheEntry *loaded)
 	if (!registered)
 	{
 		dedup_catalog_relcache_register(scope_cache_callback);
-		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, scope_role_callback, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHOID, scope_role_callback, (Datum) 0);
 		registered = true;
 	}
 	scope_cache_relid = dedup_catalog_relation_oid(DEDUP_REL_SCOPES);
-	scope_grants_relid = dedup_catalog_relation_lookup(DEDUP_REL_GRANTS);
 	entry = scope_cache ? hash_search(scope_cache, name, HASH_FIND, NULL) : NULL;
 	if (entry != NULL)
 		return entry;
@@ -322,155 +279,6 @@ scope_read(const text *scope, DedupScopeSettings *settings)
 	scope_settings_of(scope_entry(scope, &loaded), settings);
 }
 
-/* ---------------------------------------------------------------------
- * Privileges
- * ---------------------------------------------------------------------
- */
-
-/* Column numbers of dedup.grants */
-#define Anum_grants_role		1
-#define Anum_grants_privilege	2
-#define Anum_grants_scope		3
-
-static const char *
-scope_privilege_name(int privilege)
-{
-	return privilege == DEDUP_PRIV_RELAY ? "relay" : "usage";
-}
-
-/*
- * Whether a grant's scope (NULL: every scope; "p*": prefix p) covers a scope
- * (NULL: every scope, which only a grant of every scope, or of prefix "",
- * covers).
- */
-static bool
-scope_grant_covers(Datum granted, bool isnull, const text *scope)
-{
-	text	   *g;
-	Size		glen;
-	Size		slen;
-
-	if (isnull)
-		return true;
-	g = DatumGetTextPP(granted);
-	glen = VARSIZE_ANY_EXHDR(g);
-	if (scope == NULL)
-		return glen == 1 && VARDATA_ANY(g)[0] == '*';
-	slen = VARSIZE_ANY_EXHDR(scope);
-	if (glen > 0 && VARDATA_ANY(g)[glen - 1] == '*')
-		return glen - 1 <= slen && memcmp(VARDATA_ANY(g), VARDATA_ANY(scope), glen - 1) == 0;
-	return glen == slen && memcmp(VARDATA_ANY(g), VARDATA_ANY(scope), slen) == 0;
-}
-
-/*
- * Whether a role has one privilege on a scope (NULL: on every scope), read
- * from dedup.grants.  A database whose extension is still at 1.0 has no
- * dedup.grants: there, EXECUTE on the function is the whole privilege, as it
- * was.
- */
-static bool
-scope_privilege_load(Oid roleid, const text *scope, int privilege)
-{
-	Relation	rel;
-	Snapshot	snapshot;
-	TableScanDesc scan;
-	HeapTuple	tuple;
-	const char *name = scope_privilege_name(privilege);
-	bool		allowed;
-
-	if (superuser_arg(roleid) || !OidIsValid(dedup_catalog_relation_lookup(DEDUP_REL_GRANTS)))
-		return true;
-	rel = dedup_catalog_relation_open(DEDUP_REL_GRANTS, AccessShareLock);
-	allowed = has_privs_of_role(roleid, rel->rd_rel->relowner);
-	snapshot = scope_snapshot();
-	scan = table_beginscan(rel, snapshot, 0, NULL);
-	while (!allowed && (tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		TupleDesc	desc = RelationGetDescr(rel);
-		bool		isnull;
-		Datum		priv = heap_getattr(tuple, Anum_grants_privilege, desc, &isnull);
-		Datum		role = heap_getattr(tuple, Anum_grants_role, desc, &isnull);
-		Datum		granted;
-
-		CHECK_FOR_INTERRUPTS();
-		if (strcmp(TextDatumGetCString(priv), name) != 0 ||
-			!has_privs_of_role(roleid, DatumGetObjectId(role)))
-			continue;
-		granted = heap_getattr(tuple, Anum_grants_scope, desc, &isnull);
-		allowed = scope_grant_covers(granted, isnull, scope);
-	}
-	table_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	table_close(rel, AccessShareLock);
-	return allowed;
-}
-
-/*
- * Whether a role has any of the privileges (DEDUP_PRIV_* bits) on the scope
- * of a cache entry, looked up in dedup.grants once per role and privilege.
- * Looking up may process invalidations that empty the cache, entry
- * included: from then on, answer without touching it.
- */
-static bool
-scope_entry_allows(ScopeCacheEntry *entry, const text *scope, Oid roleid, int privileges)
-{
-	bool		keep = true;
-	int			slot = entry->priv_role[0] == roleid ? 0 : entry->priv_role[1] == roleid ? 1 : -1;
-
-	if (slot < 0)
-	{
-		slot = entry->priv_next;
-		entry->priv_next = 1 - slot;
-		entry->priv_role[slot] = roleid;
-		entry->priv_known[slot] = entry->priv_allowed[slot] = 0;
-	}
-	for (int p = DEDUP_PRIV_USAGE; p <= DEDUP_PRIV_RELAY; p <<= 1)
-	{
-		bool		allowed;
-
-		if (!(privileges & p))
-			continue;
-		if (keep && (entry->priv_known[slot] & p))
-			allowed = (entry->priv_allowed[slot] & p) != 0;
-		else
-		{
-			uint64		generation = scope_cache_generation;
-
-			allowed = scope_privilege_load(roleid, scope, p);
-			if (generation != scope_cache_generation)
-				keep = false;
-			else if (keep)
-			{
-				entry->priv_known[slot] |= p;
-				if (allowed)
-					entry->priv_allowed[slot] |= p;
-			}
-		}
-		if (allowed)
-			return true;
-	}
-	return false;
-}
-
-static void
-scope_report_denied(const text *scope, Oid roleid, int privileges)
-{
-	char	   *name = text_to_cstring(scope);
-	const char *role = GetUserNameFromId(roleid, true);
-	bool		relay = privileges == DEDUP_PRIV_RELAY;
-
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("permission denied for scope \"%s\"", name),
-			 errdetail("Role \"%s\" has no %s privilege on scope \"%s\".",
-					   role ? role : "?",
-					   privileges == (DEDUP_PRIV_USAGE | DEDUP_PRIV_RELAY) ?
-					   "usage or relay" : scope_privilege_name(privileges),
-					   name),
-			 errhint("The extension's owner grants it with %s(role, ARRAY['%s']).",
-					 relay ? "dedup_grant_relay" : "dedup_grant_usage", name)));
-}
-
 /*
  * Whether a role has one of the privileges (DEDUP_PRIV_* bits) on a scope,
  * without raising; when it has, its settings filled in (unless settings is
@@ -489,7 +297,7 @@ dedup_scope_allows(const text *scope, Oid roleid, int privileges,
 	if (settings)
 		scope_settings_of(entry, settings);
 	generation = scope_cache_generation;
-	if (!scope_entry_allows(entry, scope, roleid, privileges))
+	if (!dedup_privileges_allow(scope, roleid, privileges))
 		return false;
 	/* counted only once allowed: a refused role adds no scope to the counters */
 	if (settings)
@@ -520,7 +328,7 @@ dedup_scope_use(const text *scope, int privileges, DedupScopeSettings *settings)
 	Oid			roleid = GetUserId();
 
 	if (!dedup_scope_allows(scope, roleid, privileges, settings))
-		scope_report_denied(scope, roleid, privileges);
+		dedup_privileges_denied(scope, roleid, privileges);
 }
 
 /*
@@ -568,63 +376,6 @@ dedup_scope_of_call(FunctionCallInfo fcinfo, const char *what, const char *funcn
 	}
 	dedup_scope_use(scope, privileges, settings);
 	return scope;
-}
-
-/* A privilege named in SQL: 'usage' or 'relay'. */
-static int
-scope_privilege_arg(FunctionCallInfo fcinfo, int argno)
-{
-	char	   *name;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("privilege must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
-	if (strcmp(name, "usage") == 0)
-		return DEDUP_PRIV_USAGE;
-	if (strcmp(name, "relay") == 0)
-		return DEDUP_PRIV_RELAY;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown dedup privilege \"%s\"", name),
-			 errhint("The privileges are usage and relay.")));
-	return 0;					/* keep the compiler quiet */
-}
-
-/*
- * dedup.has_privilege(role oid, scope text, privilege text, raise boolean):
- * whether the role has the privilege ('usage' or 'relay') on the scope; with
- * raise, 42501 when it has not.  For the relay functions, which run as the
- * extension owner on behalf of the role that called them.  Scope NULL asks
- * whether the role has it on every scope (a grant of every scope, or the
- * owner's or a superuser's), for what names no scope (a key of 1.0 in
- * dedup.outbox_keys); read from dedup.grants each time, and never raising
- * (raise with NULL is 22004, as ever).
- */
-PG_FUNCTION_INFO_V1(dedup_has_privilege);
-Datum
-dedup_has_privilege(PG_FUNCTION_ARGS)
-{
-	Oid			roleid;
-	text	   *scope;
-	int			privilege;
-	ScopeCacheEntry loaded;
-	bool		allowed;
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("role must not be null")));
-	roleid = PG_GETARG_OID(0);
-	if (PG_ARGISNULL(1) && !(!PG_ARGISNULL(3) && PG_GETARG_BOOL(3)))
-		PG_RETURN_BOOL(scope_privilege_load(roleid, NULL, scope_privilege_arg(fcinfo, 2)));
-	scope = dedup_check_name_arg(fcinfo, 1, "topic");
-	privilege = scope_privilege_arg(fcinfo, 2);
-	allowed = scope_entry_allows(scope_entry(scope, &loaded), scope, roleid, privilege);
-	if (!allowed && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3))
-		scope_report_denied(scope, roleid, privilege);
-	PG_RETURN_BOOL(allowed);
 }
 
 /* The row returned by dedup_scope() and dedup_set_scope(). */
@@ -728,11 +479,6 @@ dedup_set_scope(PG_FUNCTION_ARGS)
 
 		dedup_check_interval(history, "history", true, GetCurrentTimestamp());
 		no_history = (history->month == 0 && history->day == 0 && history->time == 0);
-		if (!no_history && dedup_catalog_relation_hashed(DEDUP_REL_CLAIMS))
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("a scope with a history does not run on a Citus cluster"),
-					 errdetail("A history is folded from the time buckets of dedup.claims, which a distributed dedup.claims does not have.")));
 		if (!no_history)
 		{
 			values[SCOPE_NSETTINGS + 3] = IntervalPGetDatum(history);
@@ -850,9 +596,10 @@ dedup_reset_scope(PG_FUNCTION_ARGS)
 }
 
 /*
- * Statement trigger on dedup.scopes: whatever changed the table (our
- * functions, or the owner's own DML), every backend's cache of it is
- * emptied when the change commits, and this backend's at once.
+ * Statement trigger on dedup.scopes and dedup.grants: whatever changed the
+ * table (our functions, or the owner's own DML), every backend's cache of
+ * it (here, privileges.c) is emptied when the change commits, and this
+ * backend's at once.
  */
 PG_FUNCTION_INFO_V1(dedup_scopes_changed);
 Datum

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * scope.h
- *	  A scope's settings, with the GUC defaults, and the privileges on it
- *	  (scope.c).
+ *	  A scope's settings, with the GUC defaults, and a call's first use of
+ *	  its scope: the settings read, the caller's privilege checked
+ *	  (scope.c; the privileges are privileges.c's).
  *
  * Copyright (c) 2026, The dedup authors.  PostgreSQL License: see LICENSE.
  *-------------------------------------------------------------------------
@@ -13,6 +14,7 @@
 #include "fmgr.h"
 #include "utils/timestamp.h"
 
+#include "privileges.h"
 #include "scope_counters.h"
 
 /* per-scope settings with GUC defaults, in the column order */
@@ -35,10 +37,6 @@ typedef struct DedupScopeSettings
 	double		false_positive_rate;	/* the history's */
 	DedupScopeCounters *counters;	/* the scope's call counters, or NULL */
 } DedupScopeSettings;
-
-/* privileges on a scope (dedup.grants), as bits */
-#define DEDUP_PRIV_USAGE	0x01	/* claims, records, outbox puts, settings */
-#define DEDUP_PRIV_RELAY	0x02	/* taking, acking, nacking outbox events */
 
 extern void dedup_scope_use(const text *scope, int privileges,
 							DedupScopeSettings *settings);

@@ -10,7 +10,7 @@
  * (dedup_fingerprint_hash, the type's hash operator class) within the
  * shards' ranges in pg_dist_shard; this file does the same, from a copy of
  * those ranges and of which of them have their placement on this node
- * (read from Citus's metadata by catalog.c), kept per backend and dropped
+ * (read from Citus's metadata by citus.c), kept per backend and dropped
  * at any invalidation of the shell table (Citus sends one whenever a shard
  * or placement of it changes): the shell is one of the relations catalog.c
  * looks up, and the maps are read again whenever catalog.c forgot them
@@ -46,6 +46,7 @@
 #include "utils/rel.h"
 
 #include "catalog.h"
+#include "citus.h"
 #include "fingerprint.h"
 #include "shards.h"
 
@@ -56,7 +57,7 @@
  */
 #define CLUSTER_LOCKTAG_COLOCATED_SHARDS_METADATA 8
 
-/* One shard of a table distributed by hash (catalog.c reads them) */
+/* One shard of a table distributed by hash (citus.c reads them) */
 typedef DedupCitusShard ClusterShard;
 
 /* The shards of a table distributed by hash, as this backend last read them */
@@ -174,7 +175,7 @@ cluster_map(DedupRelation table)
 		if (!dedup_catalog_relation_hashed(table))
 			elog(ERROR, "dedup.%s is not distributed by hash", get_rel_name(relid));
 		old = MemoryContextSwitchTo(TopMemoryContext);
-		n = dedup_catalog_citus_shards(relid, &shards);
+		n = dedup_citus_shards(relid, &shards);
 		MemoryContextSwitchTo(old);
 		if (n == 0)
 			ereport(ERROR,
@@ -523,7 +524,7 @@ cluster_bucket_map(Oid shell)
 	{
 		uint64		resets = cluster_resets;
 		DedupCitusShard *shards;
-		int			n = dedup_catalog_citus_shards(shell, &shards);
+		int			n = dedup_citus_shards(shell, &shards);
 		int64	   *ids = MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(n, 1));
 
 		for (int i = 0; i < n; i++)

@@ -177,10 +177,14 @@ store_open_buckets(KeyStore *ks)
 			{
 				/*
 				 * On a cluster, the key's shard of the bucket here
-				 * (co-located with its shard of dedup.claims); a bucket whose
-				 * table was dropped since the list was read is left out.  No
-				 * filter is kept of a bucket's shards: a sealed one is read
-				 * too.
+				 * (co-located with its shard of dedup.claims).  A bucket
+				 * listed here is not retired on this node, and the
+				 * coordinator drops a bucket's table only once every node
+				 * retired it: a shard not found is a list that changed since
+				 * it was read (read it again), or a table gone behind the
+				 * cleanup's back, whose claims would be missed (an error, not
+				 * a bucket left out).  No filter is kept of a bucket's
+				 * shards: a sealed one is read too.
 				 */
 				char	   *name = part->number == 0 ? "claims" :
 					psprintf("claims_%d", part->number);
@@ -188,14 +192,19 @@ store_open_buckets(KeyStore *ks)
 				if (!dedup_shards_bucket_shard(list->buckets[i].heap, name, &ks->cluster_key,
 											   &part->heap_oid, &part->index_oid))
 				{
-					if (list->buckets[i].current)
-						ereport(ERROR,
-								(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-								 errmsg("the current bucket of dedup.claims has no shard of the key on this node"),
-								 errdetail("Bucket %d is listed current, and its table or shard is gone.",
-										   part->number),
-								 errhint("Run the transaction again.")));
-					continue;
+					if (dedup_bucket_list_changed(generation))
+					{
+						opened = false;
+						break;
+					}
+					ereport(ERROR,
+							(errcode(ERRCODE_UNDEFINED_TABLE),
+							 errmsg("bucket %d of dedup.claims has no shard of the key on this node",
+									part->number),
+							 errdetail("This node's dedup.buckets lists it as %s, and table \"%s.%s\" or the key's shard of it is gone: the claims it holds would be missed.",
+									   list->buckets[i].current ? "current" : "not retired",
+									   DEDUP_INTERNAL_SCHEMA, name),
+							 errhint("A bucket's table is dropped by the coordinator's cleanup only, once every node retired it; restore it, or remove its row from this node's dedup.buckets.")));
 				}
 				part->sealed = false;
 			}
@@ -205,8 +214,8 @@ store_open_buckets(KeyStore *ks)
 			if (!part->sealed && opened)
 				opened = store_part_open(ks, part);
 		}
-		if (ks->current < 0)
-			elog(ERROR, "dedup.buckets lists no current bucket");
+		if (opened && ks->current < 0)
+			dedup_bucket_no_current();
 		if (opened && !dedup_bucket_list_changed(generation))
 			return;
 		for (int i = 0; i < ks->nparts; i++)

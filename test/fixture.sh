@@ -1,6 +1,8 @@
 # test/fixture.sh: a database holding every kind of dedup row, for the
-# tests that must show rows survive an operation (pg_dump and
-# pg_restore, ALTER EXTENSION UPDATE).  Source it after scripts/lib.sh.
+# scripted tests that must show rows survive an operation (pg_upgrade:
+# test/integration/pg_upgrade.sh; the TAP tests' pg_dump and ALTER
+# EXTENSION UPDATE use test/perl/DedupNode.pm's).  Source it after
+# scripts/lib.sh.
 # The SQL is in test/fixture/*.sql, which test/perl/DedupNode.pm runs too.
 #
 #   fixture_fill DB      claims of three key types, processing and complete

@@ -79,12 +79,12 @@ claims_figures() {
 	wd=$(calc "${WALTX[dedup_claim_business]} - ${WALTX[business]}")
 	ws=$(calc "${WALTX[seed_claim_business]} - ${WALTX[business]}")
 	figure "  (WAL added per transaction vs business alone, all records)" "$wd" "$ws" "$wd" "<=" 160
-	figure "existing key: tps vs DO NOTHING + SELECT" \
-		"${TPS[dedup_dup]}" "${TPS[seed_dup_nothing]}" "$(calc "${TPS[dedup_dup]} / ${TPS[seed_dup_nothing]}")" ">=" 1.0
-	figure "  (existing key: tps vs plain PK lookup)" \
-		"${TPS[dedup_dup]}" "${TPS[pk_lookup]}" "$(calc "${TPS[dedup_dup]} / ${TPS[pk_lookup]}")" ">=" 0
-	figure "  (existing key: tps vs DO UPDATE SET status = status)" \
-		"${TPS[dedup_dup]}" "${TPS[seed_dup_update]}" "$(calc "${TPS[dedup_dup]} / ${TPS[seed_dup_update]}")" ">=" 0
+	figure_vs "existing key: tps vs DO NOTHING + SELECT" \
+		"${TPS[dedup_dup]}" "${TPS[seed_dup_nothing]}" ">=" 1.0
+	figure_vs "  (existing key: tps vs plain PK lookup)" \
+		"${TPS[dedup_dup]}" "${TPS[pk_lookup]}" ">=" 0
+	figure_vs "  (existing key: tps vs DO UPDATE SET status = status)" \
+		"${TPS[dedup_dup]}" "${TPS[seed_dup_update]}" ">=" 0
 	figure "existing key: WAL bytes per claim, claim table (DO UPDATE in baseline)" \
 		"${RELWALTX[dedup_dup]}" "${RELWALTX[seed_dup_update]}" "${RELWALTX[dedup_dup]}" "<=" 0
 	figure "  (existing key: all WAL per claim; control: plain PK lookup in baseline)" \
@@ -94,15 +94,12 @@ claims_figures() {
 	figure "batch of 100: keys/s vs single-key calls" \
 		"$(calc "${TPS[dedup_batch]} * 100")" "${TPS[dedup_single]}" \
 		"$(calc "${TPS[dedup_batch]} * 100 / ${TPS[dedup_single]}")" ">=" 10
-	figure "records: begin + complete (2 transactions) vs Stripe-style SQL" \
-		"${TPS[dedup_record_begin_complete]}" "${TPS[seed_record_begin_complete]}" \
-		"$(calc "${TPS[dedup_record_begin_complete]} / ${TPS[seed_record_begin_complete]}")" "-" ""
-	figure "records: WAL bytes per begin + complete, record tables (seed in baseline)" \
-		"${RELWALTX[dedup_record_begin_complete]}" "${RELWALTX[seed_record_begin_complete]}" \
-		"$(calc "${RELWALTX[dedup_record_begin_complete]} / ${RELWALTX[seed_record_begin_complete]}")" "-" ""
-	figure "records: begin of a completed key (replay) vs Stripe-style SQL" \
-		"${TPS[dedup_record_replay]}" "${TPS[seed_record_replay]}" \
-		"$(calc "${TPS[dedup_record_replay]} / ${TPS[seed_record_replay]}")" "-" ""
+	figure_vs "records: begin + complete (2 transactions) vs Stripe-style SQL" \
+		"${TPS[dedup_record_begin_complete]}" "${TPS[seed_record_begin_complete]}" "-" ""
+	figure_vs "records: WAL bytes per begin + complete, record tables (seed in baseline)" \
+		"${RELWALTX[dedup_record_begin_complete]}" "${RELWALTX[seed_record_begin_complete]}" "-" ""
+	figure_vs "records: begin of a completed key (replay) vs Stripe-style SQL" \
+		"${TPS[dedup_record_replay]}" "${TPS[seed_record_replay]}" "-" ""
 	figure "records: replay WAL bytes and dead tuples (seed's in baseline col.)" \
 		"${RELWALTX[dedup_record_replay]}/${DEADTX[dedup_record_replay]}" \
 		"${RELWALTX[seed_record_replay]}/${DEADTX[seed_record_replay]}" "" "-" ""

@@ -20,23 +20,20 @@ cleanup_run dedup_cleanup dedup_claim_business.sql "CALL dedup_cleanup()" dedup.
 cleanup_run dedup_worker dedup_claim_business.sql worker:20ms dedup.claims
 cleanup_run dedup_worker_gentle dedup_claim_business.sql worker:200ms dedup.claims
 cleanup_figures() {
-	figure "cleanup under load, worker: rows/s vs seed batched DELETE" \
-		"${TPS[dedup_worker-rows]}" "${TPS[seed_cleanup-rows]}" \
-		"$(calc "${TPS[dedup_worker-rows]} / ${TPS[seed_cleanup-rows]}")" ">=" 3
+	figure_vs "cleanup under load, worker: rows/s vs seed batched DELETE" \
+		"${TPS[dedup_worker-rows]}" "${TPS[seed_cleanup-rows]}" ">=" 3
 	figure "claim tps while the worker cleans vs without (seed's in baseline col.)" \
 		"$(calc "${TPS[dedup_worker-during]} / ${TPS[dedup_worker-without]}")" \
 		"$(calc "${TPS[seed_cleanup-during]} / ${TPS[seed_cleanup-without]}")" \
 		"$(calc "${TPS[dedup_worker-during]} / ${TPS[dedup_worker-without]}")" ">=" 0.9
-	figure "  (worker with dedup.cleanup_pause 200ms: rows/s vs seed batched DELETE)" \
-		"${TPS[dedup_worker_gentle-rows]}" "${TPS[seed_cleanup-rows]}" \
-		"$(calc "${TPS[dedup_worker_gentle-rows]} / ${TPS[seed_cleanup-rows]}")" ">=" 0
+	figure_vs "  (worker with dedup.cleanup_pause 200ms: rows/s vs seed batched DELETE)" \
+		"${TPS[dedup_worker_gentle-rows]}" "${TPS[seed_cleanup-rows]}" ">=" 0
 	figure "  (claim tps while the worker cleans with pause 200ms vs without)" \
 		"$(calc "${TPS[dedup_worker_gentle-during]} / ${TPS[dedup_worker_gentle-without]}")" \
 		"$(calc "${TPS[seed_cleanup-during]} / ${TPS[seed_cleanup-without]}")" \
 		"$(calc "${TPS[dedup_worker_gentle-during]} / ${TPS[dedup_worker_gentle-without]}")" ">=" 0
-	figure "  (CALL dedup_cleanup() under load: rows/s vs seed batched DELETE)" \
-		"${TPS[dedup_cleanup-rows]}" "${TPS[seed_cleanup-rows]}" \
-		"$(calc "${TPS[dedup_cleanup-rows]} / ${TPS[seed_cleanup-rows]}")" ">=" 0
+	figure_vs "  (CALL dedup_cleanup() under load: rows/s vs seed batched DELETE)" \
+		"${TPS[dedup_cleanup-rows]}" "${TPS[seed_cleanup-rows]}" ">=" 0
 	figure "  (claim tps during CALL dedup_cleanup() vs without)" \
 		"$(calc "${TPS[dedup_cleanup-during]} / ${TPS[dedup_cleanup-without]}")" \
 		"$(calc "${TPS[seed_cleanup-during]} / ${TPS[seed_cleanup-without]}")" \

@@ -33,24 +33,12 @@ E2E_MESSAGES=20000
 E2E_REDELIVERIES=0.2
 E2E_WORKERS=4
 say "== end to end: one Node client, $E2E_WORKERS workers, $E2E_MESSAGES messages ($E2E_REDELIVERIES redeliveries): claim in the INSERT vs Redis SET NX EX + INSERT"
-if [ -z "${DEDUP_BENCH_NO_PACKAGES:-}" ]; then
-	command -v node >/dev/null || ensure_packages nodejs
-	command -v npm >/dev/null || ensure_packages npm
-fi
+node_packages
 e2e_ok=
 if command -v node >/dev/null && command -v npm >/dev/null && command -v redis-server >/dev/null; then
 	e2e_src=$DEDUP_ROOT/bench/e2e
-	e2e_mods=${DEDUP_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dedup-bench}/e2e-$(cat "$e2e_src/package.json" \
-		"$e2e_src/package-lock.json" | sha256sum | cut -c1-16)
-	if [ ! -f "$e2e_mods/installed" ]; then
-		say "  npm ci of bench/e2e's drivers into $e2e_mods"
-		rm -rf "$e2e_mods"
-		mkdir -p "$e2e_mods"
-		cp "$e2e_src/package.json" "$e2e_src/package-lock.json" "$e2e_mods/"
-		(cd "$e2e_mods" && npm ci --no-audit --no-fund --loglevel=error) >"$OUT/log/e2e-npm.txt" 2>&1 ||
-			{ cat "$OUT/log/e2e-npm.txt"; echo "e2e: npm ci of bench/e2e's drivers failed" >&2; exit 1; }
-		touch "$e2e_mods/installed"
-	fi
+	npm_ci e2e drivers e2e
+	e2e_mods=$NPM_MODS
 	redis-server --port 0 --unixsocket "$dir/e2e-redis.sock" --unixsocketperm 777 --save '' \
 		--appendonly no --daemonize no >"$OUT/log/e2e-redis.txt" 2>&1 &
 	redis_pid=$!
@@ -80,18 +68,14 @@ else
 fi
 e2e_figures() {
 	[ -n "$e2e_ok" ] || return 0
-	figure "e2e: dedup claim in the business INSERT vs Redis SET NX EX + business (msgs/s)" \
-		"${TPS[e2e_dedup_in_insert]}" "${TPS[e2e_redis_pair]}" \
-		"$(calc "${TPS[e2e_dedup_in_insert]} / ${TPS[e2e_redis_pair]}")" ">=" 1.2
-	figure "e2e: claim as its own statement + business vs SELECT true + business" \
-		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_select_true]}" \
-		"$(calc "${TPS[e2e_dedup_statement]} / ${TPS[e2e_select_true]}")" ">=" 0.95
-	figure "  (e2e: claim statement vs the seed's INSERT ... ON CONFLICT DO NOTHING statement)" \
-		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_seed_statement]}" \
-		"$(calc "${TPS[e2e_dedup_statement]} / ${TPS[e2e_seed_statement]}")" "-" ""
-	figure "  (e2e: the seed's statement vs SELECT true)" \
-		"${TPS[e2e_seed_statement]}" "${TPS[e2e_select_true]}" \
-		"$(calc "${TPS[e2e_seed_statement]} / ${TPS[e2e_select_true]}")" "-" ""
+	figure_vs "e2e: dedup claim in the business INSERT vs Redis SET NX EX + business (msgs/s)" \
+		"${TPS[e2e_dedup_in_insert]}" "${TPS[e2e_redis_pair]}" ">=" 1.2
+	figure_vs "e2e: claim as its own statement + business vs SELECT true + business" \
+		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_select_true]}" ">=" 0.95
+	figure_vs "  (e2e: claim statement vs the seed's INSERT ... ON CONFLICT DO NOTHING statement)" \
+		"${TPS[e2e_dedup_statement]}" "${TPS[e2e_seed_statement]}" "-" ""
+	figure_vs "  (e2e: the seed's statement vs SELECT true)" \
+		"${TPS[e2e_seed_statement]}" "${TPS[e2e_select_true]}" "-" ""
 	# what a message costs, whatever else the machine runs (ratio: baseline / dedup)
 	[ "${TPS[e2e_dedup_in_insert-cpu]}" = NaN ] && return 0
 	figure "  (CPU µs a message, all processes: the same two; baseline / dedup)" \

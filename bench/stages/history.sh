@@ -92,15 +92,12 @@ history_figures() {
 		"$(calc "${TPS[hist_fp]} / 1000000 / $HIST_RATE")" "<=" 1.25
 	figure "history: false negatives over $((2 * HIST_KEYS)) folded keys" \
 		"${TPS[hist_fn]}" 0 "${TPS[hist_fn]}" "<=" 0
-	figure "history: bits a key stored vs the ideal m/n for the rate" \
-		"${TPS[hist_bits]}" "${TPS[hist_ideal_bits]}" \
-		"$(calc "${TPS[hist_bits]} / ${TPS[hist_ideal_bits]}")" "<=" 1.2
-	figure "new-key claim + business on a scope with a history vs without" \
-		"${TPS[dedup_claim_business_history]}" "${TPS[dedup_claim_business_nohistory]}" \
-		"$(calc "${TPS[dedup_claim_business_history]} / ${TPS[dedup_claim_business_nohistory]}")" ">=" 0.9
-	figure "history: fold keys/s vs the cleanup's per-row deletes of expired claims" \
-		"${TPS[hist_fold_rate]}" "${TPS[hist_delete_rate]}" \
-		"$(calc "${TPS[hist_fold_rate]} / ${TPS[hist_delete_rate]}")" ">=" 1
+	figure_vs "history: bits a key stored vs the ideal m/n for the rate" \
+		"${TPS[hist_bits]}" "${TPS[hist_ideal_bits]}" "<=" 1.2
+	figure_vs "new-key claim + business on a scope with a history vs without" \
+		"${TPS[dedup_claim_business_history]}" "${TPS[dedup_claim_business_nohistory]}" ">=" 0.9
+	figure_vs "history: fold keys/s vs the cleanup's per-row deletes of expired claims" \
+		"${TPS[hist_fold_rate]}" "${TPS[hist_delete_rate]}" ">=" 1
 	figure "  (100,000,000 keys, projected: history bytes (rows) vs claims bytes)" \
 		"$(calc "${TPS[hist_bytes_key]} * 100000000")" "$(calc "${TPS[hist_claim_bytes_key]} * 100000000")" \
 		"$(calc "${TPS[hist_bytes_key]} / ${TPS[hist_claim_bytes_key]}")" "-" ""

@@ -308,23 +308,10 @@ say "  $(cat "$OUT/log/outbox_relay.txt"); latency p50 ${TPS[outbox_latency_p50]
 fi
 if outbox_part paced; then
 say "== outbox paced: $PACED_RATE business transactions/s for ${PACED_SECONDS}s, commit to receipt: dedup relay (wait => 1 s) vs graphile-worker"
-if [ -z "${DEDUP_BENCH_NO_PACKAGES:-}" ]; then
-	command -v node >/dev/null || ensure_packages nodejs
-	command -v npm >/dev/null || ensure_packages npm
-fi
-paced_src=$DEDUP_ROOT/bench/paced
-paced_mods=${DEDUP_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dedup-bench}/paced-$(cat "$paced_src/package.json" \
-	"$paced_src/package-lock.json" | sha256sum | cut -c1-16)
-if [ ! -f "$paced_mods/installed" ]; then
-	say "  npm ci of bench/paced's packages into $paced_mods"
-	rm -rf "$paced_mods"
-	mkdir -p "$paced_mods"
-	cp "$paced_src/package.json" "$paced_src/package-lock.json" "$paced_mods/"
-	(cd "$paced_mods" && npm ci --no-audit --no-fund --loglevel=error) >"$OUT/log/paced-npm.txt" 2>&1 ||
-		{ cat "$OUT/log/paced-npm.txt"; echo "outbox paced: npm ci of bench/paced's packages failed" >&2; exit 1; }
-	touch "$paced_mods/installed"
-fi
-cp "$paced_src/paced.js" "$paced_mods/"
+node_packages
+npm_ci paced packages "outbox paced"
+paced_mods=$NPM_MODS
+cp "$DEDUP_ROOT/bench/paced/paced.js" "$paced_mods/"
 fresh
 for sys in dedup graphile; do
 	PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres \
@@ -338,59 +325,44 @@ done
 fi
 outbox_figures() {
 	if outbox_part put; then
-	figure "outbox put + business insert: tps vs seed outbox INSERT + business" \
-		"${TPS[dedup_outbox_business]}" "${TPS[seed_outbox_business]}" \
-		"$(calc "${TPS[dedup_outbox_business]} / ${TPS[seed_outbox_business]}")" ">=" 1.0
-	figure "outbox: WAL bytes per event, outbox tables; seed's in baseline" \
-		"${RELWALTX[dedup_outbox_business]}" "${RELWALTX[seed_outbox_business]}" \
-		"$(calc "${RELWALTX[dedup_outbox_business]} / ${RELWALTX[seed_outbox_business]}")" "<=" 1.3
+	figure_vs "outbox put + business insert: tps vs seed outbox INSERT + business" \
+		"${TPS[dedup_outbox_business]}" "${TPS[seed_outbox_business]}" ">=" 1.0
+	figure_vs "outbox: WAL bytes per event, outbox tables; seed's in baseline" \
+		"${RELWALTX[dedup_outbox_business]}" "${RELWALTX[seed_outbox_business]}" "<=" 1.3
 	# what idempotency costs a hand-written outbox, and the put against that
-	figure "  (seed made idempotent: tps vs the plain seed outbox INSERT + business)" \
-		"${TPS[seed_outbox_idem_business]}" "${TPS[seed_outbox_business]}" \
-		"$(calc "${TPS[seed_outbox_idem_business]} / ${TPS[seed_outbox_business]}")" "-" ""
-	figure "  (outbox put + business: tps vs the seed made idempotent)" \
-		"${TPS[dedup_outbox_business]}" "${TPS[seed_outbox_idem_business]}" \
-		"$(calc "${TPS[dedup_outbox_business]} / ${TPS[seed_outbox_idem_business]}")" "-" ""
-	figure "  (outbox: WAL bytes per event vs the seed made idempotent)" \
-		"${RELWALTX[dedup_outbox_business]}" "${RELWALTX[seed_outbox_idem_business]}" \
-		"$(calc "${RELWALTX[dedup_outbox_business]} / ${RELWALTX[seed_outbox_idem_business]}")" "-" ""
+	figure_vs "  (seed made idempotent: tps vs the plain seed outbox INSERT + business)" \
+		"${TPS[seed_outbox_idem_business]}" "${TPS[seed_outbox_business]}" "-" ""
+	figure_vs "  (outbox put + business: tps vs the seed made idempotent)" \
+		"${TPS[dedup_outbox_business]}" "${TPS[seed_outbox_idem_business]}" "-" ""
+	figure_vs "  (outbox: WAL bytes per event vs the seed made idempotent)" \
+		"${RELWALTX[dedup_outbox_business]}" "${RELWALTX[seed_outbox_idem_business]}" "-" ""
 	# the server's CPU a transaction (us), which the machine's noise moves less than tps
-	figure "  (outbox put + business: server's CPU per tx vs the seed's)" \
-		"${CPUTX[dedup_outbox_business]}" "${CPUTX[seed_outbox_business]}" \
-		"$(calc "${CPUTX[dedup_outbox_business]} / ${CPUTX[seed_outbox_business]}")" "-" ""
-	figure "  (outbox put + business: server's CPU per tx vs the idempotent seed's)" \
-		"${CPUTX[dedup_outbox_business]}" "${CPUTX[seed_outbox_idem_business]}" \
-		"$(calc "${CPUTX[dedup_outbox_business]} / ${CPUTX[seed_outbox_idem_business]}")" "-" ""
+	figure_vs "  (outbox put + business: server's CPU per tx vs the seed's)" \
+		"${CPUTX[dedup_outbox_business]}" "${CPUTX[seed_outbox_business]}" "-" ""
+	figure_vs "  (outbox put + business: server's CPU per tx vs the idempotent seed's)" \
+		"${CPUTX[dedup_outbox_business]}" "${CPUTX[seed_outbox_idem_business]}" "-" ""
 	fi
 	if outbox_part drain; then
-	figure "outbox drain, 1 relay, batches of 100: events/s vs seed poller" \
-		"${TPS[dedup_outbox_drain]}" "${TPS[seed_outbox_drain]}" \
-		"$(calc "${TPS[dedup_outbox_drain]} / ${TPS[seed_outbox_drain]}")" ">=" 2
-	figure "outbox drain vs PgQ next_batch + get_batch_events + finish_batch" \
-		"${TPS[dedup_outbox_drain]}" "${TPS[pgq_drain]}" \
-		"$(calc "${TPS[dedup_outbox_drain]} / ${TPS[pgq_drain]}")" ">=" 1.2
-	figure "  (outbox drain, 4 relays at once: events/s vs 1 relay)" \
-		"${TPS[dedup_outbox_drain_4]}" "${TPS[dedup_outbox_drain]}" \
-		"$(calc "${TPS[dedup_outbox_drain_4]} / ${TPS[dedup_outbox_drain]}")" "-" ""
-	figure "  (outbox drain, 1.0 API: take, ack by ids: events/s vs seed poller)" \
-		"${TPS[dedup_outbox_drain_ids]}" "${TPS[seed_outbox_drain]}" \
-		"$(calc "${TPS[dedup_outbox_drain_ids]} / ${TPS[seed_outbox_drain]}")" "-" ""
+	figure_vs "outbox drain, 1 relay, batches of 100: events/s vs seed poller" \
+		"${TPS[dedup_outbox_drain]}" "${TPS[seed_outbox_drain]}" ">=" 2
+	figure_vs "outbox drain vs PgQ next_batch + get_batch_events + finish_batch" \
+		"${TPS[dedup_outbox_drain]}" "${TPS[pgq_drain]}" ">=" 1.2
+	figure_vs "  (outbox drain, 4 relays at once: events/s vs 1 relay)" \
+		"${TPS[dedup_outbox_drain_4]}" "${TPS[dedup_outbox_drain]}" "-" ""
+	figure_vs "  (outbox drain, 1.0 API: take, ack by ids: events/s vs seed poller)" \
+		"${TPS[dedup_outbox_drain_ids]}" "${TPS[seed_outbox_drain]}" "-" ""
 	fi
 	if outbox_part hot; then
-	figure "outbox hot drain, 1 aggregate vs 1,000: events/s" \
-		"${TPS[dedup_outbox_hot_1]}" "${TPS[dedup_outbox_hot_1000]}" \
-		"$(calc "${TPS[dedup_outbox_hot_1]} / ${TPS[dedup_outbox_hot_1000]}")" ">=" 0.5
-	figure "  (outbox hot drain, 10 aggregates vs 1,000: events/s)" \
-		"${TPS[dedup_outbox_hot_10]}" "${TPS[dedup_outbox_hot_1000]}" \
-		"$(calc "${TPS[dedup_outbox_hot_10]} / ${TPS[dedup_outbox_hot_1000]}")" "-" ""
-	figure "  (outbox hot drain, 1 aggregate, 2 relays vs 1,000 aggregates)" \
-		"${TPS[dedup_outbox_hot_1_2relays]}" "${TPS[dedup_outbox_hot_1000]}" \
-		"$(calc "${TPS[dedup_outbox_hot_1_2relays]} / ${TPS[dedup_outbox_hot_1000]}")" "-" ""
+	figure_vs "outbox hot drain, 1 aggregate vs 1,000: events/s" \
+		"${TPS[dedup_outbox_hot_1]}" "${TPS[dedup_outbox_hot_1000]}" ">=" 0.5
+	figure_vs "  (outbox hot drain, 10 aggregates vs 1,000: events/s)" \
+		"${TPS[dedup_outbox_hot_10]}" "${TPS[dedup_outbox_hot_1000]}" "-" ""
+	figure_vs "  (outbox hot drain, 1 aggregate, 2 relays vs 1,000 aggregates)" \
+		"${TPS[dedup_outbox_hot_1_2relays]}" "${TPS[dedup_outbox_hot_1000]}" "-" ""
 	fi
 	if outbox_part hold; then
-	figure "outbox take + ack ms, horizon held vs not" \
-		"${TPS[dedup_outbox_hold_held]}" "${TPS[dedup_outbox_hold_none]}" \
-		"$(calc "${TPS[dedup_outbox_hold_held]} / ${TPS[dedup_outbox_hold_none]}")" "<=" 1.5
+	figure_vs "outbox take + ack ms, horizon held vs not" \
+		"${TPS[dedup_outbox_hold_held]}" "${TPS[dedup_outbox_hold_none]}" "<=" 1.5
 	figure "outbox dead tuples in dedup per event put, horizon held" \
 		"${TPS[dedup_outbox_hold_held_dead]}" "" "${TPS[dedup_outbox_hold_held_dead]}" "<" 0.05
 	[ -n "${TPS[pgq_hold_held_dead]:-}" ] &&
@@ -398,20 +370,17 @@ outbox_figures() {
 		"${TPS[pgq_hold_held_dead]}" "" "${TPS[pgq_hold_held_dead]}" "-" ""
 	fi
 	if outbox_part holdlive; then
-	figure "outbox take + ack back to back, server ms: end of a ${HOLD_LONG}s hold vs before" \
-		"${TPS[dedup_outbox_holdlive_end]}" "${TPS[dedup_outbox_holdlive_before]}" \
-		"$(calc "${TPS[dedup_outbox_holdlive_end]} / ${TPS[dedup_outbox_holdlive_before]}")" "<=" 1.5
-	figure "  (the same, the relay backend's CPU ms a cycle: end vs before)" \
-		"${TPS[dedup_outbox_holdlive_cpu_end]}" "${TPS[dedup_outbox_holdlive_cpu_before]}" \
-		"$(calc "${TPS[dedup_outbox_holdlive_cpu_end]} / ${TPS[dedup_outbox_holdlive_cpu_before]}")" "-" ""
+	figure_vs "outbox take + ack back to back, server ms: end of a ${HOLD_LONG}s hold vs before" \
+		"${TPS[dedup_outbox_holdlive_end]}" "${TPS[dedup_outbox_holdlive_before]}" "<=" 1.5
+	figure_vs "  (the same, the relay backend's CPU ms a cycle: end vs before)" \
+		"${TPS[dedup_outbox_holdlive_cpu_end]}" "${TPS[dedup_outbox_holdlive_cpu_before]}" "-" ""
 	figure "outbox dead tuples in dedup per event put during the hold, back to back" \
 		"${TPS[dedup_outbox_holdlive_dead]}" "" "${TPS[dedup_outbox_holdlive_dead]}" "<" 0.05
 	figure "outbox schema size after the hold vs its log's (the events alone)" \
 		"${TPS[dedup_outbox_holdlive_size]}" "" "${TPS[dedup_outbox_holdlive_size]}" "<=" 1.5
 	if [ -n "${TPS[pgq_holdlive_end]:-}" ]; then
-	figure "  (PgQ back to back, server ms a cycle: end of the hold vs before)" \
-		"${TPS[pgq_holdlive_end]}" "${TPS[pgq_holdlive_before]}" \
-		"$(calc "${TPS[pgq_holdlive_end]} / ${TPS[pgq_holdlive_before]}")" "-" ""
+	figure_vs "  (PgQ back to back, server ms a cycle: end of the hold vs before)" \
+		"${TPS[pgq_holdlive_end]}" "${TPS[pgq_holdlive_before]}" "-" ""
 	figure "  (PgQ back to back: dead tuples in pgq per event put during the hold)" \
 		"${TPS[pgq_holdlive_dead]}" "" "${TPS[pgq_holdlive_dead]}" "-" ""
 	figure "  (PgQ back to back: schema pgq vs its event tables)" \
@@ -430,8 +399,7 @@ outbox_figures() {
 	# the ratio column holds dedup's p50 itself, in ms: the target is 2 ms
 	figure "outbox paced ($PACED_RATE/s), commit to relay's receipt: p50 ms vs graphile-worker" \
 		"${TPS[paced_dedup_p50]}" "${TPS[paced_graphile_p50]}" "${TPS[paced_dedup_p50]}" "<=" 2
-	figure "outbox paced ($PACED_RATE/s), commit to relay's receipt: p99 ms vs graphile-worker" \
-		"${TPS[paced_dedup_p99]}" "${TPS[paced_graphile_p99]}" \
-		"$(calc "${TPS[paced_dedup_p99]} / ${TPS[paced_graphile_p99]}")" "<=" 1.0
+	figure_vs "outbox paced ($PACED_RATE/s), commit to relay's receipt: p99 ms vs graphile-worker" \
+		"${TPS[paced_dedup_p99]}" "${TPS[paced_graphile_p99]}" "<=" 1.0
 	fi
 }

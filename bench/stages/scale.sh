@@ -133,19 +133,15 @@ scale_figures() {
 	first=${SCALE_SIZES%% *}
 	last=${SCALE_SIZES##* }
 	[ -n "$SCALE_SIZES" ] && for kind in v4 v7; do
-		figure "scale, $kind keys: dedup tps at ${last}M live keys vs ${first}M" \
-			"${TPS[scale_${last}_dedup_$kind]}" "${TPS[scale_${first}_dedup_$kind]}" \
-			"$(calc "${TPS[scale_${last}_dedup_$kind]} / ${TPS[scale_${first}_dedup_$kind]}")" ">=" 0.85
-		figure "scale, $kind keys: dedup WAL per claim + business at ${last}M vs ${first}M" \
-			"${WALTX[scale_${last}_dedup_$kind]}" "${WALTX[scale_${first}_dedup_$kind]}" \
-			"$(calc "${WALTX[scale_${last}_dedup_$kind]} / ${WALTX[scale_${first}_dedup_$kind]}")" "<=" 1.3
+		figure_vs "scale, $kind keys: dedup tps at ${last}M live keys vs ${first}M" \
+			"${TPS[scale_${last}_dedup_$kind]}" "${TPS[scale_${first}_dedup_$kind]}" ">=" 0.85
+		figure_vs "scale, $kind keys: dedup WAL per claim + business at ${last}M vs ${first}M" \
+			"${WALTX[scale_${last}_dedup_$kind]}" "${WALTX[scale_${first}_dedup_$kind]}" "<=" 1.3
 		for size in $SCALE_SIZES; do
-			figure "  ($kind, ${size}M: dedup tps vs seed's)" \
-				"${TPS[scale_${size}_dedup_$kind]}" "${TPS[scale_${size}_seed_$kind]}" \
-				"$(calc "${TPS[scale_${size}_dedup_$kind]} / ${TPS[scale_${size}_seed_$kind]}")" ">=" 1
-			figure "  ($kind, ${size}M: dedup WAL/tx vs seed's)" \
-				"${WALTX[scale_${size}_dedup_$kind]}" "${WALTX[scale_${size}_seed_$kind]}" \
-				"$(calc "${WALTX[scale_${size}_dedup_$kind]} / ${WALTX[scale_${size}_seed_$kind]}")" "<=" 1
+			figure_vs "  ($kind, ${size}M: dedup tps vs seed's)" \
+				"${TPS[scale_${size}_dedup_$kind]}" "${TPS[scale_${size}_seed_$kind]}" ">=" 1
+			figure_vs "  ($kind, ${size}M: dedup WAL/tx vs seed's)" \
+				"${WALTX[scale_${size}_dedup_$kind]}" "${WALTX[scale_${size}_seed_$kind]}" "<=" 1
 		done
 	done
 	for size in $SCALE_SIZES; do
@@ -153,19 +149,16 @@ scale_figures() {
 			"${TPS[scale_${size}_sealed_reads]}" "" "" "-" ""
 	done
 	for size in $SCALE_SIZES; do
-		figure "  (bytes per live key on disk at ${size}M, heap + indexes, vs seed's)" \
-			"${TPS[scale_${size}_dedup_bytes]}" "${TPS[scale_${size}_seed_bytes]}" \
-			"$(calc "${TPS[scale_${size}_dedup_bytes]} / ${TPS[scale_${size}_seed_bytes]}")" "-" ""
+		figure_vs "  (bytes per live key on disk at ${size}M, heap + indexes, vs seed's)" \
+			"${TPS[scale_${size}_dedup_bytes]}" "${TPS[scale_${size}_seed_bytes]}" "-" ""
 	done
 	if scale_part bysize; then
 	first=${SCALE_BYSIZE_SIZES%% *}
 	last=${SCALE_BYSIZE_SIZES##* }
-	figure "by size, defaults: claim tps at ${last}M keys claimed vs ${first}M" \
-		"${TPS[bysize_${last}_dedup_v4]}" "${TPS[bysize_${first}_dedup_v4]}" \
-		"$(calc "${TPS[bysize_${last}_dedup_v4]} / ${TPS[bysize_${first}_dedup_v4]}")" ">=" 0.85
-	figure "by size, defaults: WAL per claim + business at ${last}M vs ${first}M" \
-		"${WALTX[bysize_${last}_dedup_v4]}" "${WALTX[bysize_${first}_dedup_v4]}" \
-		"$(calc "${WALTX[bysize_${last}_dedup_v4]} / ${WALTX[bysize_${first}_dedup_v4]}")" "<=" 1.3
+	figure_vs "by size, defaults: claim tps at ${last}M keys claimed vs ${first}M" \
+		"${TPS[bysize_${last}_dedup_v4]}" "${TPS[bysize_${first}_dedup_v4]}" ">=" 0.85
+	figure_vs "by size, defaults: WAL per claim + business at ${last}M vs ${first}M" \
+		"${WALTX[bysize_${last}_dedup_v4]}" "${WALTX[bysize_${first}_dedup_v4]}" "<=" 1.3
 	for size in $SCALE_BYSIZE_SIZES; do
 		figure "  (by size, ${size}M keys claimed: buckets holding them)" \
 			"${TPS[bysize_${size}_buckets]}" "" "" "-" ""

@@ -97,7 +97,8 @@ REVOKE ALL ON FUNCTION dedup.outbox_partitions() FROM PUBLIC;
 -- since Citus distributes no table with inheritance children; the
 -- outbox's events move to their aggregate's partition, each partition
 -- starting at its topic's position (so no batch may be handed out, and no
--- key of 1.0 kept).  The histories stay on the coordinator.  Once, by the
+-- key of 1.0 kept).  The histories' tables are distributed by part,
+-- co-located (each shard's filters with its keys).  Once, by the
 -- extension's owner.
 CREATE OR REPLACE FUNCTION @extschema@.dedup_distribute(shard_count integer DEFAULT NULL)
 RETURNS void
@@ -133,11 +134,13 @@ BEGIN
         RAISE EXCEPTION 'shard_count must be between 1 and 64000'
             USING ERRCODE = '22023';
     END IF;
-    IF EXISTS (SELECT FROM dedup.scopes WHERE history_id IS NOT NULL) THEN
-        RAISE EXCEPTION 'a scope with a history does not run on a Citus cluster'
+    -- a history's generations hold keys of every shard in one filter,
+    -- which cannot be split by shard without its keys
+    IF EXISTS (SELECT FROM dedup.history_generations) THEN
+        RAISE EXCEPTION 'a history that has folded keys does not move to a Citus cluster'
             USING ERRCODE = '0A000',
-                  DETAIL = 'A history is folded from the time buckets of dedup.claims, which a distributed dedup.claims does not have.',
-                  HINT = 'Take the histories away first: dedup_set_scope(scope, history => ''0'').';
+                  DETAIL = 'On a cluster each shard keeps the filters of its own keys; a filter folded on one server holds keys of every shard and cannot be split without them.',
+                  HINT = 'Distribute before the first fold, or once the generations expired (dedup_history(scope) lists them), or take the histories away: dedup_set_scope(scope, history => ''0'').';
     END IF;
 
     -- no call reads or writes claims or the outbox while they move
@@ -192,6 +195,31 @@ BEGIN
     END LOOP;
     PERFORM create_distributed_table('dedup.claims', 'key', shard_count => n);
     PERFORM create_distributed_table('dedup.streams', 'key', colocate_with => 'dedup.claims');
+    -- the histories: each shard of dedup.claims keeps the filters of its own
+    -- keys, in the shards of these tables of its index (co-located, by the
+    -- part of its outbox partition, a key it holds), so that a look-up
+    -- stays on the key's node and a shard move carries them; history_folds
+    -- says which shards of a bucket were folded (history.c).  A
+    -- generation's number is given by the node that opens it (its group in
+    -- the high bits), not by the sequence's default.
+    ALTER TABLE dedup.history_generations ALTER COLUMN generation DROP DEFAULT,
+        ALTER COLUMN part SET NOT NULL,
+        DROP CONSTRAINT history_generations_pkey,
+        ADD CONSTRAINT history_generations_pkey PRIMARY KEY (generation, part);
+    ALTER TABLE dedup.history_blocks ALTER COLUMN part SET NOT NULL,
+        DROP CONSTRAINT history_blocks_pkey,
+        ADD CONSTRAINT history_blocks_pkey PRIMARY KEY (generation, chunk, part);
+    CREATE TABLE dedup.history_folds (
+        part      @extschema@.dedup_fingerprint NOT NULL,
+        bucket    integer NOT NULL,
+        keys      bigint NOT NULL,
+        folded_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+        CONSTRAINT history_folds_pkey PRIMARY KEY (bucket, part)
+    );
+    COMMENT ON TABLE dedup.history_folds IS 'on a Citus cluster: the shards of each sealed bucket whose claims were folded into their histories, by part';
+    PERFORM create_distributed_table('dedup.history_generations', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.history_blocks', 'part', colocate_with => 'dedup.claims');
+    PERFORM create_distributed_table('dedup.history_folds', 'part', colocate_with => 'dedup.claims');
     -- the outbox: each event to the partition of its aggregate, each
     -- partition of a topic from the topic's position (every event of it
     -- before that was handed out, or is held in dedup.outbox_retry or
@@ -295,7 +323,9 @@ DECLARE
 BEGIN
     EXECUTE 'SELECT coalesce(array_agg(CASE WHEN success THEN result ELSE ''!'' || result END), ''{}'')'
             ' FROM run_command_on_workers($1)'
-        INTO results USING format('SELECT dedup.bucket_node(%L, %s)', action, bucket);
+        INTO results USING CASE WHEN action = 'fold'
+                                THEN format('SELECT dedup.history_fold_node(%s)', bucket)
+                                ELSE format('SELECT dedup.bucket_node(%L, %s)', action, bucket) END;
     RETURN results;
 END
 $$;
@@ -327,9 +357,18 @@ DECLARE
     mx timestamptz;
     nclaims bigint;
     nrecords bigint;
+    msg text;
+    folds boolean;
 BEGIN
     claims := 0;
     records := 0;
+    -- the coordinator's list is the cluster's: a worker's own is told, never tells
+    IF EXISTS (SELECT FROM pg_dist_local_group WHERE groupid <> 0) THEN
+        RAISE EXCEPTION 'the buckets of dedup.claims are driven from the coordinator of the Citus cluster'
+            USING ERRCODE = '0A000',
+                  DETAIL = 'This node is a worker: its dedup.buckets lists the buckets as the coordinator told it, without their latest expiry.',
+                  HINT = 'Run CALL dedup_cleanup() on the coordinator.';
+    END IF;
     IF step = 0 THEN
         IF NOT EXISTS (SELECT FROM dedup.buckets) THEN
             -- the first pass: bucket 0, dedup.claims itself, on every node
@@ -337,6 +376,11 @@ BEGIN
             PERFORM dedup.bucket_workers('list', 0);
             RETURN;
         END IF;
+        -- a node added since the buckets began lists them all (while it
+        -- holds no shard), so that a shard moved to it finds its claims
+        PERFORM dedup.bucket_workers('adopt:' || (SELECT string_agg(bucket || state, ',' ORDER BY bucket)
+                                                   FROM dedup.buckets WHERE state IN ('c', 'x', 's')),
+                                     (SELECT bucket FROM dedup.buckets WHERE state = 'c'));
         IF EXISTS (SELECT FROM dedup.buckets WHERE state = 'n') THEN
             RETURN;                 -- opened, not yet switched to
         END IF;
@@ -354,10 +398,24 @@ BEGIN
             RETURN;
         END IF;
         name := format('claims_%s', (SELECT max(bucket) + 1 FROM dedup.buckets));
-        EXECUTE format('CREATE TABLE dedup.%I (LIKE dedup.claims INCLUDING DEFAULTS INCLUDING CONSTRAINTS,'
-                       ' CONSTRAINT %I PRIMARY KEY (key)) WITH (autovacuum_vacuum_scale_factor = 0.02)',
-                       name, name || '_pkey');
-        PERFORM create_distributed_table(format('dedup.%I', name), 'key', colocate_with => 'dedup.claims');
+        BEGIN
+            EXECUTE format('CREATE TABLE dedup.%I (LIKE dedup.claims INCLUDING DEFAULTS INCLUDING CONSTRAINTS,'
+                           ' CONSTRAINT %I PRIMARY KEY (key)) WITH (autovacuum_vacuum_scale_factor = 0.02)',
+                           name, name || '_pkey');
+            PERFORM create_distributed_table(format('dedup.%I', name), 'key', colocate_with => 'dedup.claims');
+        EXCEPTION WHEN internal_error THEN
+            -- Citus creates no table co-located with a group one of whose
+            -- shards moves (citus_move_shard_placement, the rebalancer),
+            -- and says so without a SQLSTATE: the current bucket keeps the
+            -- claims, and a pass after the move opens the next
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+            IF msg NOT LIKE 'could not acquire the lock required to colocate %' THEN
+                RAISE;
+            END IF;
+            RAISE NOTICE 'dedup.claims opens its next bucket at a later pass: a shard of dedup.claims is moving'
+                USING DETAIL = format('Citus said: %s', msg);
+            RETURN;
+        END;
         PERFORM dedup.bucket_node('list', (SELECT max(bucket) + 1 FROM dedup.buckets));
     ELSIF step = 1 THEN
         FOR b IN SELECT bucket FROM dedup.buckets WHERE state = 'n' LOOP
@@ -382,29 +440,103 @@ BEGIN
                 WHERE bucket = b.bucket;
         END LOOP;
     ELSIF step = 3 THEN
+        folds := EXISTS (SELECT FROM dedup.scopes WHERE history_id IS NOT NULL AND history IS NOT NULL);
         FOR b IN SELECT bucket FROM dedup.buckets
                  WHERE state = 's' AND (max_expires_at IS NULL OR max_expires_at <= clock_timestamp()) LOOP
+            IF folds THEN
+                -- every node folds its shards of the bucket into their
+                -- histories, each shard once (dedup.history_folds, which
+                -- moves with it); no node stops reading the bucket until
+                -- every shard's fold committed, wherever it is now
+                r := dedup.bucket_workers('fold', b.bucket);
+                -- a node that cannot be reached (or failed) folds at a later pass
+                CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x LIKE '!%');
+                PERFORM dedup.history_fold_node(b.bucket);
+                CONTINUE WHEN (SELECT count(*) FROM dedup.history_folds f WHERE f.bucket = b.bucket)
+                              < (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'dedup.claims'::regclass);
+            END IF;
             r := dedup.bucket_workers('retire', b.bucket);
             CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> 'r');
             PERFORM dedup.bucket_node('retire', b.bucket);
         END LOOP;
+        -- the generations whose time passed, from every shard: not while a
+        -- node cannot be reached (Citus deletes from every shard at once)
+        IF EXISTS (SELECT FROM dedup.scopes WHERE history_id IS NOT NULL)
+           AND NOT EXISTS (SELECT FROM unnest(dedup.bucket_workers('state', 0)) x WHERE x LIKE '!%') THEN
+            PERFORM dedup.history_cluster_expire();
+        END IF;
     ELSIF step = 4 THEN
+        -- claims IS NULL: dropped by an earlier pass, not yet unlisted everywhere
         FOR b IN SELECT bucket, buckets.claims AS c, buckets.records AS rc
                  FROM dedup.buckets WHERE state = 'r' LOOP
             -- Citus drops the table on every node: not while one is down
             r := dedup.bucket_workers('state', b.bucket);
             CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x LIKE '!%');
-            IF b.bucket = 0 THEN
-                TRUNCATE dedup.claims;
-            ELSE
-                EXECUTE format('DROP TABLE dedup.%I', format('claims_%s', b.bucket));
+            IF b.c IS NOT NULL THEN
+                IF b.bucket = 0 THEN
+                    TRUNCATE dedup.claims;
+                ELSIF to_regclass(format('dedup.%I', format('claims_%s', b.bucket))) IS NOT NULL THEN
+                    EXECUTE format('DROP TABLE dedup.%I', format('claims_%s', b.bucket));
+                END IF;
+                DELETE FROM dedup.history_folds f WHERE f.bucket = b.bucket;
+                claims := claims + b.c;
+                records := records + coalesce(b.rc, 0);
+                UPDATE dedup.buckets SET claims = NULL, records = NULL WHERE bucket = b.bucket;
             END IF;
-            PERFORM dedup.bucket_workers('forget', b.bucket);
+            -- unlisted here only once every node unlisted it ('-'): a node
+            -- that did not keeps it for the next pass, which asks again
+            r := dedup.bucket_workers('forget', b.bucket);
+            CONTINUE WHEN EXISTS (SELECT FROM unnest(r) x WHERE x <> '-');
             PERFORM dedup.bucket_node('forget', b.bucket);
-            claims := claims + coalesce(b.c, 0);
-            records := records + coalesce(b.rc, 0);
         END LOOP;
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.bucket_cluster_step(integer) FROM PUBLIC;
+
+-- The histories on a cluster (history.c): fold this node's shards of a
+-- sealed bucket into their histories, each shard once; returns the keys
+-- folded.  Internal, the coordinator's cleanup's (bucket_cluster_step).
+CREATE OR REPLACE FUNCTION dedup.history_fold_node(bucket integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dedup_history_fold_node' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.history_fold_node(integer) FROM PUBLIC;
+
+-- Delete the generations whose slice ended a window ago, and those of
+-- scopes that have no history any more, from every shard (each node frees
+-- its memory of them when it needs the room: filter.c).
+CREATE OR REPLACE FUNCTION dedup.history_cluster_expire()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s record;
+    g record;
+    gone bigint[] := '{}';
+    live integer[];
+BEGIN
+    IF to_regclass('dedup.history_folds') IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT coalesce(array_agg(history_id), '{}') INTO live FROM dedup.scopes
+        WHERE history_id IS NOT NULL AND history IS NOT NULL;
+    FOR s IN SELECT history_id, history FROM dedup.scopes
+             WHERE history_id IS NOT NULL AND history IS NOT NULL LOOP
+        FOR g IN DELETE FROM dedup.history_generations
+                 WHERE history_id = s.history_id AND slice_end <= pg_catalog.now() - s.history
+                 RETURNING generation LOOP
+            gone := gone || g.generation;
+        END LOOP;
+    END LOOP;
+    FOR g IN DELETE FROM dedup.history_generations WHERE history_id <> ALL (live)
+             RETURNING generation LOOP
+        gone := gone || g.generation;
+    END LOOP;
+    IF cardinality(gone) > 0 THEN
+        DELETE FROM dedup.history_blocks WHERE generation = ANY (gone);
+    END IF;
+    RETURN cardinality(gone);
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.history_cluster_expire() FROM PUBLIC;

@@ -194,22 +194,33 @@ AS 'MODULE_PATHNAME', 'dedup_outbox_next_position' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_next_position(bigint, bigint, bigint, bigint, integer, bigint) FROM PUBLIC;
 
 -- The busy slot of partition in_part that holds batch bid, locked, or no row.
+-- skip_locked: no row either while another transaction holds its lock (an
+-- ack, nack, heartbeat or take of it in flight), without waiting for it.
 -- (These two are PL/pgSQL, not SQL: Citus plans no statement of a SQL
 -- function that has parameters.)
-CREATE OR REPLACE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint)
+CREATE OR REPLACE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint,
+                                              skip_locked boolean DEFAULT false)
 RETURNS SETOF dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN QUERY
-    SELECT * FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy
-    FOR UPDATE;
+    IF skip_locked THEN
+        RETURN QUERY
+        SELECT * FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy
+        FOR UPDATE SKIP LOCKED;
+    ELSE
+        RETURN QUERY
+        SELECT * FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part
+          AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy
+        FOR UPDATE;
+    END IF;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean) FROM PUBLIC;
 
 -- The topic of batch bid, busy in partition in_part, if caller may relay
 -- it; NULL if no batch of that id is handed out, or if the caller may not
@@ -428,13 +439,18 @@ BEGIN
     -- a batch whose lease passed goes out again first, whole, but for the
     -- events handed out max_attempts times, which go dead, and for those
     -- this take's own rules leave for later takes (below)
+    -- (one that an ack, nack, heartbeat or other take holds is left to it:
+    -- until it commits the batch stays busy and holds its aggregates, and if
+    -- it rolls back a later take hands the batch out; a take that waited
+    -- for it deadlocked on a Citus cluster with an ack that had gone
+    -- through the partitions in another order)
     FOR b IN SELECT * FROM dedup.outbox_batches AS x
              WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
                AND x.busy AND x.lease_until <= take_now
              ORDER BY x.lease_until
     LOOP
         SELECT * INTO b
-        FROM dedup.outbox_batch(in_part, b.id) AS x
+        FROM dedup.outbox_batch(in_part, b.id, true) AS x
         WHERE x.lease_until <= take_now;
         CONTINUE WHEN NOT FOUND;
         bid := b.id;

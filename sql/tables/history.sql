@@ -27,7 +27,11 @@ CREATE TABLE dedup.history_generations (
     k          integer NOT NULL CHECK (k BETWEEN 1 AND 13),
     nblocks    integer NOT NULL CHECK (nblocks > 0),
     capacity   bigint NOT NULL CHECK (capacity > 0),
-    keys       bigint NOT NULL DEFAULT 0 CHECK (keys >= 0)
+    keys       bigint NOT NULL DEFAULT 0 CHECK (keys >= 0),
+    -- on a Citus cluster, the shard whose keys it holds (the part of its
+    -- outbox partition, which hashes into it): dedup_distribute() makes it
+    -- the distribution column; NULL on one server
+    part       @extschema@.dedup_fingerprint
 ) USING heap;
 COMMENT ON TABLE dedup.history_generations IS 'the generations of the scopes'' histories: each a blocked Bloom filter of the claims folded during its slice';
 CREATE SEQUENCE dedup.history_generations_seq OWNED BY dedup.history_generations.generation;
@@ -40,6 +44,7 @@ CREATE TABLE dedup.history_blocks (
     generation bigint NOT NULL,
     chunk      integer NOT NULL CHECK (chunk >= 0),
     bits       bytea NOT NULL,
+    part       @extschema@.dedup_fingerprint,     -- as history_generations.part
     CONSTRAINT history_blocks_pkey PRIMARY KEY (generation, chunk)
 ) USING heap;
 ALTER TABLE dedup.history_blocks ALTER COLUMN bits SET STORAGE PLAIN;

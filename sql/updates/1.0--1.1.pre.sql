@@ -18,7 +18,7 @@
  * and constraints 1.1 adds to 1.0's tables and types (last in the install
  * script too), and the drops of 1.0's functions whose signature or result
  * changed.  A fresh install of 1.1 must come out the same as an updated
- * 1.0 database, which test/integration/upgrade.sh checks on a filled one.
+ * 1.0 database, which test/t/014_upgrade.pl checks on a filled one.
  */
 
 -------------------------------------------------------------------------

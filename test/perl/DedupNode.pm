@@ -61,7 +61,6 @@ sub create
 	my @conf = ("shared_preload_libraries = '$preload'");
 	# after dedup.conf's replica
 	push @conf, 'wal_level = logical' if ($params{streaming} || '') eq 'logical';
-	push @conf, "cron.database_name = 'postgres'" if $preload =~ /pg_cron/;
 	push @conf, @{ $params{conf} || [] };
 	$node->append_conf('postgresql.conf',
 		"\n# test/perl/dedup.conf\n" . DedupServer::conf() . "\n# DedupNode\n" . join("\n", @conf));
@@ -154,9 +153,10 @@ sub log_within
 }
 
 # The fixture: a database holding every kind of dedup row, for the tests
-# that must show rows survive an operation (pg_dump and pg_restore here,
-# ALTER EXTENSION UPDATE in test/integration/upgrade.sh through
-# test/fixture.sh).  See test/fixture/*.sql.
+# that must show rows survive an operation (pg_dump and pg_restore in
+# test/t/006_dump.pl, ALTER EXTENSION UPDATE in test/t/014_upgrade.pl;
+# pg_upgrade in test/integration/pg_upgrade.sh through test/fixture.sh).
+# See test/fixture/*.sql.
 
 # $node->fixture_fill(DB): claims, records, scope settings and outbox events
 sub fixture_fill

@@ -90,7 +90,7 @@ SELECT has_table('dedup', 'claims', 'dedup.claims');
 SELECT columns_are('dedup', 'claims', ARRAY['key', 'expires_at', 'record', 'history']);
 -- the history tier: generations and their chunks, and the functions that read them
 SELECT columns_are('dedup', 'history_generations',
-    ARRAY['generation', 'history_id', 'opened_at', 'slice_end', 'rate', 'k', 'nblocks', 'capacity', 'keys']);
+    ARRAY['generation', 'history_id', 'opened_at', 'slice_end', 'rate', 'k', 'nblocks', 'capacity', 'keys', 'part']);
 SELECT col_is_pk('dedup', 'history_blocks', ARRAY['generation', 'chunk']::name[], 'a chunk is keyed by its generation and number');
 SELECT has_function('public', 'dedup_seen', ARRAY['text', 'text']);
 SELECT has_function('public', 'dedup_seen', ARRAY['text', 'dedup_fingerprint']);

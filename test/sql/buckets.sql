@@ -338,5 +338,19 @@ SELECT bucket, state FROM buckets;
 -- at least 0 seconds (test/sql/setting_ranges.sql), set by superusers
 SHOW dedup.bucket_interval;
 RESET dedup.cleanup_pause;
+-- dedup.buckets edited by hand so that it lists no current bucket: a
+-- documented 55000 for a claim and a look-up (not an internal
+-- XX000), nothing written; the list as it was once the row is back
+SELECT bucket AS cur FROM dedup.buckets WHERE state = 'c' \gset
+SELECT count(*) AS nclaims FROM dedup.claims \gset
+UPDATE dedup.buckets SET state = 'x' WHERE bucket = :cur;
+\set VERBOSITY sqlstate
+SELECT dedup_claim('nocur', 'k1');
+SELECT dedup_lookup('nocur', 'k1');
+\set VERBOSITY default
+SELECT dedup_claim('nocur', 'k1');
+SELECT count(*) = :nclaims AS nothing_written FROM dedup.claims;
+UPDATE dedup.buckets SET state = 'c' WHERE bucket = :cur;
+SELECT dedup_claim('nocur', 'k1'), dedup_claim('nocur', 'k1');
 -- the tests after this one start from one empty bucket
 CALL regress_reset_buckets();

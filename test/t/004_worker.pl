@@ -244,12 +244,16 @@ is(sql("SELECT sum(rows_deleted) - $deleted FROM dedup_cleanup_stats()"), '100',
 # cleanup here, by hand: claims of a 2-second ttl, a bucket 1 minute old.
 $node->safe_psql('postgres', 'CREATE DATABASE tmpl');
 $node->safe_psql('tmpl', 'CREATE EXTENSION dedup');
-for my $i (1 .. 64)
-{
-	$node->safe_psql('postgres', "CREATE DATABASE slot$i TEMPLATE tmpl");
-	$node->safe_psql("slot$i", q{SELECT dedup_claim('s', 'k', ttl => '1 hour')});
-}
-$node->safe_psql('postgres', 'CREATE DATABASE late TEMPLATE tmpl');
+# in one psql: a database copied file by file (fsync is off), one
+# connection a database for its claim
+$node->safe_psql('postgres',
+	join('', map {
+		"CREATE DATABASE slot$_ TEMPLATE tmpl STRATEGY file_copy;\n"
+		  . "\\connect slot$_\n"
+		  . "SELECT dedup_claim('s', 'k', ttl => '1 hour');\n"
+		  . "\\connect postgres\n"
+	} 1 .. 64)
+	  . 'CREATE DATABASE late TEMPLATE tmpl STRATEGY file_copy;');
 my $late_pass = q{
 SET dedup.cleanup_pause = 0;
 SELECT dedup_claim('s', 'k' || clock_timestamp(), ttl => '2 seconds');

@@ -103,23 +103,30 @@ sub type_of
 	return $metrics =~ /^# TYPE \Q$name\E (\S+)$/m ? $1 : '';
 }
 
-is(value('dedup_scope_claims', scope => 'payments', datname => 'postgres'), 7, 'claims');
-is(value('dedup_scope_duplicates', scope => 'payments'), 4, 'duplicates');
-is(value('dedup_scope_records_started', scope => 'http'), 2, 'records started');
-is(value('dedup_scope_records_replayed', scope => 'http'), 1, 'records replayed');
-is(value('dedup_scope_records_completed', scope => 'http'), 1, 'records completed');
-is(value('dedup_scope_records_released', scope => 'http'), 1, 'records released');
-is(value('dedup_topic_events_put', topic => 'orders'), 3, 'events put');
-is(value('dedup_topic_events_taken', topic => 'orders'), 2, 'events taken');
-is(value('dedup_topic_events_acked', topic => 'orders'), 1, 'events acked');
-is(value('dedup_topic_events_nacked', topic => 'orders'), 1, 'events nacked');
-is(value('dedup_outbox_pending', topic => 'orders'), 2, 'outbox pending');
-is(value('dedup_outbox_in_flight', topic => 'orders'), 0, 'outbox in flight');
-is(value('dedup_outbox_dead', topic => 'orders'), 0, 'outbox dead');
-is(value('dedup_cleanup_rows_deleted', kind => 'claim', datname => 'postgres'), 4, 'claims deleted');
-is(value('dedup_cleanup_errors', kind => 'claim'), 0, 'cleanup errors');
-is(value('dedup_settings_default_ttl_seconds'), 86400, 'default ttl');
-is(value('dedup_table_rows_estimate', table => 'claims'), 13, 'claims table rows');
+# every value the workload leaves: the metric, its labels, the value, what it counts
+for my $want (
+	[ 'dedup_scope_claims', { scope => 'payments', datname => 'postgres' }, 7, 'claims' ],
+	[ 'dedup_scope_duplicates', { scope => 'payments' }, 4, 'duplicates' ],
+	[ 'dedup_scope_records_started', { scope => 'http' }, 2, 'records started' ],
+	[ 'dedup_scope_records_replayed', { scope => 'http' }, 1, 'records replayed' ],
+	[ 'dedup_scope_records_completed', { scope => 'http' }, 1, 'records completed' ],
+	[ 'dedup_scope_records_released', { scope => 'http' }, 1, 'records released' ],
+	[ 'dedup_topic_events_put', { topic => 'orders' }, 3, 'events put' ],
+	[ 'dedup_topic_events_taken', { topic => 'orders' }, 2, 'events taken' ],
+	[ 'dedup_topic_events_acked', { topic => 'orders' }, 1, 'events acked' ],
+	[ 'dedup_topic_events_nacked', { topic => 'orders' }, 1, 'events nacked' ],
+	[ 'dedup_outbox_pending', { topic => 'orders' }, 2, 'outbox pending' ],
+	[ 'dedup_outbox_in_flight', { topic => 'orders' }, 0, 'outbox in flight' ],
+	[ 'dedup_outbox_dead', { topic => 'orders' }, 0, 'outbox dead' ],
+	[ 'dedup_cleanup_rows_deleted', { kind => 'claim', datname => 'postgres' }, 4, 'claims deleted' ],
+	[ 'dedup_cleanup_errors', { kind => 'claim' }, 0, 'cleanup errors' ],
+	[ 'dedup_settings_default_ttl_seconds', {}, 86400, 'default ttl' ],
+	[ 'dedup_table_rows_estimate', { table => 'claims' }, 13, 'claims table rows' ],
+  )
+{
+	my ($name, $labels, $value, $what) = @$want;
+	is(value($name, %$labels), $value, $what);
+}
 is(type_of('dedup_scope_claims'), 'counter', 'a counter is a counter');
 is(type_of('dedup_outbox_pending'), 'gauge', 'a gauge is a gauge');
 my $lag = value('dedup_cleanup_lag_seconds', kind => 'claim');
