@@ -690,7 +690,6 @@ history_open_generation(const HistoryPlace *place, const HistoryScope *h, Histor
 	{
 		HeapTuple	t = SPI_tuptable->vals[0];
 		TupleDesc	d = SPI_tuptable->tupdesc;
-		bool		isnull;
 
 		g->generation = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
 		g->slice_end = DatumGetTimestampTz(SPI_getbinval(t, d, 2, &isnull));
@@ -757,7 +756,10 @@ history_open_generation(const HistoryPlace *place, const HistoryScope *h, Histor
 		INT4OID, INT8OID, INT8OID, dedup_catalog_fingerprint_type()};
 		Datum		ivalues[9];
 
-		/* numbered by this node: its group in the high bits, its sequence below */
+		/*
+		 * numbered by this node: its group in the high bits, its sequence
+		 * below
+		 */
 		ivalues[0] = Int32GetDatum(h->history_id);
 		ivalues[1] = TimestampTzGetDatum(now);
 		ivalues[2] = TimestampTzGetDatum(slice_end);
@@ -1220,7 +1222,11 @@ dedup_history_fold_node(PG_FUNCTION_ARGS)
 
 		if (!local[i])
 			continue;
-		/* the shard's metadata, until this transaction ends (40001 if it moved) */
+
+		/*
+		 * the shard's metadata, until this transaction ends (40001 if it
+		 * moved)
+		 */
 		dedup_shards_lock_key(DEDUP_REL_CLAIMS, &parts[i]);
 		history_shard_of(DEDUP_REL_HISTORY_GENERATIONS, "history_generations", &parts[i], &gheap, &gindex);
 		history_shard_of(DEDUP_REL_HISTORY_BLOCKS, "history_blocks", &parts[i], &blheap, &blindex);
@@ -1332,7 +1338,8 @@ history_cluster_list(ReturnSetInfo *rsinfo, const DedupScopeSettings *settings)
 	Oid			save_userid;
 	int			save_sec_context;
 	int			save_nestlevel;
-	Datum		args[1] = {Int32GetDatum(settings->history_id)};
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		args[2] = {Int32GetDatum(settings->history_id), Int64GetDatum(HISTORY_BLOCK_BYTES)};
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
@@ -1345,9 +1352,7 @@ history_cluster_list(ReturnSetInfo *rsinfo, const DedupScopeSettings *settings)
 							  " nblocks::bigint OPERATOR(pg_catalog.*) $2"
 							  " FROM dedup.history_generations WHERE history_id OPERATOR(pg_catalog.=) $1"
 							  " ORDER BY generation",
-							  2, (Oid[]) {INT4OID, INT8OID},
-							  (Datum[]) {args[0], Int64GetDatum(HISTORY_BLOCK_BYTES)},
-							  NULL, true, 0) != SPI_OK_SELECT)
+							  2, types, args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the generations of history %d", settings->history_id);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{

@@ -67,7 +67,9 @@ for _ in 1 2 3; do
 		awk '/not found/ {print $1}' | sort -u || true)
 	[ -n "$missing" ] || break
 	for so in $missing; do
-		path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}')
+		# (awk reads to the end: an early exit would end ldconfig with
+		# SIGPIPE, which pipefail and set -e take for a failure)
+		path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ && p == "" {p = $NF} END {print p}')
 		[ -n "$path" ] || { echo "FAIL: $so, which PostgreSQL 15 needs, is not on the host"; exit 1; }
 		cp -L "$path" "$root$pg15/hostlib/$so"
 	done
