@@ -442,29 +442,6 @@ dedup_outbox_lock_relay(PG_FUNCTION_ARGS)
 }
 
 /*
- * dedup.outbox_lock_slot(in_part dedup_fingerprint, slot integer) RETURNS
- *	boolean
- *
- * The lock of a slot number in a partition, held until the transaction
- * ends, if no other transaction holds it (true); false at once otherwise.
- * A take that numbers a new slot holds it while it inserts the slot, so a
- * take never waits for another's insert of the same number (it tries the
- * next), and takes of different topics, each holding its topic's relay
- * lock, never wait for one another.
- */
-PG_FUNCTION_INFO_V1(dedup_outbox_lock_slot);
-Datum
-dedup_outbox_lock_slot(PG_FUNCTION_ARGS)
-{
-	int32		slot = PG_GETARG_INT32(1);
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, outbox_part_number(PG_GETARG_DEDUP_FINGERPRINT_P(0)),
-						 (uint32) slot, DEDUP_LOCKTAG_SLOT);
-	PG_RETURN_BOOL(LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL);
-}
-
-/*
  * A take reads, in each statement, the events that committed before it: a
  * snapshot taken once for the transaction may not show them (0A000).
  */
@@ -612,9 +589,12 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 		plan = SPI_prepare(psprintf("SELECT GREATEST("
 									" (SELECT o.seq FROM dedup.outbox AS o WHERE o.part %s $1"
 									"  AND o.topic OPERATOR(pg_catalog.=) $2 ORDER BY o.seq DESC LIMIT 1),"
-									" (SELECT t.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_positions AS t"
-									"  WHERE t.part %s $1 AND t.topic OPERATOR(pg_catalog.=) $2))",
-									eq, eq),
+									" (SELECT t.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_topics AS t"
+									"  WHERE t.part %s $1 AND t.topic OPERATOR(pg_catalog.=) $2),"
+									" (SELECT x.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_batches AS x"
+									"  WHERE x.part %s $1 AND x.topic OPERATOR(pg_catalog.=) $2"
+									"  ORDER BY x.id DESC LIMIT 1))",
+									eq, eq, eq),
 						   2, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the outbox's sequence check: %s",

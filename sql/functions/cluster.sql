@@ -148,7 +148,9 @@ BEGIN
                dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held, dedup.outbox_dead,
                dedup.outbox_keys
         IN ACCESS EXCLUSIVE MODE;
-    IF EXISTS (SELECT FROM dedup.outbox_batches WHERE busy) THEN
+    IF EXISTS (SELECT FROM dedup.outbox_batches AS b
+               WHERE b.busy AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                                            WHERE y.id = b.id AND y.rev > b.rev)) THEN
         RAISE EXCEPTION 'the outbox has batches handed out'
             USING ERRCODE = '55000',
                   DETAIL = 'The events of a batch move to the partitions of their aggregates on the cluster.',
@@ -225,12 +227,14 @@ BEGIN
     -- before that was handed out, or is held in dedup.outbox_retry or
     -- dedup.outbox_held, whose rows go with their aggregates)
     CREATE TEMP TABLE dedup_positions ON COMMIT DROP AS
-        SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_positions GROUP BY topic;
+        SELECT t.topic, max((dedup.outbox_position(t.part, t.topic)).next_seq) AS next_seq
+        FROM dedup.outbox_topics AS t GROUP BY t.topic;
     DELETE FROM dedup.outbox_topics;
-    UPDATE dedup.outbox_batches SET next_seq = NULL;
-    -- the slots stay where they are, in partition 0 (one server's), with
-    -- their batches' ids (partition 0's): the counter of ids goes on, so the
-    -- id of a batch handed out before never names one handed out after
+    -- the batches' rows stay where they are, in partition 0 (one
+    -- server's), none of them out, with their ids (partition 0's): the
+    -- counter of ids goes on, so the id of a batch handed out before never
+    -- names one handed out after; partition 0's position is its row in
+    -- outbox_topics (below), at least its newest batch row's
     UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_held SET part = dedup.outbox_partition_of(topic, aggregateid);
@@ -243,8 +247,6 @@ BEGIN
     CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (part, topic, seq);
     ALTER TABLE dedup.outbox_topics
         DROP CONSTRAINT outbox_topics_pkey, ADD CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic);
-    ALTER TABLE dedup.outbox_batches
-        DROP CONSTRAINT outbox_batches_pkey, ADD CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot);
     ALTER TABLE dedup.outbox_retry
         DROP CONSTRAINT outbox_retry_pkey, ADD CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id);
     ALTER TABLE dedup.outbox_held

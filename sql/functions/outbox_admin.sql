@@ -68,7 +68,10 @@ BEGIN
         -- the log past each topic's position
         SELECT o.topic, o.created_at, 'p'::"char" AS state
         FROM dedup.outbox AS o
-        LEFT JOIN dedup.outbox_positions AS t ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
+        LEFT JOIN (SELECT x.part, x.topic, (dedup.outbox_position(x.part, x.topic)).next_seq
+                   FROM dedup.outbox_topics AS x
+                   WHERE (in_part IS NULL OR x.part OPERATOR(@extschema@.=) in_part)) AS t
+          ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
         WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
           AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
         UNION ALL
@@ -92,6 +95,9 @@ BEGIN
          AND o.seq <> ALL (b.settled)
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND (for_topic IS NULL OR b.topic = for_topic)
+          AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                          WHERE y.part OPERATOR(@extschema@.=) b.part AND y.topic = b.topic
+                            AND y.id = b.id AND y.rev > b.rev)
         UNION ALL
         SELECT b.topic, r.created_at,
                CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
@@ -101,6 +107,9 @@ BEGIN
          AND r.batch = b.id
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND b.retried > 0 AND (for_topic IS NULL OR b.topic = for_topic)
+          AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                          WHERE y.part OPERATOR(@extschema@.=) b.part AND y.topic = b.topic
+                            AND y.id = b.id AND y.rev > b.rev)
         UNION ALL
         -- events of outbox_retry not handed out
         SELECT r.topic, r.created_at, 'p'::"char"
@@ -158,7 +167,8 @@ $$;
 -- batch, before the first of which nothing goes; a redrive is of an event
 -- in outbox_dead, and a move from one to the other is one transaction,
 -- seen whole by the one snapshot of the DELETE.  Run by the cleanup as
--- the owner of the outbox; returns how many went.
+-- the owner of the outbox; returns how many went.  It deletes, too, the
+-- batch rows below each topic's low mark (sql/tables/outbox_relay.sql).
 CREATE OR REPLACE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -170,16 +180,25 @@ DECLARE
     m bigint;
 BEGIN
     FOR t IN SELECT x.topic,
-                    least(x.next_seq,
+                    least((dedup.outbox_position(in_part, x.topic)).next_seq,
                           (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
-                           FROM dedup.outbox_batches AS b
-                           WHERE b.part OPERATOR(@extschema@.=) in_part AND b.topic = x.topic
-                             AND b.busy),
+                           FROM dedup.outbox_batches_out(in_part, x.topic) AS b),
                           (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
                            WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic)) AS upto,
                     pg_catalog.statement_timestamp()
                     - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
-             FROM dedup.outbox_positions AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+             FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+        -- the topic's batch rows below its low mark: none of their batches
+        -- is out, nor will be (sql/tables/outbox_relay.sql), and no reader
+        -- reads them any more but a snapshot older than the newest batch
+        -- row (the delete keeps them for it); up to batch_size a call, not
+        -- counted as events
+        DELETE FROM dedup.outbox_batches AS b
+        WHERE b.part OPERATOR(@extschema@.=) in_part AND b.ctid = ANY (ARRAY(
+            SELECT y.ctid FROM dedup.outbox_batches AS y
+            WHERE y.part OPERATOR(@extschema@.=) in_part AND y.topic = t.topic
+              AND y.id < (dedup.outbox_position(in_part, t.topic)).low
+            ORDER BY y.id LIMIT batch_size));
         EXIT WHEN n >= batch_size;
         -- the oldest events first: created_at grows with seq, so a first
         -- one kept means the rest are kept too

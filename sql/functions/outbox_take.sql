@@ -8,7 +8,7 @@
 -- The relay, on batches (PgQ's and Kafka's design, with per-aggregate order).
 --
 -- The log (dedup.outbox) is appended by puts and never updated.  A topic's
--- relays read it in seq order from the topic's position (outbox_positions),
+-- relays read it in seq order from the topic's position (outbox_position),
 -- and a take hands out the next events as one batch (outbox_batches): one
 -- row for the batch, none per event.  Acking the batch deletes that row;
 -- the events stay in the log until the cleanup deletes what every relay
@@ -83,7 +83,7 @@
 -- (outbox_relay.c) pass: the partition of a topic's log a take reads, that of a
 -- batch's id (its number is in the id), those of the events of ids.
 -- Every statement names it, so that on a Citus cluster each runs on the
--- partition's shards alone.  Positions, slots, batches, retries and dead
+-- partition's shards alone.  Positions, batches, retries and dead
 -- letters are a partition's; per-aggregate order is kept within one,
 -- which holds every event of an aggregate.
 
@@ -107,13 +107,6 @@ REVOKE ALL ON FUNCTION dedup.outbox_wait_puts(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION dedup.outbox_lock_relay(in_part @extschema@.dedup_fingerprint, topic text) RETURNS void
 AS 'MODULE_PATHNAME', 'dedup_outbox_lock_relay' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_lock_relay(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
-
--- The lock of a slot number in a partition, until the transaction ends, if
--- no other transaction holds it (true), or false at once: a take inserts a
--- new slot under its number's lock, so it never waits for another's insert.
-CREATE OR REPLACE FUNCTION dedup.outbox_lock_slot(in_part @extschema@.dedup_fingerprint, slot integer) RETURNS boolean
-AS 'MODULE_PATHNAME', 'dedup_outbox_lock_slot' LANGUAGE C STRICT VOLATILE;
-REVOKE ALL ON FUNCTION dedup.outbox_lock_slot(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 -- Move events to the dead letters: from the log (by seq) or from
 -- outbox_retry (by id), with their attempts and last error.  An INSERT ...
@@ -193,36 +186,152 @@ CREATE OR REPLACE FUNCTION dedup.outbox_next_position(pos bigint, stable bigint,
 AS 'MODULE_PATHNAME', 'dedup_outbox_next_position' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_next_position(bigint, bigint, bigint, bigint, integer, bigint) FROM PUBLIC;
 
--- The busy slot of partition in_part that holds batch bid, locked, or no row.
--- skip_locked: no row either while another transaction holds its lock (an
--- ack, nack, heartbeat or take of it in flight), without waiting for it.
--- (These two are PL/pgSQL, not SQL: Citus plans no statement of a SQL
--- function that has parameters.)
+-- The topic's position in partition in_part (sql/tables/outbox_relay.sql):
+-- the greater of its row's in outbox_topics and its newest batch row's,
+-- read newest first by the index on (topic, id, rev); NULL when the topic
+-- has no row there (none of its log was read yet).  low: the newest batch
+-- row's low mark (NULL with none), from which up its batches out are.
+CREATE OR REPLACE FUNCTION dedup.outbox_position(in_part @extschema@.dedup_fingerprint, for_topic text,
+    OUT next_seq bigint, OUT low bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    at bigint;
+BEGIN
+    SELECT x.next_seq, x.low_id INTO at, low FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic
+    ORDER BY x.id DESC LIMIT 1;
+    SELECT greatest(t.next_seq, at) INTO next_seq FROM dedup.outbox_topics AS t
+    WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = for_topic;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_position(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
+-- The batches of topic out in partition in_part, each as its newest row
+-- (busy), in id order: those from the newest batch row's low mark up.
+CREATE OR REPLACE FUNCTION dedup.outbox_batches_out(in_part @extschema@.dedup_fingerprint, for_topic text)
+RETURNS SETOF dedup.outbox_batches
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    low bigint;
+BEGIN
+    SELECT x.low_id INTO low FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic
+    ORDER BY x.id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT x.* FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic AND x.id >= low AND x.busy
+      AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                      WHERE y.part OPERATOR(@extschema@.=) in_part AND y.topic = for_topic
+                        AND y.id = x.id AND y.rev > x.rev)
+    ORDER BY x.id;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
+-- Batch bid of partition in_part, as its newest row, if it is out (busy),
+-- else no row; locked (its rev 0 row, so that the settles of a batch go
+-- one after another) unless only_read.  skip_locked: no row either while
+-- another transaction holds its lock (an ack, nack, heartbeat or take of
+-- it in flight), without waiting for it.  (These are PL/pgSQL, not SQL:
+-- Citus plans no statement of a SQL function that has parameters.)
 CREATE OR REPLACE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint,
-                                              skip_locked boolean DEFAULT false)
+                                              skip_locked boolean DEFAULT false,
+                                              only_read boolean DEFAULT false)
 RETURNS SETOF dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF skip_locked THEN
-        RETURN QUERY
-        SELECT * FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy
-        FOR UPDATE SKIP LOCKED;
-    ELSE
-        RETURN QUERY
-        SELECT * FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy
-        FOR UPDATE;
+    IF NOT dedup.outbox_batch_valid(bid) THEN
+        RETURN;
     END IF;
+    IF skip_locked THEN
+        PERFORM FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid AND x.rev = 0
+        FOR UPDATE SKIP LOCKED;
+    ELSIF NOT only_read THEN
+        PERFORM FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid AND x.rev = 0
+        FOR UPDATE;
+    ELSE
+        PERFORM;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- (a statement of its own: it sees what a settle that held the lock
+    -- before committed)
+    RETURN QUERY
+    SELECT * FROM (SELECT * FROM dedup.outbox_batches AS x
+                   WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
+                   ORDER BY x.rev DESC LIMIT 1) AS y
+    WHERE y.busy;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean, boolean) FROM PUBLIC;
 
--- The topic of batch bid, busy in partition in_part, if caller may relay
+-- A batch's state after a settle: b (its newest row, changed) appended as
+-- the next rev of its id; returns the row written.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_append(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches)
+RETURNS dedup.outbox_batches
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    w dedup.outbox_batches;
+BEGIN
+    INSERT INTO dedup.outbox_batches AS x (part, topic, id, rev, busy, attempt, lease_until,
+                                           first_seq, last_seq, settled, extra, retried, events,
+                                           aggregates, members, next_seq, low_id)
+    VALUES (in_part, b.topic, b.id, b.rev + 1, b.busy, b.attempt, b.lease_until, b.first_seq,
+            b.last_seq, b.settled, b.extra, b.retried, b.events, b.aggregates, b.members,
+            b.next_seq, b.low_id)
+    RETURNING x.* INTO w;
+    RETURN w;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_append(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
+
+-- A batch handed out (b: its rev 0 row but for part, rev and low_id), by
+-- a take that holds its topic's relay lock: inserted with the low mark of
+-- its topic's batches out, as this statement sees them.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_insert(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches)
+RETURNS dedup.outbox_batches
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    w dedup.outbox_batches;
+    low bigint;
+BEGIN
+    low := least(b.id, (SELECT min(o.id) FROM dedup.outbox_batches_out(in_part, b.topic) AS o));
+    -- a topic with a batch has a position (the 1.0 calls find its batches
+    -- by its row): one whose batch holds events of outbox_retry alone may
+    -- have none yet (1.0's, from the update)
+    IF (SELECT t.next_seq FROM dedup.outbox_topics AS t
+        WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = b.topic) IS NULL THEN
+        INSERT INTO dedup.outbox_topics (part, topic) VALUES (in_part, b.topic);
+    END IF;
+    INSERT INTO dedup.outbox_batches AS x (part, topic, id, rev, busy, attempt, lease_until,
+                                           first_seq, last_seq, settled, extra, retried, events,
+                                           aggregates, members, next_seq, low_id)
+    VALUES (in_part, b.topic, b.id, 0, true, b.attempt, b.lease_until, b.first_seq,
+            b.last_seq, b.settled, b.extra, b.retried, b.events, b.aggregates, b.members,
+            b.next_seq, low)
+    RETURNING x.* INTO w;
+    RETURN w;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_insert(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
+
+-- The topic of batch bid, out in partition in_part, if caller may relay
 -- it; NULL if no batch of that id is handed out, or if the caller may not
 -- relay its topic: the two are answered alike (a batch id is small and
 -- easily guessed; a relay learns no topic it may not see), before anything
@@ -234,11 +343,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     t text;
+    busy boolean;
 BEGIN
-    SELECT x.topic INTO t FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.id = bid AND dedup.outbox_batch_valid(bid) AND x.busy;
-    IF NOT FOUND OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
+    IF NOT dedup.outbox_batch_valid(bid) THEN
+        RETURN NULL;
+    END IF;
+    SELECT x.topic, x.busy INTO t, busy FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
+    ORDER BY x.rev DESC LIMIT 1;
+    IF NOT FOUND OR NOT busy OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
         RETURN NULL;
     END IF;
     RETURN t;
@@ -295,71 +408,42 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_members(@extschema@.dedup_fingerprint, text, bigint, bigint, bigint[], integer,
     integer, bigint, bigint[]) FROM PUBLIC;
 
--- After events left a batch: its count, aggregates and retried recounted;
--- a batch left with none frees its slot.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_recount(in_part @extschema@.dedup_fingerprint, slot_of integer)
-RETURNS dedup.outbox_batches
-LANGUAGE plpgsql VOLATILE
+-- A batch's count, retried and aggregates, from its events (b's columns).
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_count(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches,
+    OUT n integer, OUT r integer, OUT a integer[])
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    b dedup.outbox_batches;
-    n integer;
-    r integer;
-    a integer[];
 BEGIN
-    SELECT * INTO b FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
     SELECT count(*), count(*) FILTER (WHERE m.in_retry),
            coalesce(array_agg(DISTINCT pg_catalog.hashtext(m.aggregateid)), '{}')
     INTO n, r, a
-    FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
-                              b.attempt, b.retried,
-                              b.id, b.extra) AS m;
-    UPDATE dedup.outbox_batches AS x
-    SET events = n, retried = r, aggregates = a, busy = n > 0
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of
-    RETURNING x.* INTO b;
-    RETURN b;
+    FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq, b.settled,
+                              b.attempt, b.retried, b.id, b.extra) AS m;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_count(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
 
--- A new free slot of partition in_part for topic: the first number past
--- the partition's last slot that no other take is inserting (each inserts
--- under its number's lock) and none inserted meanwhile; 54000 when none is
--- left below 2^16.
-CREATE OR REPLACE FUNCTION dedup.outbox_slot_new(in_part @extschema@.dedup_fingerprint, for_topic text)
+-- After events left a batch (b, its newest row with its settled changed):
+-- its count, aggregates and retried recounted, appended as its next rev;
+-- a batch left with none is out no more.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_recount(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches)
 RETURNS dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    b dedup.outbox_batches;
-    k integer;
+    c record;
 BEGIN
-    k := (SELECT coalesce(max(y.slot), 0) + 1 FROM dedup.outbox_batches AS y
-          WHERE y.part OPERATOR(@extschema@.=) in_part);
-    LOOP
-        IF k >= 65536 THEN
-            RAISE EXCEPTION 'an outbox partition has no room for another batch'
-                USING ERRCODE = '54000',
-                      DETAIL = 'Each of its 65535 slots holds a batch handed out and not acked.',
-                      HINT = 'Ack or nack batches before taking more.';
-        END IF;
-        IF dedup.outbox_lock_slot(in_part, k) THEN
-            INSERT INTO dedup.outbox_batches AS x (part, slot, topic)
-            VALUES (in_part, k, for_topic)
-            ON CONFLICT DO NOTHING
-            RETURNING x.* INTO b;
-            EXIT WHEN FOUND;
-        END IF;
-        k := k + 1;
-    END LOOP;
-    RETURN b;
+    c := dedup.outbox_batch_count(in_part, b);
+    b.events := c.n;
+    b.retried := c.r;
+    b.aggregates := c.a;
+    b.busy := c.n > 0;
+    RETURN dedup.outbox_batch_append(in_part, b);
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_slot_new(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
 
 -- for_lease: the batch's lease, NULL for the topic's.
 CREATE OR REPLACE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
@@ -380,6 +464,7 @@ DECLARE
     pos bigint;
     new_pos bigint;
     b dedup.outbox_batches;
+    cnt record;
     bid bigint;
     new_bid bigint;
     blocked integer[];
@@ -425,10 +510,9 @@ BEGIN
     -- and every put of the topic that was in progress as the take began
     PERFORM dedup.outbox_lock_relay(in_part, topic);
     PERFORM dedup.outbox_wait_puts(topic);
-    SELECT t.next_seq INTO pos FROM dedup.outbox_positions AS t
-    WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
+    pos := (dedup.outbox_position(in_part, topic)).next_seq;
     -- a topic gets its position once a take reads its log (below)
-    positioned := FOUND;
+    positioned := pos IS NOT NULL;
     IF NOT positioned THEN
         pos := 0;
     END IF;
@@ -444,9 +528,8 @@ BEGIN
     -- it rolls back a later take hands the batch out; a take that waited
     -- for it deadlocked on a Citus cluster with an ack that had gone
     -- through the partitions in another order)
-    FOR b IN SELECT * FROM dedup.outbox_batches AS x
-             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
-               AND x.busy AND x.lease_until <= take_now
+    FOR b IN SELECT * FROM dedup.outbox_batches_out(in_part, topic) AS x
+             WHERE x.lease_until <= take_now
              ORDER BY x.lease_until
     LOOP
         SELECT * INTO b
@@ -464,8 +547,9 @@ BEGIN
                                                 b.settled, b.attempt, b.retried, bid, b.extra) AS m
                       WHERE NOT m.in_retry),
                 b.attempt, dying, NULL);
-            UPDATE dedup.outbox_batches AS x SET first_seq = NULL, last_seq = NULL, extra = '{}'
-            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+            b.first_seq := NULL;
+            b.last_seq := NULL;
+            b.extra := '{}';
         ELSE
             PERFORM dedup.outbox_bury(in_part, b.topic, '{}', 0, dying, NULL);
         END IF;
@@ -484,8 +568,6 @@ BEGIN
         rest_ids := '{}';
         rest_seqs := '{}';
         IF b.events > batch_size OR (one_per_aggregate AND cardinality(b.aggregates) < b.events) THEN
-            SELECT * INTO b FROM dedup.outbox_batches AS x
-            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
             SELECT coalesce(array_agg(m.id ORDER BY m.seq), '{}'),
                    coalesce(array_agg(m.seq ORDER BY m.seq), '{}'),
                    coalesce(array_agg(m.aggregateid ORDER BY m.seq), '{}'),
@@ -517,18 +599,28 @@ BEGIN
             JOIN dedup.outbox AS o
               ON o.part OPERATOR(@extschema@.=) in_part AND o.topic = b.topic AND o.seq = u.s
             ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
-            UPDATE dedup.outbox_batches AS x SET settled = x.settled || rest_seqs
-            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+            b.settled := b.settled || rest_seqs;
         END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
         new_bid := dedup.outbox_batch_new_id(in_part);
         UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1, batch = new_bid
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
-        UPDATE dedup.outbox_batches AS x
-        SET attempt = x.attempt + 1, lease_until = lease_end, id = new_bid, members = '{}'
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
-        b := dedup.outbox_batch_recount(in_part, b.slot);
-        CONTINUE WHEN NOT b.busy;
+        -- the batch under its old id is out no more (a row appended), and
+        -- what is left of it goes out under the new one, with the topic's
+        -- position (this take moves it no further)
+        b.busy := false;
+        PERFORM dedup.outbox_batch_append(in_part, b);
+        b.id := new_bid;
+        b.attempt := b.attempt + 1;
+        b.lease_until := lease_end;
+        b.members := '{}';
+        b.next_seq := pos;
+        cnt := dedup.outbox_batch_count(in_part, b);
+        CONTINUE WHEN cnt.n = 0;
+        b.events := cnt.n;
+        b.retried := cnt.r;
+        b.aggregates := cnt.a;
+        b := dedup.outbox_batch_insert(in_part, b);
         bid := b.id;
         RETURN QUERY SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload,
                             m.headers, m.attempts, m.created_at, lease_end, m.seq
@@ -543,12 +635,12 @@ BEGIN
     -- outbox_retry: a settle that frees a batch and sends events of it back
     -- commits both at once, so an aggregate read here as free has its
     -- events back in outbox_retry seen below
-    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
-                     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND x.busy);
+    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches_out(in_part, topic) AS x,
+                                            unnest(x.aggregates) AS a);
 
     -- nothing to hand out (no event of the topic in outbox_retry or held,
     -- none in the log past its position): nothing is written, no position,
-    -- no slot
+    -- no batch
     has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
                   WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
                   ORDER BY r.seq LIMIT 1) IS NOT NULL;
@@ -563,25 +655,8 @@ BEGIN
         RETURN;
     END IF;
 
-    -- a new batch, in a free slot (locked: it stays free until the batch
-    -- is written in it; one another take has locked is passed, never
-    -- waited for): the topic's own first, else any of the partition's,
-    -- whatever topic it served, else a new one (dedup.outbox_slot_new);
-    -- the batch has a new id from the counter, whatever slot holds it.  So
-    -- a partition has no more slots than batches handed out at once.
-    SELECT * INTO b FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
-    ORDER BY x.slot LIMIT 1
-    FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        SELECT * INTO b FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy
-        ORDER BY x.slot LIMIT 1
-        FOR UPDATE SKIP LOCKED;
-    END IF;
-    IF NOT FOUND THEN
-        b := dedup.outbox_slot_new(in_part, outbox_take_batch.topic);
-    END IF;
+    -- a new batch, with a new id from the counter (its row is inserted
+    -- below, if it has events)
     bid := dedup.outbox_batch_new_id(in_part);
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
@@ -677,7 +752,7 @@ BEGIN
     -- aggregate in seq order.  Held events take no room in the batch: the
     -- scan goes on until the batch is full, reading at most ten times its
     -- room (dedup.outbox_scan_limit()), and the position moves past what it read
-    -- (written below: into the batch's slot, or, with no batch, into
+    -- (written below: into the batch's row, or, with no batch, into
     -- outbox_topics).
     room := batch_size - cardinality(r_ids) - cardinality(x_seqs);
     IF room > 0 AND has_log THEN
@@ -736,21 +811,21 @@ BEGIN
 
     n := cardinality(r_ids) + cardinality(x_seqs) + c_n;
     IF n > 0 THEN
-        -- a slot of another topic takes that topic's position with it
-        IF b.topic <> outbox_take_batch.topic AND b.next_seq IS NOT NULL THEN
-            UPDATE dedup.outbox_topics AS t SET next_seq = greatest(t.next_seq, b.next_seq)
-            WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = b.topic;
-        END IF;
-        UPDATE dedup.outbox_batches AS x
-        SET topic = outbox_take_batch.topic,
-            id = bid, busy = true, attempt = 1,
-            lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
-            extra = x_seqs, retried = cardinality(r_ids), events = n,
-            aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a),
-            members = '{}',
-            next_seq = CASE WHEN new_pos IS NOT NULL THEN new_pos
-                            WHEN b.topic = outbox_take_batch.topic THEN b.next_seq END
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+        b := NULL;
+        b.topic := outbox_take_batch.topic;
+        b.id := bid;
+        b.attempt := 1;
+        b.lease_until := lease_end;
+        b.first_seq := c_lo;
+        b.last_seq := c_hi;
+        b.settled := c_held;
+        b.extra := x_seqs;
+        b.retried := cardinality(r_ids);
+        b.events := n;
+        b.aggregates := ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a);
+        b.members := '{}';
+        b.next_seq := coalesce(new_pos, pos);
+        PERFORM dedup.outbox_batch_insert(in_part, b);
         RETURN QUERY
         SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload, m.headers,
                m.attempts, m.created_at, lease_end, m.seq
