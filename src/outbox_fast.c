@@ -62,6 +62,7 @@
 enum
 {
 	FAST_STATE,
+	FAST_OUT,
 	FAST_SCAN,
 	FAST_WRITE,
 	FAST_TOPIC_UPDATE,
@@ -82,9 +83,11 @@ enum
  * in progress as the take began: the topic's
  * position, whether outbox_retry or outbox_held has events of the topic
  * (one flag), whether the log
- * has any past the position, and the topic's batches out, in id order,
- * from its newest batch row's low mark up (one row with no batch when it
- * has none; no row when the topic has no position yet).  Its
+ * has any past the position, and its newest batch row's low mark (NULL
+ * with none; no row when the topic has no position yet); FAST_OUT then
+ * reads the topic's batch rows from the low mark up, in (id, rev) order,
+ * with no join for the planner to get wrong (the newest row of each id is
+ * the one before the next id).  FAST_STATE's
  * look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
  * which the planner would strip of them and, in the kept generic plan,
  * read the whole log.
@@ -107,20 +110,19 @@ static const struct
 		" (SELECT o.seq FROM dedup.outbox AS o"
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) p.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
-		" x.id, x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
+		" p.low_id"
 		" FROM (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq, n.low_id"
 		"  FROM dedup.outbox_topics AS t LEFT JOIN LATERAL"
 		"  (SELECT y.next_seq, y.low_id FROM dedup.outbox_batches AS y"
 		"   WHERE y.part %1$s $1 AND y.topic OPERATOR(pg_catalog.=) $2"
 		"   ORDER BY y.id DESC LIMIT 1) AS n ON true"
-		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p"
-		" LEFT JOIN dedup.outbox_batches AS x"
-		"  ON x.part %1$s $1 AND x.topic OPERATOR(pg_catalog.=) $2"
-		"  AND x.id OPERATOR(pg_catalog.>=) p.low_id AND x.busy"
-		"  AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS z"
-		"   WHERE z.part %1$s $1 AND z.topic OPERATOR(pg_catalog.=) $2"
-		"   AND z.id OPERATOR(pg_catalog.=) x.id AND z.rev OPERATOR(pg_catalog.>) x.rev)"
-	" ORDER BY x.id", 2, {InvalidOid, TEXTOID}},
+	"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p", 2, {InvalidOid, TEXTOID}},
+	[FAST_OUT] = {"SELECT x.id, x.busy,"
+		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
+		" FROM dedup.outbox_batches AS x"
+		" WHERE x.part %1$s $1 AND x.topic OPERATOR(pg_catalog.=) $2"
+		" AND x.id OPERATOR(pg_catalog.>=) $3"
+	" ORDER BY x.id, x.rev", 3, {InvalidOid, TEXTOID, INT8OID}},
 	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
 		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
 		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
@@ -271,6 +273,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	int			naggs;
 	TimestampTz lease_end;
 	bool		isnull;
+	bool		no_batch;
 	SPITupleTable *scan;
 	uint64		scanned;
 	Datum	   *cols;
@@ -290,32 +293,54 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		return false;
 	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	low = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &no_batch));
 	blocked = palloc(sizeof(int32) * 1);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	if (no_batch)
+		low = 0;
+	else
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		no_batch;
-		int64		id;
-		ArrayType  *aggs;
-		int32	   *elems;
-		int			nelems;
+		/*
+		 * The batches out: of the rows from the low mark up, in (id, rev)
+		 * order, each id's last, where busy (FAST_OUT reads them by the
+		 * index on (topic, id, rev), planned with the low mark's value: a
+		 * few rows past the newest batches)
+		 */
+		uint64		nrows;
+		SPITupleTable *rows;
 
-		id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &no_batch));
-		if (no_batch)
-			break;
-		if (low == 0)
-			low = id;			/* in id order */
-		if (DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull)))
-			return false;		/* its lease passed: handed out again */
-		aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 6, &isnull));
-		if (ARR_HASNULL(aggs))
-			return false;
-		nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
-		elems = (int32 *) ARR_DATA_PTR(aggs);
-		blocked = repalloc(blocked, sizeof(int32) * (nblocked + nelems + 1));
-		memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
-		nblocked += nelems;
+		args[2] = Int64GetDatum(low);
+		fast_run(FAST_OUT, args, 0);
+		rows = SPI_tuptable;
+		nrows = SPI_processed;
+		low = 0;
+		for (uint64 i = 0; i < nrows; i++)
+		{
+			HeapTuple	tup = rows->vals[i];
+			TupleDesc	desc = rows->tupdesc;
+			int64		id;
+			ArrayType  *aggs;
+			int32	   *elems;
+			int			nelems;
+
+			id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+			if (i + 1 < nrows &&
+				DatumGetInt64(SPI_getbinval(rows->vals[i + 1], desc, 1, &isnull)) == id)
+				continue;		/* not its newest row */
+			if (!DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull)))
+				continue;		/* settled */
+			if (low == 0)
+				low = id;
+			if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
+				return false;	/* its lease passed: handed out again */
+			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull));
+			if (ARR_HASNULL(aggs))
+				return false;
+			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
+			elems = (int32 *) ARR_DATA_PTR(aggs);
+			blocked = repalloc(blocked, sizeof(int32) * (nblocked + nelems + 1));
+			memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
+			nblocked += nelems;
+		}
 	}
 	if (!has_log)
 		return true;			/* nothing to hand out */

@@ -224,13 +224,17 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    -- the rows from the low mark up, in (id, rev) order, each id's last
+    -- (the one before the next id's), where busy: read by the index on
+    -- (topic, id, rev), with no join for the planner to get wrong
     RETURN QUERY
-    SELECT x.* FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic AND x.id >= low AND x.busy
-      AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
-                      WHERE y.part OPERATOR(@extschema@.=) in_part AND y.topic = for_topic
-                        AND y.id = x.id AND y.rev > x.rev)
-    ORDER BY x.id;
+    SELECT (y.x).* FROM (
+        SELECT x, x.id, x.busy, pg_catalog.lead(x.id) OVER (ORDER BY x.id, x.rev) AS next_id
+        FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic AND x.id >= low
+        ORDER BY x.id, x.rev) AS y
+    WHERE y.busy AND y.next_id IS DISTINCT FROM y.id
+    ORDER BY y.id;
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
