@@ -69,6 +69,7 @@ enum
 	FAST_ACK_TOPIC,
 	FAST_ACK_LOCK,
 	FAST_ACK,
+	FAST_ACK_WRITE,
 	FAST_NPLANS
 };
 
@@ -96,7 +97,7 @@ static const struct
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[11];
+	Oid			argtypes[15];
 	int			cursor_options; /* CURSOR_OPT_GENERIC_PLAN: see fast_run() */
 }			fast_queries[FAST_NPLANS] = {
 
@@ -148,18 +149,20 @@ static const struct
 		" WHERE x.part %1$s $1 AND x.id OPERATOR(pg_catalog.=) $2"
 		" AND x.rev OPERATOR(pg_catalog.=) 0 FOR UPDATE",
 	2, {InvalidOid, INT8OID}},
-	[FAST_ACK] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
-		" lease_until, first_seq, last_seq, settled, extra, retried, events, aggregates,"
-		" members, next_seq, low_id)"
-		" SELECT x.part, x.topic, x.id, x.rev OPERATOR(pg_catalog.+) 1, false, x.attempt,"
-		" x.lease_until, x.first_seq, x.last_seq, x.settled, x.extra, x.retried, x.events,"
-		" x.aggregates, x.members, x.next_seq, x.low_id"
+	[FAST_ACK] = {"SELECT x.rev, x.attempt, x.lease_until, x.first_seq, x.last_seq, x.settled,"
+		" x.extra, x.events, x.aggregates, x.members, x.next_seq, x.low_id"
 		" FROM (SELECT * FROM dedup.outbox_batches AS y"
 		"  WHERE y.part %1$s $1 AND y.id OPERATOR(pg_catalog.=) $2"
 		"  ORDER BY y.rev DESC LIMIT 1) AS x"
 		" WHERE x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
-		" AND x.topic OPERATOR(pg_catalog.=) $3 RETURNING events",
+		" AND x.topic OPERATOR(pg_catalog.=) $3",
 	3, {InvalidOid, INT8OID, TEXTOID}},
+	[FAST_ACK_WRITE] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
+		" lease_until, first_seq, last_seq, settled, extra, retried, events, aggregates,"
+		" members, next_seq, low_id)"
+		" VALUES ($1, $3, $2, $4, false, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15)",
+		15, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID,
+	INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4ARRAYOID, INT8ARRAYOID, INT8OID, INT8OID}},
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -198,8 +201,18 @@ outbox_fast_plans_check(void)
  * Citus cannot plan FAST_STATE without its values and says so with a plan
  * of huge cost, so that the plan cache plans it with them each time.
  */
+static int fast_run_nulls(int which, Datum *values, const char *nulls);
+
 static int
 fast_run(int which, Datum *values, int limit)
+{
+	Assert(limit == 0);
+	return fast_run_nulls(which, values, NULL);
+}
+
+/* fast_run(), with nulls as SPI_execute_plan() takes them */
+static int
+fast_run_nulls(int which, Datum *values, const char *nulls)
 {
 	int			rc;
 
@@ -219,7 +232,7 @@ fast_run(int which, Datum *values, int limit)
 		SPI_keepplan(plan);
 		fast_plans[which] = plan;
 	}
-	rc = SPI_execute_plan(fast_plans[which], values, NULL, false, limit);
+	rc = SPI_execute_plan(fast_plans[which], values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "could not run \"%s\": %s", fast_queries[which].sql,
 			 SPI_result_code_string(rc));
@@ -506,9 +519,35 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	 */
 	fast_run(FAST_ACK_LOCK, args, 0);
 	args[2] = PointerGetDatum(topic);
-	if (fast_run(FAST_ACK, args, 0) != SPI_OK_INSERT_RETURNING || SPI_processed == 0)
+	if (fast_run(FAST_ACK, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
 		return -1;
-	n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+	/*
+	 * (Read, then written with the values: on a Citus cluster a statement of
+	 * a call delegated to a partition's node writes the partition given, not
+	 * a column read.)
+	 */
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		Datum		w[15];
+		char		nulls[15];
+
+		memset(nulls, ' ', sizeof(nulls));
+		w[0] = args[0];
+		w[1] = args[1];
+		w[2] = args[2];
+		w[3] = Int32GetDatum(DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)) + 1);
+		for (int col = 2; col <= 12; col++)
+		{
+			w[col + 2] = SPI_getbinval(tup, desc, col, &isnull);
+			if (isnull)
+				nulls[col + 2] = 'n';
+		}
+		n = DatumGetInt32(w[10]);
+		if (fast_run_nulls(FAST_ACK_WRITE, w, nulls) != SPI_OK_INSERT || SPI_processed != 1)
+			elog(ERROR, "could not write the outbox's batch");
+	}
 	dedup_scope_counters_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);
 	return n;
 }

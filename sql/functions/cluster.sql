@@ -148,9 +148,9 @@ BEGIN
                dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held, dedup.outbox_dead,
                dedup.outbox_keys
         IN ACCESS EXCLUSIVE MODE;
-    IF EXISTS (SELECT FROM dedup.outbox_batches AS b
-               WHERE b.busy AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
-                                            WHERE y.id = b.id AND y.rev > b.rev)) THEN
+    IF EXISTS (SELECT FROM dedup.outbox_batches AS x
+               WHERE x.busy AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                                            WHERE y.id = x.id AND y.rev > x.rev)) THEN
         RAISE EXCEPTION 'the outbox has batches handed out'
             USING ERRCODE = '55000',
                   DETAIL = 'The events of a batch move to the partitions of their aggregates on the cluster.',

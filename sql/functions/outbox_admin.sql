@@ -54,10 +54,25 @@ RETURNS TABLE (topic text, pending bigint, in_flight bigint, dead bigint,
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    x record;
+    pos_parts @extschema@.dedup_fingerprint[] := '{}';
+    pos_topics text[] := '{}';
+    pos_next bigint[] := '{}';
 BEGIN
     IF for_topic IS NOT NULL THEN
         PERFORM dedup.has_privilege(caller, for_topic, 'relay', true);
     END IF;
+    -- each topic's position, read topic by topic (not inside the query
+    -- below: on a Citus cluster a statement on a shard runs no other
+    -- statement on a distributed table)
+    FOR x IN SELECT t.part, t.topic FROM dedup.outbox_topics AS t
+             WHERE (in_part IS NULL OR t.part OPERATOR(@extschema@.=) in_part)
+               AND (for_topic IS NULL OR t.topic = for_topic) LOOP
+        pos_parts := pos_parts || x.part;
+        pos_topics := pos_topics || x.topic;
+        pos_next := pos_next || (dedup.outbox_position(x.part, x.topic)).next_seq;
+    END LOOP;
     RETURN QUERY
     SELECT e.topic,
            count(*) FILTER (WHERE e.state = 'p'),
@@ -68,9 +83,7 @@ BEGIN
         -- the log past each topic's position
         SELECT o.topic, o.created_at, 'p'::"char" AS state
         FROM dedup.outbox AS o
-        LEFT JOIN (SELECT x.part, x.topic, (dedup.outbox_position(x.part, x.topic)).next_seq
-                   FROM dedup.outbox_topics AS x
-                   WHERE (in_part IS NULL OR x.part OPERATOR(@extschema@.=) in_part)) AS t
+        LEFT JOIN unnest(pos_parts, pos_topics, pos_next) AS t(part, topic, next_seq)
           ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
         WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
           AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
@@ -178,16 +191,23 @@ DECLARE
     t record;
     n bigint := 0;
     m bigint;
+    p record;
+    upto bigint;
 BEGIN
+    -- (the position and the batches out read by statements of their own,
+    -- not inside the loop's: on a Citus cluster a statement on a shard runs
+    -- no other statement on a distributed table)
     FOR t IN SELECT x.topic,
-                    least((dedup.outbox_position(in_part, x.topic)).next_seq,
-                          (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
-                           FROM dedup.outbox_batches_out(in_part, x.topic) AS b),
-                          (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
-                           WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic)) AS upto,
+                    (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
+                     WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic) AS held,
                     pg_catalog.statement_timestamp()
                     - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
              FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+        p := dedup.outbox_position(in_part, t.topic);
+        upto := least(p.next_seq,
+                      (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
+                       FROM dedup.outbox_batches_out(in_part, t.topic) AS b),
+                      t.held);
         -- the topic's batch rows below its low mark: none of their batches
         -- is out, nor will be (sql/tables/outbox_relay.sql), and no reader
         -- reads them any more but a snapshot older than the newest batch
@@ -197,7 +217,7 @@ BEGIN
         WHERE b.part OPERATOR(@extschema@.=) in_part AND b.ctid = ANY (ARRAY(
             SELECT y.ctid FROM dedup.outbox_batches AS y
             WHERE y.part OPERATOR(@extschema@.=) in_part AND y.topic = t.topic
-              AND y.id < (dedup.outbox_position(in_part, t.topic)).low
+              AND y.id < p.low
             ORDER BY y.id LIMIT batch_size));
         EXIT WHEN n >= batch_size;
         -- the oldest events first: created_at grows with seq, so a first
@@ -206,7 +226,7 @@ BEGIN
         WHERE o.part OPERATOR(@extschema@.=) in_part AND o.ctid = ANY (ARRAY(
             SELECT y.ctid
             FROM (SELECT x.ctid, x.created_at FROM dedup.outbox AS x
-                  WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = t.topic AND x.seq < t.upto
+                  WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = t.topic AND x.seq < upto
                     AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r
                                     WHERE r.part OPERATOR(@extschema@.=) x.part AND r.id = x.id)
                     AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d
