@@ -247,6 +247,8 @@ BEGIN
     CREATE UNIQUE INDEX outbox_topic_seq ON dedup.outbox (part, topic, seq);
     ALTER TABLE dedup.outbox_topics
         DROP CONSTRAINT outbox_topics_pkey, ADD CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic);
+    ALTER TABLE dedup.outbox_batches
+        DROP CONSTRAINT outbox_batches_pkey, ADD CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, id, rev);
     ALTER TABLE dedup.outbox_retry
         DROP CONSTRAINT outbox_retry_pkey, ADD CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id);
     ALTER TABLE dedup.outbox_held

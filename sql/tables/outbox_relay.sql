@@ -76,12 +76,13 @@ CREATE TABLE dedup.outbox_batches (
     members     bigint[] NOT NULL DEFAULT '{}',
     part        @extschema@.dedup_fingerprint NOT NULL,
     next_seq    bigint NOT NULL,
-    low_id      bigint NOT NULL
+    low_id      bigint NOT NULL,
+    CONSTRAINT outbox_batches_pkey PRIMARY KEY (id, rev)
 ) USING heap;
--- (not unique: on a Citus cluster a unique index names the distribution
--- column; the counter makes ids unique, a settle's lock its rev)
+-- (the primary key: the counter makes ids unique, a settle's lock its
+-- rev; dedup_distribute() puts part first in it, as Citus wants, and a
+-- shard move by logical replication needs it)
 CREATE INDEX outbox_batches_topic ON dedup.outbox_batches (topic, id, rev);
-CREATE INDEX outbox_batches_id ON dedup.outbox_batches (id, rev);
 
 -- The counter of batch ids (above), per node: on a Citus cluster a
 -- partition moved to another node needs that node's counter started past
