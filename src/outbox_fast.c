@@ -149,8 +149,7 @@ static const struct
 		" WHERE x.part %1$s $1 AND x.id OPERATOR(pg_catalog.=) $2"
 		" AND x.rev OPERATOR(pg_catalog.=) 0 FOR UPDATE",
 	2, {InvalidOid, INT8OID}},
-	[FAST_ACK] = {"SELECT x.rev, x.attempt, x.lease_until, x.first_seq, x.last_seq, x.settled,"
-		" x.extra, x.events, x.aggregates, x.members, x.next_seq, x.low_id"
+	[FAST_ACK] = {"SELECT x.rev, x.attempt, x.events, x.next_seq, x.low_id"
 		" FROM (SELECT * FROM dedup.outbox_batches AS y"
 		"  WHERE y.part %1$s $1 AND y.id OPERATOR(pg_catalog.=) $2"
 		"  ORDER BY y.rev DESC LIMIT 1) AS x"
@@ -160,9 +159,9 @@ static const struct
 	[FAST_ACK_WRITE] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
 		" lease_until, first_seq, last_seq, settled, extra, retried, events, aggregates,"
 		" members, next_seq, low_id)"
-		" VALUES ($1, $3, $2, $4, false, $5, $6, $7, $8, $9, $10, 0, $11, $12, $13, $14, $15)",
-		15, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID,
-	INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4ARRAYOID, INT8ARRAYOID, INT8OID, INT8OID}},
+		" VALUES ($1, $3, $2, $4, false, $5, NULL, NULL, NULL, NULL, NULL, 0, $6, NULL, NULL,"
+		" $7, $8)",
+		8, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID}},
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -530,22 +529,21 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
-		Datum		w[15];
-		char		nulls[15];
+		Datum		w[8];
 
-		memset(nulls, ' ', sizeof(nulls));
+		/*
+		 * the row of a batch out no more: its counts, the topic's position
+		 * and the low mark, none of its state (as the PL/pgSQL settle's,
+		 * dedup.outbox_batch_append())
+		 */
 		w[0] = args[0];
 		w[1] = args[1];
 		w[2] = args[2];
 		w[3] = Int32GetDatum(DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)) + 1);
-		for (int col = 2; col <= 12; col++)
-		{
+		for (int col = 2; col <= 5; col++)
 			w[col + 2] = SPI_getbinval(tup, desc, col, &isnull);
-			if (isnull)
-				nulls[col + 2] = 'n';
-		}
-		n = DatumGetInt32(w[10]);
-		if (fast_run_nulls(FAST_ACK_WRITE, w, nulls) != SPI_OK_INSERT || SPI_processed != 1)
+		n = DatumGetInt32(w[5]);
+		if (fast_run(FAST_ACK_WRITE, w, 0) != SPI_OK_INSERT || SPI_processed != 1)
 			elog(ERROR, "could not write the outbox's batch");
 	}
 	dedup_scope_counters_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);

@@ -291,6 +291,17 @@ AS $$
 DECLARE
     w dedup.outbox_batches;
 BEGIN
+    -- a batch out no more keeps none of its state but its counts, the
+    -- topic's position and the low mark (sql/tables/outbox_relay.sql)
+    IF NOT b.busy THEN
+        b.lease_until := NULL;
+        b.first_seq := NULL;
+        b.last_seq := NULL;
+        b.settled := NULL;
+        b.extra := NULL;
+        b.aggregates := NULL;
+        b.members := NULL;
+    END IF;
     INSERT INTO dedup.outbox_batches AS x (part, topic, id, rev, busy, attempt, lease_until,
                                            first_seq, last_seq, settled, extra, retried, events,
                                            aggregates, members, next_seq, low_id)
@@ -473,6 +484,7 @@ DECLARE
     new_bid bigint;
     blocked integer[];
     has_retry boolean;
+    has_due boolean;
     has_held boolean;
     has_log boolean;
     positioned boolean;
@@ -659,9 +671,23 @@ BEGIN
         RETURN;
     END IF;
 
-    -- a new batch, with a new id from the counter (its row is inserted
-    -- below, if it has events)
-    bid := dedup.outbox_batch_new_id(in_part);
+    -- a new batch: its id from the counter is drawn when it is sure to
+    -- have events (its row is inserted below), not by a poll that hands
+    -- nothing out and writes nothing (a sequence's nextval writes now and
+    -- then, and a waiting take whose poll wrote returns at once); 0 until
+    -- then, an id no batch has
+    bid := 0;
+    -- events of outbox_retry due now (of an aggregate free or not): none,
+    -- and step 1 has nothing to do (those not due still hold their
+    -- aggregates back in steps 2 and 3: has_retry)
+    has_due := has_retry
+        AND (SELECT r.seq FROM dedup.outbox_retry AS r
+             WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
+               AND r.batch IS NULL AND r.visible_at <= take_now
+             ORDER BY r.seq LIMIT 1) IS NOT NULL;
+    IF has_due THEN
+        bid := dedup.outbox_batch_new_id(in_part);
+    END IF;
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
     -- holds, each with every earlier one of its aggregate there due too
@@ -669,7 +695,7 @@ BEGIN
     -- (has_retry, has_held and has_log above are scalar subqueries with
     -- ORDER BY and LIMIT, not EXISTS, which the planner strips of them: a
     -- generic plan would read the whole table)
-    IF has_retry THEN
+    IF has_due THEN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r
             WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic AND r.batch IS NULL
@@ -815,6 +841,9 @@ BEGIN
 
     n := cardinality(r_ids) + cardinality(x_seqs) + c_n;
     IF n > 0 THEN
+        IF bid = 0 THEN
+            bid := dedup.outbox_batch_new_id(in_part);
+        END IF;
         b := NULL;
         b.topic := outbox_take_batch.topic;
         b.id := bid;

@@ -50,7 +50,10 @@ COMMENT ON TABLE dedup.outbox_topics IS 'each topic of the outbox''s log with a 
 -- the seqs in settled (held back, or acked or nacked one by one), and the
 -- events of dedup.outbox_retry that name the batch (retried of them);
 -- events counts them all, aggregates holds hashtext() of their aggregate
--- ids.  attempt is that of its events from the log; a batch out whose
+-- ids (a row of a batch out no more, busy false, keeps none of these:
+-- its lease, range, settled, extra, aggregates and members are NULL, so
+-- that an ack's row takes little room).  attempt is that of its events
+-- from the log; a batch out whose
 -- lease passed is handed out again, as much of it as the take's rules
 -- allow, the rest sent to dedup.outbox_retry
 -- (sql/functions/outbox_take.sql).  On a Citus cluster a take fills its
@@ -68,12 +71,12 @@ CREATE TABLE dedup.outbox_batches (
     lease_until timestamptz,
     first_seq   bigint,
     last_seq    bigint,
-    settled     bigint[] NOT NULL DEFAULT '{}',
-    extra       bigint[] NOT NULL DEFAULT '{}',
+    settled     bigint[] DEFAULT '{}',
+    extra       bigint[] DEFAULT '{}',
     retried     integer NOT NULL DEFAULT 0,
     events      integer NOT NULL DEFAULT 0,
-    aggregates  integer[] NOT NULL DEFAULT '{}',
-    members     bigint[] NOT NULL DEFAULT '{}',
+    aggregates  integer[] DEFAULT '{}',
+    members     bigint[] DEFAULT '{}',
     part        @extschema@.dedup_fingerprint NOT NULL,
     next_seq    bigint NOT NULL,
     low_id      bigint NOT NULL,
