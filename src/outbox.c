@@ -200,9 +200,8 @@ outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part)
  * A batch's id: its partition's number times 2^47, plus a number from the
  * node's counter of batches (dedup.outbox_batch_ids, from 1, below 2^47),
  * which every take that hands a batch out, or out again, draws anew: no
- * id is ever given to two batches, however often the slot that holds them
- * is reused (1.1's first ids had a slot's generation in them, and retired a
- * slot at its last one).  Both paths draw it here (the fast path directly,
+ * id is ever given to two batches (1.1's first ids had a slot's generation
+ * in them, and retired a slot at its last one).  Both paths draw it here (the fast path directly,
  * the PL/pgSQL one through dedup.outbox_batch_new_id()).
  */
 int64

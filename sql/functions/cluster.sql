@@ -266,7 +266,7 @@ BEGIN
     PERFORM create_distributed_table('dedup.outbox_held', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
     -- the counter of batch ids on every node past this one's: partition 0's
-    -- slots keep their batches' ids, and its next batches are handed out on
+    -- batch rows keep their ids, and its next batches are handed out on
     -- the node of its shard, from that node's counter (src/outbox.c), so
     -- that no id handed out before names a batch handed out after
     PERFORM dedup.run_everywhere(format('SELECT pg_catalog.setval(%L, %s, %L)', 'dedup.outbox_batch_ids',

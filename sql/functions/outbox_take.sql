@@ -10,9 +10,11 @@
 -- The log (dedup.outbox) is appended by puts and never updated.  A topic's
 -- relays read it in seq order from the topic's position (outbox_position),
 -- and a take hands out the next events as one batch (outbox_batches): one
--- row for the batch, none per event.  Acking the batch deletes that row;
--- the events stay in the log until the cleanup deletes what every relay
--- has passed.  Only events that need a state of their own get a row in
+-- row inserted for the batch, none per event, and one appended by each
+-- settle of it (sql/tables/outbox_relay.sql): no row of the relay's state
+-- is updated, so a held xmin horizon leaves no versions for a take to
+-- read.  The events stay in the log until the cleanup deletes what every
+-- relay has passed.  Only events that need a state of their own get a row in
 -- outbox_retry: one nacked (until its retry_delay, with the later events of
 -- its aggregate in its batch), one redriven.
 --
