@@ -78,6 +78,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
 #include "catalog.h"
@@ -252,6 +253,73 @@ outbox_batch_decode(int64 batch_id, uint32 *number, int64 *counter)
 	*number = (uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT);
 	*counter = batch_id & OUTBOX_BATCH_MAX_COUNTER;
 	return *counter > 0 && *number <= DEDUP_OUTBOX_MAX_PARTITION;
+}
+
+/*
+ * A settle (ack, nack, heartbeat) holding batch batch_id's lock acts on its
+ * newest row, of rev rev as its snapshot shows it.  Under a transaction
+ * snapshot (REPEATABLE READ, SERIALIZABLE) a row a settle or take that held
+ * the lock before appended, committed after the snapshot was taken, is not
+ * in it: the batch acked, nacked or handed out again under a new id would
+ * be settled once more from its old state (an event acked twice, one
+ * acked put back, a batch handed out again made out under its old id too).
+ * Such a settle fails as an UPDATE of a row updated since its snapshot
+ * does (40001); under READ COMMITTED each statement sees what committed.
+ */
+void
+outbox_batch_check_current(const DedupFingerprint *part, int64 batch_id, int32 rev)
+{
+	char	   *sql;
+	Oid			argtypes[3];
+	Datum		values[3];
+	SPIPlanPtr	plan;
+	int			rc;
+	bool		later;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	sql = psprintf("SELECT FROM dedup.outbox_batches AS x WHERE x.part %s $1"
+				   " AND x.id OPERATOR(pg_catalog.=) $2 AND x.rev OPERATOR(pg_catalog.>) $3",
+				   dedup_catalog_fingerprint_eq());
+	argtypes[0] = dedup_catalog_fingerprint_type();
+	argtypes[1] = INT8OID;
+	argtypes[2] = INT4OID;
+	plan = SPI_prepare(sql, 3, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	values[0] = PointerGetDatum(part);
+	values[1] = Int64GetDatum(batch_id);
+	values[2] = Int32GetDatum(rev);
+	/* read with a snapshot taken now: what committed since the transaction's */
+	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							  true, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not run \"%s\": %s", sql, SPI_result_code_string(rc));
+	later = SPI_processed > 0;
+	SPI_finish();
+	if (later)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to a concurrent settle of an outbox batch"),
+				 errdetail("Batch %lld was acked, nacked, extended or handed out again after this transaction's snapshot was taken.",
+						   (long long) batch_id),
+				 errhint("Retry the transaction.")));
+}
+
+/*
+ * dedup.outbox_batch_check_current(in_part dedup_fingerprint, bid bigint,
+ *									rev integer): the check above, for the
+ * PL/pgSQL settles (dedup.outbox_batch()).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_check_current);
+Datum
+dedup_outbox_batch_check_current(PG_FUNCTION_ARGS)
+{
+	outbox_batch_check_current(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_INT64(1),
+							   PG_GETARG_INT32(2));
+	PG_RETURN_VOID();
 }
 
 /* dedup.outbox_batch_valid(batch_id bigint) RETURNS boolean */

@@ -545,6 +545,8 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 				nulls[col + 2] = 'n';
 		}
 		n = DatumGetInt32(w[10]);
+		/* its newest row under a transaction snapshot too (40001 if not) */
+		outbox_batch_check_current(part, batch_id, DatumGetInt32(w[3]) - 1);
 		if (fast_run_nulls(FAST_ACK_WRITE, w, nulls) != SPI_OK_INSERT || SPI_processed != 1)
 			elog(ERROR, "could not write the outbox's batch");
 	}

@@ -239,6 +239,14 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
+-- Under a transaction snapshot (REPEATABLE READ, SERIALIZABLE): a 40001
+-- error if batch bid has a row of a rev past rev, appended by a settle or
+-- take that committed after the snapshot was taken (src/outbox.c).
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_check_current(in_part @extschema@.dedup_fingerprint, bid bigint,
+    rev integer) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_check_current' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_check_current(@extschema@.dedup_fingerprint, bigint, integer) FROM PUBLIC;
+
 -- Batch bid of partition in_part, as its newest row, if it is out (busy),
 -- else no row; locked (its rev 0 row, so that the settles of a batch go
 -- one after another) unless only_read.  skip_locked: no row either while
@@ -252,6 +260,8 @@ RETURNS SETOF dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    b dedup.outbox_batches;
 BEGIN
     IF NOT dedup.outbox_batch_valid(bid) THEN
         RETURN;
@@ -271,12 +281,18 @@ BEGIN
         RETURN;
     END IF;
     -- (a statement of its own: it sees what a settle that held the lock
-    -- before committed)
-    RETURN QUERY
-    SELECT * FROM (SELECT * FROM dedup.outbox_batches AS x
-                   WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
-                   ORDER BY x.rev DESC LIMIT 1) AS y
-    WHERE y.busy;
+    -- before committed; under a transaction snapshot, which may not, the
+    -- settle fails if a row was appended since, 40001)
+    SELECT * INTO b FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
+    ORDER BY x.rev DESC LIMIT 1;
+    IF NOT FOUND OR NOT b.busy THEN
+        RETURN;
+    END IF;
+    IF NOT only_read THEN
+        PERFORM dedup.outbox_batch_check_current(in_part, bid, b.rev);
+    END IF;
+    RETURN NEXT b;
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean, boolean) FROM PUBLIC;
