@@ -229,11 +229,56 @@ outbox_batch_new_id(const DedupFingerprint *part)
 	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) | counter;
 }
 
-/* dedup.outbox_batch_new_id(in_part dedup_fingerprint) RETURNS bigint */
+/*
+ * A new batch's id above above (the id of its topic's newest batch row in
+ * the partition, or 0): a topic's position and low mark are read from its
+ * newest row, so its ids must grow with each take.  The node's counter may
+ * be behind a partition's ids (its shard moved here from a node whose
+ * counter was ahead; a database copied without its sequences): then it is
+ * set past above, under the counter's ExclusiveLock, which waits for every
+ * transaction that drew from it (nextval holds RowExclusiveLock to the
+ * end) and keeps any other from drawing until this one ends, so that the
+ * counter only moves forward past every id drawn.  Rare: once after such
+ * a move for each partition.
+ */
+int64
+outbox_batch_new_id_above(const DedupFingerprint *part, int64 above)
+{
+	int64		id = outbox_batch_new_id(part);
+	uint32		number;
+	int64		counter;
+	Oid			seq;
+
+	if (id > above)
+		return id;
+	if (!outbox_batch_decode(above, &number, &counter) || number != outbox_part_number(part))
+		elog(ERROR, "outbox batch %lld is not of partition %u", (long long) above,
+			 outbox_part_number(part));
+	seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_BATCH_IDS);
+	LockRelationOid(seq, ExclusiveLock);
+	id = outbox_batch_new_id(part);
+	if (id > above)
+		return id;
+	(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq), Int64GetDatum(counter));
+	id = outbox_batch_new_id(part);
+	Assert(id > above);
+	return id;
+}
+
+/*
+ * dedup.outbox_batch_new_id(in_part dedup_fingerprint, above bigint DEFAULT
+ * NULL) RETURNS bigint: outbox_batch_new_id(), or, with above,
+ * outbox_batch_new_id_above()
+ */
 PG_FUNCTION_INFO_V1(dedup_outbox_batch_new_id);
 Datum
 dedup_outbox_batch_new_id(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0))
+		elog(ERROR, "an outbox batch needs a partition");
+	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
+		PG_RETURN_INT64(outbox_batch_new_id_above(PG_GETARG_DEDUP_FINGERPRINT_P(0),
+												  PG_GETARG_INT64(1)));
 	PG_RETURN_INT64(outbox_batch_new_id(PG_GETARG_DEDUP_FINGERPRINT_P(0)));
 }
 

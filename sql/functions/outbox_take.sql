@@ -158,10 +158,12 @@ REVOKE ALL ON FUNCTION dedup.outbox_bury(@extschema@.dedup_fingerprint, text, bi
 -- times 2^47, plus the next number of the node's counter of batches
 -- (dedup.outbox_batch_ids), never given to another batch.  A take draws
 -- one for each batch it hands out, and again for one it hands out again.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_new_id(in_part @extschema@.dedup_fingerprint)
+-- With above (a topic's newest batch id in the partition), an id above it:
+-- the node's counter behind the partition's ids is set past it first.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_new_id(in_part @extschema@.dedup_fingerprint, above bigint DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_new_id' LANGUAGE C VOLATILE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_new_id(@extschema@.dedup_fingerprint) FROM PUBLIC;
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_new_id' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_new_id(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
 -- Whether bid is an id a batch can have (src/outbox.c decodes an id for
 -- both paths); a row of outbox_batches with that id is the batch.
@@ -331,6 +333,7 @@ DECLARE
     w dedup.outbox_batches;
     low bigint;
 BEGIN
+    -- (its id is above every one of its topic's: outbox_batch_new_id())
     low := least(b.id, (SELECT min(o.id) FROM dedup.outbox_batches_out(in_part, b.topic) AS o));
     -- a topic with a batch has a position (the 1.0 calls find its batches
     -- by its row): one whose batch holds events of outbox_retry alone may
@@ -622,7 +625,10 @@ BEGIN
             b.settled := b.settled || rest_seqs;
         END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
-        new_bid := dedup.outbox_batch_new_id(in_part);
+        -- (above the topic's newest: outbox_batch_new_id(), src/outbox.c)
+        new_bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                                       WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                                       ORDER BY x.id DESC LIMIT 1));
         UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1, batch = new_bid
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
         -- the batch under its old id is out no more (a row appended), and
@@ -677,7 +683,9 @@ BEGIN
 
     -- a new batch, with a new id from the counter (its row is inserted
     -- below, if it has events)
-    bid := dedup.outbox_batch_new_id(in_part);
+    bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                              WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                              ORDER BY x.id DESC LIMIT 1));
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
     -- holds, each with every earlier one of its aggregate there due too
