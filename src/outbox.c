@@ -78,6 +78,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
 #include "catalog.h"
@@ -227,11 +228,56 @@ outbox_batch_new_id(const DedupFingerprint *part)
 	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) | counter;
 }
 
-/* dedup.outbox_batch_new_id(in_part dedup_fingerprint) RETURNS bigint */
+/*
+ * A new batch's id above above (the id of its topic's newest batch row in
+ * the partition, or 0): a topic's position and low mark are read from its
+ * newest row, so its ids must grow with each take.  The node's counter may
+ * be behind a partition's ids (its shard moved here from a node whose
+ * counter was ahead; a database copied without its sequences): then it is
+ * set past above, under the counter's ExclusiveLock, which waits for every
+ * transaction that drew from it (nextval holds RowExclusiveLock to the
+ * end) and keeps any other from drawing until this one ends, so that the
+ * counter only moves forward past every id drawn.  Rare: once after such
+ * a move for each partition.
+ */
+int64
+outbox_batch_new_id_above(const DedupFingerprint *part, int64 above)
+{
+	int64		id = outbox_batch_new_id(part);
+	uint32		number;
+	int64		counter;
+	Oid			seq;
+
+	if (id > above)
+		return id;
+	if (!outbox_batch_decode(above, &number, &counter) || number != outbox_part_number(part))
+		elog(ERROR, "outbox batch %lld is not of partition %u", (long long) above,
+			 outbox_part_number(part));
+	seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_BATCH_IDS);
+	LockRelationOid(seq, ExclusiveLock);
+	id = outbox_batch_new_id(part);
+	if (id > above)
+		return id;
+	(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq), Int64GetDatum(counter));
+	id = outbox_batch_new_id(part);
+	Assert(id > above);
+	return id;
+}
+
+/*
+ * dedup.outbox_batch_new_id(in_part dedup_fingerprint, above bigint DEFAULT
+ * NULL) RETURNS bigint: outbox_batch_new_id(), or, with above,
+ * outbox_batch_new_id_above()
+ */
 PG_FUNCTION_INFO_V1(dedup_outbox_batch_new_id);
 Datum
 dedup_outbox_batch_new_id(PG_FUNCTION_ARGS)
 {
+	if (PG_ARGISNULL(0))
+		elog(ERROR, "an outbox batch needs a partition");
+	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
+		PG_RETURN_INT64(outbox_batch_new_id_above(PG_GETARG_DEDUP_FINGERPRINT_P(0),
+												  PG_GETARG_INT64(1)));
 	PG_RETURN_INT64(outbox_batch_new_id(PG_GETARG_DEDUP_FINGERPRINT_P(0)));
 }
 
@@ -251,6 +297,73 @@ outbox_batch_decode(int64 batch_id, uint32 *number, int64 *counter)
 	*number = (uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT);
 	*counter = batch_id & OUTBOX_BATCH_MAX_COUNTER;
 	return *counter > 0 && *number <= DEDUP_OUTBOX_MAX_PARTITION;
+}
+
+/*
+ * A settle (ack, nack, heartbeat) holding batch batch_id's lock acts on its
+ * newest row, of rev rev as its snapshot shows it.  Under a transaction
+ * snapshot (REPEATABLE READ, SERIALIZABLE) a row a settle or take that held
+ * the lock before appended, committed after the snapshot was taken, is not
+ * in it: the batch acked, nacked or handed out again under a new id would
+ * be settled once more from its old state (an event acked twice, one
+ * acked put back, a batch handed out again made out under its old id too).
+ * Such a settle fails as an UPDATE of a row updated since its snapshot
+ * does (40001); under READ COMMITTED each statement sees what committed.
+ */
+void
+outbox_batch_check_current(const DedupFingerprint *part, int64 batch_id, int32 rev)
+{
+	char	   *sql;
+	Oid			argtypes[3];
+	Datum		values[3];
+	SPIPlanPtr	plan;
+	int			rc;
+	bool		later;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	sql = psprintf("SELECT FROM dedup.outbox_batches AS x WHERE x.part %s $1"
+				   " AND x.id OPERATOR(pg_catalog.=) $2 AND x.rev OPERATOR(pg_catalog.>) $3",
+				   dedup_catalog_fingerprint_eq());
+	argtypes[0] = dedup_catalog_fingerprint_type();
+	argtypes[1] = INT8OID;
+	argtypes[2] = INT4OID;
+	plan = SPI_prepare(sql, 3, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	values[0] = PointerGetDatum(part);
+	values[1] = Int64GetDatum(batch_id);
+	values[2] = Int32GetDatum(rev);
+	/* read with a snapshot taken now: what committed since the transaction's */
+	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							  true, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not run \"%s\": %s", sql, SPI_result_code_string(rc));
+	later = SPI_processed > 0;
+	SPI_finish();
+	if (later)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to a concurrent settle of an outbox batch"),
+				 errdetail("Batch %lld was acked, nacked, extended or handed out again after this transaction's snapshot was taken.",
+						   (long long) batch_id),
+				 errhint("Retry the transaction.")));
+}
+
+/*
+ * dedup.outbox_batch_check_current(in_part dedup_fingerprint, bid bigint,
+ *									rev integer): the check above, for the
+ * PL/pgSQL settles (dedup.outbox_batch()).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_check_current);
+Datum
+dedup_outbox_batch_check_current(PG_FUNCTION_ARGS)
+{
+	outbox_batch_check_current(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_INT64(1),
+							   PG_GETARG_INT32(2));
+	PG_RETURN_VOID();
 }
 
 /* dedup.outbox_batch_valid(batch_id bigint) RETURNS boolean */

@@ -34,8 +34,10 @@ extern uint32 outbox_part_number(const DedupFingerprint *part);
 extern bool outbox_distributed(void);
 extern void outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part);
 extern int64 outbox_batch_new_id(const DedupFingerprint *part);
+extern int64 outbox_batch_new_id_above(const DedupFingerprint *part, int64 above);
 extern bool outbox_batch_part(int64 batch_id, DedupFingerprint *part);
 extern bool outbox_batch_decode(int64 batch_id, uint32 *number, int64 *counter);
+extern void outbox_batch_check_current(const DedupFingerprint *part, int64 batch_id, int32 rev);
 extern int32 outbox_scan_limit(int32 batch_size, int32 room);
 extern int64 outbox_next_position(int64 pos, int64 stable, int64 scanned, int64 kept,
 								  int32 scan_limit, int64 last);

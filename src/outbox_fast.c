@@ -111,10 +111,10 @@ static const struct
 		" (SELECT o.seq FROM dedup.outbox AS o"
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) p.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
-		" p.low_id"
-		" FROM (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq, n.low_id"
+		" p.low_id, p.id"
+		" FROM (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq, n.low_id, n.id"
 		"  FROM dedup.outbox_topics AS t LEFT JOIN LATERAL"
-		"  (SELECT y.next_seq, y.low_id FROM dedup.outbox_batches AS y"
+		"  (SELECT y.next_seq, y.low_id, y.id FROM dedup.outbox_batches AS y"
 		"   WHERE y.part %1$s $1 AND y.topic OPERATOR(pg_catalog.=) $2"
 		"   ORDER BY y.id DESC LIMIT 1) AS n ON true"
 	"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p", 2, {InvalidOid, TEXTOID}},
@@ -276,6 +276,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	bool		has_log;
 	int64		pos;
 	int64		low = 0;		/* the lowest id of the batches out, or 0 */
+	int64		newest = 0;		/* the id of the topic's newest batch row, or 0 */
 	int64		batch_id;
 	int32	   *blocked;
 	int			nblocked = 0;
@@ -306,6 +307,9 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	low = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &no_batch));
+	if (!no_batch)
+		newest = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
+											 &isnull));
 	blocked = palloc(sizeof(int32) * 1);
 	if (no_batch)
 		low = 0;
@@ -420,7 +424,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 * the lowest id of the batches out read above, or its own
 	 * (sql/tables/outbox_relay.sql)
 	 */
-	batch_id = outbox_batch_new_id(part);
+	/* above the topic's newest (its position and low mark are that row's) */
+	batch_id = outbox_batch_new_id_above(part, newest);
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_check_timestamp_plus(GetCurrentTimestamp(), lease);
 	args[0] = PointerGetDatum(part);
@@ -543,6 +548,8 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 		for (int col = 2; col <= 5; col++)
 			w[col + 2] = SPI_getbinval(tup, desc, col, &isnull);
 		n = DatumGetInt32(w[5]);
+		/* its newest row under a transaction snapshot too (40001 if not) */
+		outbox_batch_check_current(part, batch_id, DatumGetInt32(w[3]) - 1);
 		if (fast_run(FAST_ACK_WRITE, w, 0) != SPI_OK_INSERT || SPI_processed != 1)
 			elog(ERROR, "could not write the outbox's batch");
 	}

@@ -192,22 +192,29 @@ DECLARE
     n bigint := 0;
     m bigint;
     p record;
+    held bigint;
     upto bigint;
 BEGIN
     -- (the position and the batches out read by statements of their own,
     -- not inside the loop's: on a Citus cluster a statement on a shard runs
-    -- no other statement on a distributed table)
+    -- no other statement on a distributed table.  In this order, each after
+    -- the one before: the position, then the held events, then the
+    -- batches out.  A take that holds events back after the position was
+    -- read holds them at or past it; one that hands held events out after
+    -- they were read puts them in a batch read out after, or acked.  Held
+    -- events read before the position, in the loop's statement, missed
+    -- those that a take committed meanwhile held back and passed.)
     FOR t IN SELECT x.topic,
-                    (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
-                     WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic) AS held,
                     pg_catalog.statement_timestamp()
                     - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
              FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
         p := dedup.outbox_position(in_part, t.topic);
+        held := (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
+                 WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = t.topic);
         upto := least(p.next_seq,
                       (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
                        FROM dedup.outbox_batches_out(in_part, t.topic) AS b),
-                      t.held);
+                      held);
         -- the topic's batch rows below its low mark: none of their batches
         -- is out, nor will be (sql/tables/outbox_relay.sql), and no reader
         -- reads them any more but a snapshot older than the newest batch

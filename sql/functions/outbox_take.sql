@@ -160,10 +160,12 @@ REVOKE ALL ON FUNCTION dedup.outbox_bury(@extschema@.dedup_fingerprint, text, bi
 -- times 2^47, plus the next number of the node's counter of batches
 -- (dedup.outbox_batch_ids), never given to another batch.  A take draws
 -- one for each batch it hands out, and again for one it hands out again.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_new_id(in_part @extschema@.dedup_fingerprint)
+-- With above (a topic's newest batch id in the partition), an id above it:
+-- the node's counter behind the partition's ids is set past it first.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_new_id(in_part @extschema@.dedup_fingerprint, above bigint DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_new_id' LANGUAGE C VOLATILE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_new_id(@extschema@.dedup_fingerprint) FROM PUBLIC;
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_new_id' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_new_id(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
 -- Whether bid is an id a batch can have (src/outbox.c decodes an id for
 -- both paths); a row of outbox_batches with that id is the batch.
@@ -241,6 +243,14 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
+-- Under a transaction snapshot (REPEATABLE READ, SERIALIZABLE): a 40001
+-- error if batch bid has a row of a rev past rev, appended by a settle or
+-- take that committed after the snapshot was taken (src/outbox.c).
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_check_current(in_part @extschema@.dedup_fingerprint, bid bigint,
+    rev integer) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_check_current' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_check_current(@extschema@.dedup_fingerprint, bigint, integer) FROM PUBLIC;
+
 -- Batch bid of partition in_part, as its newest row, if it is out (busy),
 -- else no row; locked (its rev 0 row, so that the settles of a batch go
 -- one after another) unless only_read.  skip_locked: no row either while
@@ -254,6 +264,8 @@ RETURNS SETOF dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    b dedup.outbox_batches;
 BEGIN
     IF NOT dedup.outbox_batch_valid(bid) THEN
         RETURN;
@@ -273,12 +285,18 @@ BEGIN
         RETURN;
     END IF;
     -- (a statement of its own: it sees what a settle that held the lock
-    -- before committed)
-    RETURN QUERY
-    SELECT * FROM (SELECT * FROM dedup.outbox_batches AS x
-                   WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
-                   ORDER BY x.rev DESC LIMIT 1) AS y
-    WHERE y.busy;
+    -- before committed; under a transaction snapshot, which may not, the
+    -- settle fails if a row was appended since, 40001)
+    SELECT * INTO b FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
+    ORDER BY x.rev DESC LIMIT 1;
+    IF NOT FOUND OR NOT b.busy THEN
+        RETURN;
+    END IF;
+    IF NOT only_read THEN
+        PERFORM dedup.outbox_batch_check_current(in_part, bid, b.rev);
+    END IF;
+    RETURN NEXT b;
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean, boolean) FROM PUBLIC;
@@ -328,6 +346,7 @@ DECLARE
     w dedup.outbox_batches;
     low bigint;
 BEGIN
+    -- (its id is above every one of its topic's: outbox_batch_new_id())
     low := least(b.id, (SELECT min(o.id) FROM dedup.outbox_batches_out(in_part, b.topic) AS o));
     -- a topic with a batch has a position (the 1.0 calls find its batches
     -- by its row): one whose batch holds events of outbox_retry alone may
@@ -620,7 +639,10 @@ BEGIN
             b.settled := b.settled || rest_seqs;
         END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
-        new_bid := dedup.outbox_batch_new_id(in_part);
+        -- (above the topic's newest: outbox_batch_new_id(), src/outbox.c)
+        new_bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                                       WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                                       ORDER BY x.id DESC LIMIT 1));
         UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1, batch = new_bid
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
         -- the batch under its old id is out no more (a row appended), and
@@ -688,7 +710,9 @@ BEGIN
                AND r.batch IS NULL AND r.visible_at <= take_now
              ORDER BY r.seq LIMIT 1) IS NOT NULL;
     IF has_due THEN
-        bid := dedup.outbox_batch_new_id(in_part);
+        bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                          WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                          ORDER BY x.id DESC LIMIT 1));
     END IF;
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
@@ -844,7 +868,9 @@ BEGIN
     n := cardinality(r_ids) + cardinality(x_seqs) + c_n;
     IF n > 0 THEN
         IF bid = 0 THEN
-            bid := dedup.outbox_batch_new_id(in_part);
+            bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                          WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                          ORDER BY x.id DESC LIMIT 1));
         END IF;
         b := NULL;
         b.topic := outbox_take_batch.topic;
