@@ -96,12 +96,12 @@ DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSI
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
 # pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape outbox_ids outbox_wrap streams stream_epochs cleanup buckets history scopestats errors setting_ranges security privileges history_recreate
+REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape outbox_ids outbox_batch_counter outbox_wrap streams stream_epochs cleanup buckets history scopestats errors setting_ranges security privileges history_recreate
 REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
-	outbox-put outbox-put-held outbox-put-locks outbox-ids-race outbox-take outbox-slots outbox-slot-reuse outbox-ack-lease outbox-lapsed-settle outbox-order outbox-relay-death outbox-rehand outbox-failure outbox-hot-failure outbox-hot-relays \
+	outbox-put outbox-put-held outbox-put-locks outbox-ids-race outbox-take outbox-slots outbox-slot-reuse outbox-ack-lease outbox-lapsed-settle outbox-settle-snapshot outbox-trim-held outbox-order outbox-relay-death outbox-rehand outbox-failure outbox-hot-failure outbox-hot-relays \
 	outbox-heartbeat outbox-wait outbox-wake outbox-wake-rearm outbox-listen outbox-listen-race \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
 	record-keylock record-extend record-busy-row stream-advance stream-epoch-batch history-fold bucket-writer bucket-reader bucket-wait extension-drop \

@@ -64,6 +64,7 @@ static const char *const dedup_relnames[DEDUP_NUM_RELATIONS] = {
 	[DEDUP_REL_OUTBOX_DEAD] = "outbox_dead",
 	[DEDUP_REL_OUTBOX_DEAD_PKEY] = "outbox_dead_pkey",
 	[DEDUP_REL_HISTORY_SPANS] = "history_spans",
+	[DEDUP_REL_OUTBOX_BATCH_IDS] = "outbox_batch_ids",
 };
 static DedupCitusKind dedup_relkind[DEDUP_NUM_RELATIONS];	/* Citus's kind of each */
 static bool dedup_relremote[DEDUP_NUM_RELATIONS];	/* one shard, not on this

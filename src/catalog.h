@@ -49,6 +49,7 @@ typedef enum DedupRelation
 	DEDUP_REL_OUTBOX_DEAD,
 	DEDUP_REL_OUTBOX_DEAD_PKEY,
 	DEDUP_REL_HISTORY_SPANS,	/* on a Citus cluster: a reference table */
+	DEDUP_REL_OUTBOX_BATCH_IDS, /* the counter of batch ids (outbox.c) */
 	DEDUP_NUM_RELATIONS
 } DedupRelation;
 
@@ -82,7 +83,7 @@ extern Snapshot dedup_catalog_cache_snapshot(void);
 #define DEDUP_LOCKTAG_EVENT		0x6467
 /* the outbox's relay locks: a take's, on its topic, until it ends (outbox.c) */
 #define DEDUP_LOCKTAG_RELAY		0x6468
-/* the outbox's slot locks: a take's, on the slot it numbers, until it ends (outbox.c) */
+/* (retired: the outbox's slot locks of 1.1's first batches; kept so that no class reuses it) */
 #define DEDUP_LOCKTAG_SLOT		0x6469
 /* the bucket write locks: a writer's, on a bucket it wrote into, until it ends (bucket.c) */
 #define DEDUP_LOCKTAG_BUCKET	0x646A

@@ -78,6 +78,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
 #include "catalog.h"
@@ -197,112 +198,183 @@ outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part)
 }
 
 /*
- * A batch's id: its partition's number times 2^47, plus its slot's times
- * 2^31, plus the slot's generation (below 2^31).
+ * A batch's id: its partition's number times 2^47, plus a number from the
+ * node's counter of batches (dedup.outbox_batch_ids, from 1, below 2^47),
+ * which every take that hands a batch out, or out again, draws anew: no
+ * id is ever given to two batches (1.1's first ids had a slot's generation
+ * in them, and retired a slot at its last one).  Both paths draw it here (the fast path directly,
+ * the PL/pgSQL one through dedup.outbox_batch_new_id()).
  */
 int64
-outbox_batch_id(const DedupFingerprint *part, int32 slot, int32 generation)
+outbox_batch_new_id(const DedupFingerprint *part)
 {
 	uint32		number = outbox_part_number(part);
+	Oid			seq;
+	int64		counter;
 
-	if (number > DEDUP_OUTBOX_MAX_PARTITION || slot < 0 || slot > OUTBOX_BATCH_MAX_SLOT ||
-		generation < 0)
-		elog(ERROR, "an outbox batch of partition %u, slot %d and generation %d has no id",
-			 number, slot, generation);
-	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) |
-		((int64) slot << OUTBOX_BATCH_SLOT_SHIFT) | generation;
+	if (number > DEDUP_OUTBOX_MAX_PARTITION)
+		elog(ERROR, "an outbox batch of partition %u has no id", number);
+	/*
+	 * The node's own counter, on a Citus worker too (looked up, not through
+	 * dedup_catalog_relation_oid(), which refuses a worker's copy of what is
+	 * not distributed); the sequence's own checks: its MAXVALUE is
+	 * OUTBOX_BATCH_MAX_COUNTER
+	 */
+	seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_BATCH_IDS);
+	if (!OidIsValid(seq))
+		(void) dedup_catalog_relation_oid(DEDUP_REL_OUTBOX_BATCH_IDS);	/* its error */
+	counter = nextval_internal(seq, false);
+	Assert(counter > 0 && counter <= OUTBOX_BATCH_MAX_COUNTER);
+	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) | counter;
 }
 
 /*
- * dedup.outbox_batch_id(in_part dedup_fingerprint, slot integer,
- *						 generation integer) RETURNS bigint
+ * A new batch's id above above (the id of its topic's newest batch row in
+ * the partition, or 0): a topic's position and low mark are read from its
+ * newest row, so its ids must grow with each take.  The node's counter may
+ * be behind a partition's ids (its shard moved here from a node whose
+ * counter was ahead; a database copied without its sequences): then it is
+ * set past above, under the counter's ExclusiveLock, which waits for every
+ * transaction that drew from it (nextval holds RowExclusiveLock to the
+ * end) and keeps any other from drawing until this one ends, so that the
+ * counter only moves forward past every id drawn.  Rare: once after such
+ * a move for each partition.
  */
-PG_FUNCTION_INFO_V1(dedup_outbox_batch_id);
-Datum
-dedup_outbox_batch_id(PG_FUNCTION_ARGS)
+int64
+outbox_batch_new_id_above(const DedupFingerprint *part, int64 above)
 {
-	PG_RETURN_INT64(outbox_batch_id(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_INT32(1),
-									PG_GETARG_INT32(2)));
+	int64		id = outbox_batch_new_id(part);
+	uint32		number;
+	int64		counter;
+	Oid			seq;
+
+	if (id > above)
+		return id;
+	if (!outbox_batch_decode(above, &number, &counter) || number != outbox_part_number(part))
+		elog(ERROR, "outbox batch %lld is not of partition %u", (long long) above,
+			 outbox_part_number(part));
+	seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_BATCH_IDS);
+	LockRelationOid(seq, ExclusiveLock);
+	id = outbox_batch_new_id(part);
+	if (id > above)
+		return id;
+	(void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq), Int64GetDatum(counter));
+	id = outbox_batch_new_id(part);
+	Assert(id > above);
+	return id;
 }
 
 /*
- * The parts of a batch's id (outbox_batch_id()): its partition's number,
- * its slot's and the slot's generation; false if no batch can have that
- * id.  Every reader of an id decodes it here, the C paths directly, the
- * PL/pgSQL ones through dedup.outbox_batch_slot() and
- * dedup.outbox_batch_generation().
+ * dedup.outbox_batch_new_id(in_part dedup_fingerprint, above bigint DEFAULT
+ * NULL) RETURNS bigint: outbox_batch_new_id(), or, with above,
+ * outbox_batch_new_id_above()
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_new_id);
+Datum
+dedup_outbox_batch_new_id(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		elog(ERROR, "an outbox batch needs a partition");
+	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
+		PG_RETURN_INT64(outbox_batch_new_id_above(PG_GETARG_DEDUP_FINGERPRINT_P(0),
+												  PG_GETARG_INT64(1)));
+	PG_RETURN_INT64(outbox_batch_new_id(PG_GETARG_DEDUP_FINGERPRINT_P(0)));
+}
+
+/*
+ * The parts of a batch's id (outbox_batch_new_id()): its partition's
+ * number and its counter's; false if no batch can have that id.  Every
+ * reader of an id decodes it here: the partition an ack, nack or
+ * heartbeat goes to (outbox_batch_part(), for both paths), the fast path's
+ * ack; an id that decodes names a batch only if a row of
+ * dedup.outbox_batches has it.
  */
 bool
-outbox_batch_decode(int64 batch_id, uint32 *number, int32 *slot, int32 *generation)
+outbox_batch_decode(int64 batch_id, uint32 *number, int64 *counter)
 {
-	if (batch_id < 0)
+	if (batch_id <= 0)
 		return false;
 	*number = (uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT);
-	*slot = (int32) ((batch_id >> OUTBOX_BATCH_SLOT_SHIFT) & OUTBOX_BATCH_MAX_SLOT);
-	*generation = (int32) (batch_id & OUTBOX_BATCH_MAX_GENERATION);
-	return true;
-}
-
-/* dedup.outbox_batch_slot(batch_id bigint) RETURNS integer: NULL for no batch's */
-PG_FUNCTION_INFO_V1(dedup_outbox_batch_slot);
-Datum
-dedup_outbox_batch_slot(PG_FUNCTION_ARGS)
-{
-	uint32		number;
-	int32		slot;
-	int32		generation;
-
-	if (!outbox_batch_decode(PG_GETARG_INT64(0), &number, &slot, &generation))
-		PG_RETURN_NULL();
-	PG_RETURN_INT32(slot);
-}
-
-/* dedup.outbox_batch_generation(batch_id bigint) RETURNS integer: NULL for no batch's */
-PG_FUNCTION_INFO_V1(dedup_outbox_batch_generation);
-Datum
-dedup_outbox_batch_generation(PG_FUNCTION_ARGS)
-{
-	uint32		number;
-	int32		slot;
-	int32		generation;
-
-	if (!outbox_batch_decode(PG_GETARG_INT64(0), &number, &slot, &generation))
-		PG_RETURN_NULL();
-	PG_RETURN_INT32(generation);
+	*counter = batch_id & OUTBOX_BATCH_MAX_COUNTER;
+	return *counter > 0 && *number <= DEDUP_OUTBOX_MAX_PARTITION;
 }
 
 /*
- * The generation of a slot's next batch.  It never wraps in practice: a
- * slot at OUTBOX_BATCH_MAX_GENERATION is retired before (outbox_take.sql);
- * past it, it would come back to 1, never to 0, which no batch has.
+ * A settle (ack, nack, heartbeat) holding batch batch_id's lock acts on its
+ * newest row, of rev rev as its snapshot shows it.  Under a transaction
+ * snapshot (REPEATABLE READ, SERIALIZABLE) a row a settle or take that held
+ * the lock before appended, committed after the snapshot was taken, is not
+ * in it: the batch acked, nacked or handed out again under a new id would
+ * be settled once more from its old state (an event acked twice, one
+ * acked put back, a batch handed out again made out under its old id too).
+ * Such a settle fails as an UPDATE of a row updated since its snapshot
+ * does (40001); under READ COMMITTED each statement sees what committed.
  */
-int32
-outbox_next_generation(int32 generation)
+void
+outbox_batch_check_current(const DedupFingerprint *part, int64 batch_id, int32 rev)
 {
-	return generation % OUTBOX_BATCH_MAX_GENERATION + 1;
+	char	   *sql;
+	Oid			argtypes[3];
+	Datum		values[3];
+	SPIPlanPtr	plan;
+	int			rc;
+	bool		later;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	sql = psprintf("SELECT FROM dedup.outbox_batches AS x WHERE x.part %s $1"
+				   " AND x.id OPERATOR(pg_catalog.=) $2 AND x.rev OPERATOR(pg_catalog.>) $3",
+				   dedup_catalog_fingerprint_eq());
+	argtypes[0] = dedup_catalog_fingerprint_type();
+	argtypes[1] = INT8OID;
+	argtypes[2] = INT4OID;
+	plan = SPI_prepare(sql, 3, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	values[0] = PointerGetDatum(part);
+	values[1] = Int64GetDatum(batch_id);
+	values[2] = Int32GetDatum(rev);
+	/* read with a snapshot taken now: what committed since the transaction's */
+	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							  true, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not run \"%s\": %s", sql, SPI_result_code_string(rc));
+	later = SPI_processed > 0;
+	SPI_finish();
+	if (later)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to a concurrent settle of an outbox batch"),
+				 errdetail("Batch %lld was acked, nacked, extended or handed out again after this transaction's snapshot was taken.",
+						   (long long) batch_id),
+				 errhint("Retry the transaction.")));
 }
 
-/* Whether a slot at generation is retired: it gives no batch another id. */
-bool
-outbox_slot_retired(int32 generation)
-{
-	return generation >= OUTBOX_BATCH_MAX_GENERATION;
-}
-
-/* dedup.outbox_slot_retired(generation integer) RETURNS boolean */
-PG_FUNCTION_INFO_V1(dedup_outbox_slot_retired);
+/*
+ * dedup.outbox_batch_check_current(in_part dedup_fingerprint, bid bigint,
+ *									rev integer): the check above, for the
+ * PL/pgSQL settles (dedup.outbox_batch()).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_check_current);
 Datum
-dedup_outbox_slot_retired(PG_FUNCTION_ARGS)
+dedup_outbox_batch_check_current(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(outbox_slot_retired(PG_GETARG_INT32(0)));
+	outbox_batch_check_current(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_INT64(1),
+							   PG_GETARG_INT32(2));
+	PG_RETURN_VOID();
 }
 
-/* dedup.outbox_next_generation(generation integer) RETURNS integer */
-PG_FUNCTION_INFO_V1(dedup_outbox_next_generation);
+/* dedup.outbox_batch_valid(batch_id bigint) RETURNS boolean */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_valid);
 Datum
-dedup_outbox_next_generation(PG_FUNCTION_ARGS)
+dedup_outbox_batch_valid(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT32(outbox_next_generation(PG_GETARG_INT32(0)));
+	uint32		number;
+	int64		counter;
+
+	PG_RETURN_BOOL(outbox_batch_decode(PG_GETARG_INT64(0), &number, &counter));
 }
 
 /*
@@ -369,9 +441,12 @@ dedup_outbox_max_batch_size(PG_FUNCTION_ARGS)
 bool
 outbox_batch_part(int64 batch_id, DedupFingerprint *part)
 {
-	if (batch_id < 0)
+	uint32		number;
+	int64		counter;
+
+	if (!outbox_batch_decode(batch_id, &number, &counter))
 		return false;
-	dedup_shards_outbox_part((uint32) (batch_id >> OUTBOX_BATCH_PART_SHIFT), part);
+	dedup_shards_outbox_part(number, part);
 	return true;
 }
 
@@ -476,29 +551,6 @@ dedup_outbox_lock_relay(PG_FUNCTION_ARGS)
 {
 	(void) outbox_lock_relay(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), false);
 	PG_RETURN_VOID();
-}
-
-/*
- * dedup.outbox_lock_slot(in_part dedup_fingerprint, slot integer) RETURNS
- *	boolean
- *
- * The lock of a slot number in a partition, held until the transaction
- * ends, if no other transaction holds it (true); false at once otherwise.
- * A take that numbers a new slot holds it while it inserts the slot, so a
- * take never waits for another's insert of the same number (it tries the
- * next), and takes of different topics, each holding its topic's relay
- * lock, never wait for one another.
- */
-PG_FUNCTION_INFO_V1(dedup_outbox_lock_slot);
-Datum
-dedup_outbox_lock_slot(PG_FUNCTION_ARGS)
-{
-	int32		slot = PG_GETARG_INT32(1);
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, outbox_part_number(PG_GETARG_DEDUP_FINGERPRINT_P(0)),
-						 (uint32) slot, DEDUP_LOCKTAG_SLOT);
-	PG_RETURN_BOOL(LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL);
 }
 
 /*
@@ -649,9 +701,12 @@ outbox_partition_last_seq(const DedupFingerprint *part, text *topic, int64 *last
 		plan = SPI_prepare(psprintf("SELECT GREATEST("
 									" (SELECT o.seq FROM dedup.outbox AS o WHERE o.part %s $1"
 									"  AND o.topic OPERATOR(pg_catalog.=) $2 ORDER BY o.seq DESC LIMIT 1),"
-									" (SELECT t.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_positions AS t"
-									"  WHERE t.part %s $1 AND t.topic OPERATOR(pg_catalog.=) $2))",
-									eq, eq),
+									" (SELECT t.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_topics AS t"
+									"  WHERE t.part %s $1 AND t.topic OPERATOR(pg_catalog.=) $2),"
+									" (SELECT x.next_seq OPERATOR(pg_catalog.-) 1 FROM dedup.outbox_batches AS x"
+									"  WHERE x.part %s $1 AND x.topic OPERATOR(pg_catalog.=) $2"
+									"  ORDER BY x.id DESC LIMIT 1))",
+									eq, eq, eq),
 						   2, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the outbox's sequence check: %s",

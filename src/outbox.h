@@ -22,12 +22,10 @@
 /* The channel relays LISTEN on. */
 #define OUTBOX_CHANNEL "dedup_outbox"
 
-/* A batch's id: partition number, slot and generation (outbox_batch_id) */
+/* A batch's id: partition number and a counter's (outbox_batch_new_id) */
 #define OUTBOX_BATCH_PART_SHIFT 47
-#define OUTBOX_BATCH_SLOT_SHIFT 31
-#define OUTBOX_BATCH_MAX_SLOT 65535
-/* A slot's last generation: one there is retired (sql/functions/outbox_take.sql) */
-#define OUTBOX_BATCH_MAX_GENERATION PG_INT32_MAX
+/* The counter's last value (dedup.outbox_batch_ids' MAXVALUE): 2^47 - 1 */
+#define OUTBOX_BATCH_MAX_COUNTER ((INT64CONST(1) << OUTBOX_BATCH_PART_SHIFT) - 1)
 
 /* The most events one take hands out (dedup_outbox_take_batch's batch_size) */
 #define OUTBOX_MAX_BATCH_SIZE 10000
@@ -35,11 +33,11 @@
 extern uint32 outbox_part_number(const DedupFingerprint *part);
 extern bool outbox_distributed(void);
 extern void outbox_partition(const text *topic, text *aggregate_id, DedupFingerprint *part);
-extern int64 outbox_batch_id(const DedupFingerprint *part, int32 slot, int32 generation);
+extern int64 outbox_batch_new_id(const DedupFingerprint *part);
+extern int64 outbox_batch_new_id_above(const DedupFingerprint *part, int64 above);
 extern bool outbox_batch_part(int64 batch_id, DedupFingerprint *part);
-extern bool outbox_batch_decode(int64 batch_id, uint32 *number, int32 *slot, int32 *generation);
-extern int32 outbox_next_generation(int32 generation);
-extern bool outbox_slot_retired(int32 generation);
+extern bool outbox_batch_decode(int64 batch_id, uint32 *number, int64 *counter);
+extern void outbox_batch_check_current(const DedupFingerprint *part, int64 batch_id, int32 rev);
 extern int32 outbox_scan_limit(int32 batch_size, int32 room);
 extern int64 outbox_next_position(int64 pos, int64 stable, int64 scanned, int64 kept,
 								  int32 scan_limit, int64 last);

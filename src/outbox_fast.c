@@ -11,19 +11,19 @@
  * the state in which every rule is idle, and there does what the PL/pgSQL
  * take does in that state, no more:
  *
- *	- a take of a topic that has a position, no batch whose lease passed
- *	  (re-handed: a rule), nothing in dedup.outbox_retry nor in
- *	  dedup.outbox_held (held back, retried, redriven: rules), a free slot of
- *	  its own, not retired, that no other take holds, and next events of which none is of
- *	  an aggregate a busy batch holds (held back: a rule) and, for the 1.0
- *	  take, none of an aggregate twice (its one event of an aggregate a
- *	  batch: a rule): the next events of the log up to the settled
- *	  sequence, in the topic's lowest free slot, the position moved as the
- *	  PL/pgSQL take moves it (fast_next_position()); or, with nothing in the
- *	  log past the position, nothing at all;
+ *	- a take of a topic that has a position, no batch out whose lease
+ *	  passed (re-handed: a rule), nothing in dedup.outbox_retry nor in
+ *	  dedup.outbox_held (held back, retried, redriven: rules), and next
+ *	  events of which none is of an aggregate a batch out holds (held back:
+ *	  a rule) and, for the 1.0 take, none of an aggregate twice (its one
+ *	  event of an aggregate a batch: a rule): the next events of the log up
+ *	  to the settled sequence, in a batch row inserted with the position
+ *	  after it as the PL/pgSQL take moves it (fast_next_position()) and the
+ *	  low mark of the topic's batches out; or, with nothing in the log past
+ *	  the position, nothing at all;
  *	- an ack of a batch whole (no failed event) with no event of
- *	  outbox_retry: its slot freed (the PL/pgSQL ack runs this one too,
- *	  through dedup.outbox_ack_whole()).
+ *	  outbox_retry: a row appended that says it is out no more (the
+ *	  PL/pgSQL ack runs this one too, through dedup.outbox_ack_whole()).
  *
  * In every other case it gives way, having written nothing, and the
  * caller runs the PL/pgSQL function.  Why not the whole take in C: the
@@ -31,7 +31,7 @@
  * retries, settled events, dead letters) that read best, and are checked
  * best, in SQL, and they run only off the hot path; what the hot path
  * needs is to avoid PL/pgSQL's per-statement cost where no rule applies.
- * What could still disagree (the slot, the position, the lease, the batch
+ * What could still disagree (the position, the low mark, the lease, the batch
  * row) is checked by running every outbox test on both paths: the setting
  * dedup.outbox_fast_path (on by default) off sends every take and ack to
  * the PL/pgSQL functions (Makefile: installcheck-slow-path).
@@ -62,11 +62,14 @@
 enum
 {
 	FAST_STATE,
+	FAST_OUT,
 	FAST_SCAN,
 	FAST_WRITE,
 	FAST_TOPIC_UPDATE,
 	FAST_ACK_TOPIC,
+	FAST_ACK_LOCK,
 	FAST_ACK,
+	FAST_ACK_WRITE,
 	FAST_NPLANS
 };
 
@@ -81,8 +84,11 @@ enum
  * in progress as the take began: the topic's
  * position, whether outbox_retry or outbox_held has events of the topic
  * (one flag), whether the log
- * has any past the position, and the topic's slots (one row with no slot
- * when it has none; no row when the topic has no position yet).  Its
+ * has any past the position, and its newest batch row's low mark (NULL
+ * with none; no row when the topic has no position yet); FAST_OUT then
+ * reads the topic's batch rows from the low mark up, in (id, rev) order,
+ * with no join for the planner to get wrong (the newest row of each id is
+ * the one before the next id).  FAST_STATE's
  * look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
  * which the planner would strip of them and, in the kept generic plan,
  * read the whole log.
@@ -91,11 +97,11 @@ static const struct
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[11];
+	Oid			argtypes[15];
 	int			cursor_options; /* CURSOR_OPT_GENERIC_PLAN: see fast_run() */
 }			fast_queries[FAST_NPLANS] = {
 
-	[FAST_STATE] = {"SELECT t.next_seq,"
+	[FAST_STATE] = {"SELECT p.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
 		"  WHERE r.part %1$s $1 AND r.topic OPERATOR(pg_catalog.=) $2"
 		"  ORDER BY r.seq LIMIT 1) IS NOT NULL"
@@ -104,45 +110,58 @@ static const struct
 		"  ORDER BY h.aggregateid LIMIT 1) IS NOT NULL,"
 		" (SELECT o.seq FROM dedup.outbox AS o"
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
-		"  AND o.seq OPERATOR(pg_catalog.>=) t.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
-		" x.slot, x.generation, x.busy,"
+		"  AND o.seq OPERATOR(pg_catalog.>=) p.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
+		" p.low_id, p.id"
+		" FROM (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq, n.low_id, n.id"
+		"  FROM dedup.outbox_topics AS t LEFT JOIN LATERAL"
+		"  (SELECT y.next_seq, y.low_id, y.id FROM dedup.outbox_batches AS y"
+		"   WHERE y.part %1$s $1 AND y.topic OPERATOR(pg_catalog.=) $2"
+		"   ORDER BY y.id DESC LIMIT 1) AS n ON true"
+	"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p", 2, {InvalidOid, TEXTOID}},
+	[FAST_OUT] = {"SELECT x.id, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
-		" FROM dedup.outbox_positions AS t LEFT JOIN dedup.outbox_batches AS x"
-		"  ON x.part %1$s t.part AND x.topic OPERATOR(pg_catalog.=) t.topic"
-		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2"
-	" ORDER BY x.slot", 2, {InvalidOid, TEXTOID}},
+		" FROM dedup.outbox_batches AS x"
+		" WHERE x.part %1$s $1 AND x.topic OPERATOR(pg_catalog.=) $2"
+		" AND x.id OPERATOR(pg_catalog.>=) $3"
+	" ORDER BY x.id, x.rev", 3, {InvalidOid, TEXTOID, INT8OID}},
 	[FAST_SCAN] = {"SELECT o.seq, o.id, o.aggregatetype, o.aggregateid, o.type, o.payload,"
 		" o.headers, o.created_at, pg_catalog.hashtext(o.aggregateid)"
 		" FROM dedup.outbox AS o WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		" AND o.seq OPERATOR(pg_catalog.>=) $3 AND o.seq OPERATOR(pg_catalog.<=) $4"
 		" ORDER BY o.seq LIMIT $5", 5, {InvalidOid, TEXTOID, INT8OID, INT8OID, INT4OID},
 	CURSOR_OPT_GENERIC_PLAN},
-	[FAST_WRITE] = {"WITH free AS (SELECT x.slot FROM dedup.outbox_batches AS x"
-		"  WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2 AND NOT x.busy"
-		"  AND x.generation OPERATOR(pg_catalog.=) $11 AND x.topic OPERATOR(pg_catalog.=) $9"
-		"  FOR UPDATE SKIP LOCKED),"
-		" batch AS (UPDATE dedup.outbox_batches AS x SET generation = $3, busy = true,"
-		"  attempt = 1, lease_until = $4, first_seq = $5, last_seq = $6, settled = '{}', extra = '{}',"
-		"  retried = 0, events = $7, aggregates = $8, members = '{}', next_seq = $10"
-		"  FROM free WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) free.slot"
-		"  RETURNING x.slot)"
-		" SELECT pg_catalog.count(*) FROM batch",
-		11, {InvalidOid, INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
-	INT4ARRAYOID, TEXTOID, INT8OID, INT4OID}},
+	[FAST_WRITE] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
+		" lease_until, first_seq, last_seq, settled, extra, retried, events, aggregates,"
+		" members, next_seq, low_id)"
+		" VALUES ($1, $2, $3, 0, true, 1, $4, $5, $6, '{}', '{}', 0, $7, $8, '{}', $9, $10)",
+		10, {InvalidOid, TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
+	INT4ARRAYOID, INT8OID, INT8OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
-	[FAST_ACK_TOPIC] = {"SELECT x.topic FROM dedup.outbox_batches AS x"
-		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
-		" AND x.generation OPERATOR(pg_catalog.=) $3"
-		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0",
-	3, {InvalidOid, INT4OID, INT4OID}},
-	[FAST_ACK] = {"UPDATE dedup.outbox_batches AS x SET busy = false"
-		" WHERE x.part %1$s $1 AND x.slot OPERATOR(pg_catalog.=) $2"
-		" AND x.generation OPERATOR(pg_catalog.=) $3"
-		" AND x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
-		" AND x.topic OPERATOR(pg_catalog.=) $4 RETURNING x.events",
-	4, {InvalidOid, INT4OID, INT4OID, TEXTOID}},
+	[FAST_ACK_TOPIC] = {"SELECT x.topic FROM (SELECT y.topic, y.busy, y.retried"
+		"  FROM dedup.outbox_batches AS y"
+		"  WHERE y.part %1$s $1 AND y.id OPERATOR(pg_catalog.=) $2"
+		"  ORDER BY y.rev DESC LIMIT 1) AS x"
+		" WHERE x.busy AND x.retried OPERATOR(pg_catalog.=) 0",
+	2, {InvalidOid, INT8OID}},
+	[FAST_ACK_LOCK] = {"SELECT FROM dedup.outbox_batches AS x"
+		" WHERE x.part %1$s $1 AND x.id OPERATOR(pg_catalog.=) $2"
+		" AND x.rev OPERATOR(pg_catalog.=) 0 FOR UPDATE",
+	2, {InvalidOid, INT8OID}},
+	[FAST_ACK] = {"SELECT x.rev, x.attempt, x.events, x.next_seq, x.low_id"
+		" FROM (SELECT * FROM dedup.outbox_batches AS y"
+		"  WHERE y.part %1$s $1 AND y.id OPERATOR(pg_catalog.=) $2"
+		"  ORDER BY y.rev DESC LIMIT 1) AS x"
+		" WHERE x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
+		" AND x.topic OPERATOR(pg_catalog.=) $3",
+	3, {InvalidOid, INT8OID, TEXTOID}},
+	[FAST_ACK_WRITE] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
+		" lease_until, first_seq, last_seq, settled, extra, retried, events, aggregates,"
+		" members, next_seq, low_id)"
+		" VALUES ($1, $3, $2, $4, false, $5, NULL, NULL, NULL, NULL, NULL, 0, $6, NULL, NULL,"
+		" $7, $8)",
+		8, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID}},
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -181,8 +200,18 @@ outbox_fast_plans_check(void)
  * Citus cannot plan FAST_STATE without its values and says so with a plan
  * of huge cost, so that the plan cache plans it with them each time.
  */
+static int fast_run_nulls(int which, Datum *values, const char *nulls);
+
 static int
 fast_run(int which, Datum *values, int limit)
+{
+	Assert(limit == 0);
+	return fast_run_nulls(which, values, NULL);
+}
+
+/* fast_run(), with nulls as SPI_execute_plan() takes them */
+static int
+fast_run_nulls(int which, Datum *values, const char *nulls)
 {
 	int			rc;
 
@@ -202,7 +231,7 @@ fast_run(int which, Datum *values, int limit)
 		SPI_keepplan(plan);
 		fast_plans[which] = plan;
 	}
-	rc = SPI_execute_plan(fast_plans[which], values, NULL, false, limit);
+	rc = SPI_execute_plan(fast_plans[which], values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "could not run \"%s\": %s", fast_queries[which].sql,
 			 SPI_result_code_string(rc));
@@ -246,8 +275,9 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	Datum		args[11];
 	bool		has_log;
 	int64		pos;
-	int32		slot = -1;
-	int32		generation = 0;
+	int64		low = 0;		/* the lowest id of the batches out, or 0 */
+	int64		newest = 0;		/* the id of the topic's newest batch row, or 0 */
+	int64		batch_id;
 	int32	   *blocked;
 	int			nblocked = 0;
 	int64		stable;
@@ -256,6 +286,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	int			naggs;
 	TimestampTz lease_end;
 	bool		isnull;
+	bool		no_batch;
 	SPITupleTable *scan;
 	uint64		scanned;
 	Datum	   *cols;
@@ -263,8 +294,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 
 	/*
 	 * The topic's position; nothing in outbox_retry or outbox_held, something
-	 * in the log; the slots: none expired, one free; the aggregates the busy
-	 * ones hold
+	 * in the log; the batches out: none expired; the aggregates they hold
 	 */
 	(void) outbox_lock_relay(part, topic, false);
 	outbox_wait_puts(topic);
@@ -276,27 +306,49 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		return false;
 	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	low = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &no_batch));
+	if (!no_batch)
+		newest = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
+											 &isnull));
 	blocked = palloc(sizeof(int32) * 1);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	if (no_batch)
+		low = 0;
+	else
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		no_slot;
-		bool		busy;
+		/*
+		 * The batches out: of the rows from the low mark up, in (id, rev)
+		 * order, each id's last, where busy (FAST_OUT reads them by the
+		 * index on (topic, id, rev), planned with the low mark's value: a
+		 * few rows past the newest batches)
+		 */
+		uint64		nrows;
+		SPITupleTable *rows;
 
-		(void) SPI_getbinval(tup, desc, 4, &no_slot);
-		if (no_slot)
-			break;
-		busy = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
-		if (busy)
+		args[2] = Int64GetDatum(low);
+		fast_run(FAST_OUT, args, 0);
+		rows = SPI_tuptable;
+		nrows = SPI_processed;
+		low = 0;
+		for (uint64 i = 0; i < nrows; i++)
 		{
+			HeapTuple	tup = rows->vals[i];
+			TupleDesc	desc = rows->tupdesc;
+			int64		id;
 			ArrayType  *aggs;
 			int32	   *elems;
 			int			nelems;
 
-			if (DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull)))
+			id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+			if (i + 1 < nrows &&
+				DatumGetInt64(SPI_getbinval(rows->vals[i + 1], desc, 1, &isnull)) == id)
+				continue;		/* not its newest row */
+			if (!DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull)))
+				continue;		/* settled */
+			if (low == 0)
+				low = id;
+			if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
 				return false;	/* its lease passed: handed out again */
-			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 8, &isnull));
+			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull));
 			if (ARR_HASNULL(aggs))
 				return false;
 			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
@@ -305,18 +357,9 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 			memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
 			nblocked += nelems;
 		}
-		else if (slot < 0 &&
-				 !outbox_slot_retired(DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull))))
-		{
-			/* (a slot at its last generation is retired: outbox_take.sql) */
-			slot = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
-			generation = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
-		}
 	}
 	if (!has_log)
 		return true;			/* nothing to hand out */
-	if (slot < 0)
-		return false;
 
 	stable = outbox_stable_seq(part, topic);
 	args[2] = Int64GetDatum(pos);
@@ -377,19 +420,17 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	}
 
 	/*
-	 * The batch, in the free slot, if it is still free at the generation read
-	 * and no other take has locked it (a take of another topic that needs a
-	 * slot may take this topic's free one: the PL/pgSQL take passes a slot
-	 * locked, as this one does, and never waits for it); the topic's position
-	 * after it, in it (sql/tables/outbox_relay.sql)
+	 * The batch's row, with the topic's position after it and its low mark:
+	 * the lowest id of the batches out read above, or its own
+	 * (sql/tables/outbox_relay.sql)
 	 */
-	args[10] = Int32GetDatum(generation);
-	generation = outbox_next_generation(generation);
+	/* above the topic's newest (its position and low mark are that row's) */
+	batch_id = outbox_batch_new_id_above(part, newest);
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_check_timestamp_plus(GetCurrentTimestamp(), lease);
 	args[0] = PointerGetDatum(part);
-	args[1] = Int32GetDatum(slot);
-	args[2] = Int32GetDatum(generation);
+	args[1] = PointerGetDatum(topic);
+	args[2] = Int64GetDatum(batch_id);
 	args[3] = TimestampTzGetDatum(lease_end);
 	args[4] = FAST_SCAN_COL(0, 1);
 	args[5] = FAST_SCAN_COL(n - 1, 1);
@@ -402,14 +443,11 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		args[7] = PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
 												  TYPALIGN_INT));
 	}
-	args[8] = PointerGetDatum(topic);
-	args[9] = Int64GetDatum(fast_next_position(pos, stable, batch_size, scanned, n,
+	args[8] = Int64GetDatum(fast_next_position(pos, stable, batch_size, scanned, n,
 											   DatumGetInt64(args[5])));
-	fast_run(FAST_WRITE, args, 0);
-	if (SPI_processed != 1 ||
-		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) != 1)
-		return false;			/* the slot went to another take: nothing
-								 * written */
+	args[9] = Int64GetDatum(low != 0 && low < batch_id ? low : batch_id);
+	if (fast_run(FAST_WRITE, args, 0) != SPI_OK_INSERT || SPI_processed != 1)
+		elog(ERROR, "could not write the outbox's batch");
 
 	/* the events, as take returns them (take_batch with each one's seq last) */
 	for (uint64 i = 0; i < n; i++)
@@ -420,7 +458,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 
 		if (with_id)
 		{
-			values[k] = Int64GetDatum(outbox_batch_id(part, slot, generation));
+			values[k] = Int64GetDatum(batch_id);
 			nulls[k++] = false;
 		}
 		for (int col = 2; col <= 7; col++)
@@ -446,7 +484,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 }
 
 /*
- * Ack a batch whole on the fast path for caller: frees its slot, counts
+ * Ack a batch whole on the fast path for caller: a row appended, counts
  * its events acked, and returns how many it had; or -1, having written
  * nothing, when no batch of that id with no event of outbox_retry is
  * handed out (the PL/pgSQL ack answers).  A batch of a topic the caller
@@ -462,27 +500,59 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	DedupScopeSettings settings;
 	int32		n;
 	uint32		number;
-	int32		slot;
-	int32		generation;
+	int64		counter;
 
 	/* an id of another partition's batch names none here */
-	if (!outbox_batch_decode(batch_id, &number, &slot, &generation) ||
+	if (!outbox_batch_decode(batch_id, &number, &counter) ||
 		number != outbox_part_number(part))
 		return -1;
 	args[0] = PointerGetDatum(part);
-	args[1] = Int32GetDatum(slot);
-	args[2] = Int32GetDatum(generation);
+	args[1] = Int64GetDatum(batch_id);
 	if (fast_run(FAST_ACK_TOPIC, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
 		return -1;
 	topic = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 										 &isnull));
 	if (!dedup_scope_allows(topic, caller, DEDUP_PRIV_RELAY, &settings))
 		return 0;
-	/* (of that topic still: a batch of another would be under another id) */
-	args[3] = PointerGetDatum(topic);
-	if (fast_run(FAST_ACK, args, 0) != SPI_OK_UPDATE_RETURNING || SPI_processed == 0)
+	/*
+	 * The batch's lock (its rev 0 row: the settles of a batch go one after
+	 * another), then, in a statement of its own that sees what a settle
+	 * that held it committed, its newest row, still out: a row appended
+	 * that says it is out no more.  (Of that topic still: a batch of
+	 * another would be under another id.)
+	 */
+	fast_run(FAST_ACK_LOCK, args, 0);
+	args[2] = PointerGetDatum(topic);
+	if (fast_run(FAST_ACK, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
 		return -1;
-	n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+	/*
+	 * (Read, then written with the values: on a Citus cluster a statement of
+	 * a call delegated to a partition's node writes the partition given, not
+	 * a column read.)
+	 */
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		Datum		w[8];
+
+		/*
+		 * the row of a batch out no more: its counts, the topic's position
+		 * and the low mark, none of its state (as the PL/pgSQL settle's,
+		 * dedup.outbox_batch_append())
+		 */
+		w[0] = args[0];
+		w[1] = args[1];
+		w[2] = args[2];
+		w[3] = Int32GetDatum(DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)) + 1);
+		for (int col = 2; col <= 5; col++)
+			w[col + 2] = SPI_getbinval(tup, desc, col, &isnull);
+		n = DatumGetInt32(w[5]);
+		/* its newest row under a transaction snapshot too (40001 if not) */
+		outbox_batch_check_current(part, batch_id, DatumGetInt32(w[3]) - 1);
+		if (fast_run(FAST_ACK_WRITE, w, 0) != SPI_OK_INSERT || SPI_processed != 1)
+			elog(ERROR, "could not write the outbox's batch");
+	}
 	dedup_scope_counters_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);
 	return n;
 }

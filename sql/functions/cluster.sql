@@ -148,7 +148,9 @@ BEGIN
                dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held, dedup.outbox_dead,
                dedup.outbox_keys
         IN ACCESS EXCLUSIVE MODE;
-    IF EXISTS (SELECT FROM dedup.outbox_batches WHERE busy) THEN
+    IF EXISTS (SELECT FROM dedup.outbox_batches AS x
+               WHERE x.busy AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                                            WHERE y.id = x.id AND y.rev > x.rev)) THEN
         RAISE EXCEPTION 'the outbox has batches handed out'
             USING ERRCODE = '55000',
                   DETAIL = 'The events of a batch move to the partitions of their aggregates on the cluster.',
@@ -236,12 +238,14 @@ BEGIN
     -- before that was handed out, or is held in dedup.outbox_retry or
     -- dedup.outbox_held, whose rows go with their aggregates)
     CREATE TEMP TABLE dedup_positions ON COMMIT DROP AS
-        SELECT topic, max(next_seq) AS next_seq FROM dedup.outbox_positions GROUP BY topic;
+        SELECT t.topic, max((dedup.outbox_position(t.part, t.topic)).next_seq) AS next_seq
+        FROM dedup.outbox_topics AS t GROUP BY t.topic;
     DELETE FROM dedup.outbox_topics;
-    UPDATE dedup.outbox_batches SET next_seq = NULL;
-    -- the slots stay where they are, in partition 0 (one server's), with
-    -- their generations: the id of a batch handed out before never names
-    -- one handed out after
+    -- the batches' rows stay where they are, in partition 0 (one
+    -- server's), none of them out, with their ids (partition 0's): the
+    -- counter of ids goes on, so the id of a batch handed out before never
+    -- names one handed out after; partition 0's position is its row in
+    -- outbox_topics (below), at least its newest batch row's
     UPDATE dedup.outbox SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_retry SET part = dedup.outbox_partition_of(topic, aggregateid);
     UPDATE dedup.outbox_held SET part = dedup.outbox_partition_of(topic, aggregateid);
@@ -255,7 +259,7 @@ BEGIN
     ALTER TABLE dedup.outbox_topics
         DROP CONSTRAINT outbox_topics_pkey, ADD CONSTRAINT outbox_topics_pkey PRIMARY KEY (part, topic);
     ALTER TABLE dedup.outbox_batches
-        DROP CONSTRAINT outbox_batches_pkey, ADD CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, slot);
+        DROP CONSTRAINT outbox_batches_pkey, ADD CONSTRAINT outbox_batches_pkey PRIMARY KEY (part, id, rev);
     ALTER TABLE dedup.outbox_retry
         DROP CONSTRAINT outbox_retry_pkey, ADD CONSTRAINT outbox_retry_pkey PRIMARY KEY (part, id);
     ALTER TABLE dedup.outbox_held
@@ -272,6 +276,13 @@ BEGIN
     PERFORM create_distributed_table('dedup.outbox_retry', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_held', 'part', colocate_with => 'dedup.claims');
     PERFORM create_distributed_table('dedup.outbox_dead', 'part', colocate_with => 'dedup.claims');
+    -- the counter of batch ids on every node past this one's: partition 0's
+    -- batch rows keep their ids, and its next batches are handed out on
+    -- the node of its shard, from that node's counter (src/outbox.c), so
+    -- that no id handed out before names a batch handed out after
+    PERFORM dedup.run_everywhere(format('SELECT pg_catalog.setval(%L, %s, %L)', 'dedup.outbox_batch_ids',
+                                        c.last_value, c.is_called))
+    FROM dedup.outbox_batch_ids AS c;
     -- the two-phase commit of a transaction that sent a call to another node
     -- and wrote on its own (src/routing.c): before it commits, dedup deletes
     -- (no row) from this table, always empty, which Citus manages with its

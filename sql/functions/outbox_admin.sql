@@ -54,10 +54,25 @@ RETURNS TABLE (topic text, pending bigint, in_flight bigint, dead bigint,
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    x record;
+    pos_parts @extschema@.dedup_fingerprint[] := '{}';
+    pos_topics text[] := '{}';
+    pos_next bigint[] := '{}';
 BEGIN
     IF for_topic IS NOT NULL THEN
         PERFORM dedup.has_privilege(caller, for_topic, 'relay', true);
     END IF;
+    -- each topic's position, read topic by topic (not inside the query
+    -- below: on a Citus cluster a statement on a shard runs no other
+    -- statement on a distributed table)
+    FOR x IN SELECT t.part, t.topic FROM dedup.outbox_topics AS t
+             WHERE (in_part IS NULL OR t.part OPERATOR(@extschema@.=) in_part)
+               AND (for_topic IS NULL OR t.topic = for_topic) LOOP
+        pos_parts := pos_parts || x.part;
+        pos_topics := pos_topics || x.topic;
+        pos_next := pos_next || (dedup.outbox_position(x.part, x.topic)).next_seq;
+    END LOOP;
     RETURN QUERY
     SELECT e.topic,
            count(*) FILTER (WHERE e.state = 'p'),
@@ -68,7 +83,8 @@ BEGIN
         -- the log past each topic's position
         SELECT o.topic, o.created_at, 'p'::"char" AS state
         FROM dedup.outbox AS o
-        LEFT JOIN dedup.outbox_positions AS t ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
+        LEFT JOIN unnest(pos_parts, pos_topics, pos_next) AS t(part, topic, next_seq)
+          ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
         WHERE (in_part IS NULL OR o.part OPERATOR(@extschema@.=) in_part)
           AND (for_topic IS NULL OR o.topic = for_topic) AND o.seq >= coalesce(t.next_seq, 0)
         UNION ALL
@@ -92,15 +108,21 @@ BEGIN
          AND o.seq <> ALL (b.settled)
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND (for_topic IS NULL OR b.topic = for_topic)
+          AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                          WHERE y.part OPERATOR(@extschema@.=) b.part AND y.topic = b.topic
+                            AND y.id = b.id AND y.rev > b.rev)
         UNION ALL
         SELECT b.topic, r.created_at,
                CASE WHEN b.lease_until > pg_catalog.now() THEN 'f' ELSE 'p' END::"char"
         FROM dedup.outbox_batches AS b
         JOIN dedup.outbox_retry AS r
           ON r.part OPERATOR(@extschema@.=) b.part
-         AND r.batch = dedup.outbox_batch_id(b.part, b.slot, b.generation)
+         AND r.batch = b.id
         WHERE (in_part IS NULL OR b.part OPERATOR(@extschema@.=) in_part)
           AND b.busy AND b.retried > 0 AND (for_topic IS NULL OR b.topic = for_topic)
+          AND NOT EXISTS (SELECT FROM dedup.outbox_batches AS y
+                          WHERE y.part OPERATOR(@extschema@.=) b.part AND y.topic = b.topic
+                            AND y.id = b.id AND y.rev > b.rev)
         UNION ALL
         -- events of outbox_retry not handed out
         SELECT r.topic, r.created_at, 'p'::"char"
@@ -158,7 +180,8 @@ $$;
 -- batch, before the first of which nothing goes; a redrive is of an event
 -- in outbox_dead, and a move from one to the other is one transaction,
 -- seen whole by the one snapshot of the DELETE.  Run by the cleanup as
--- the owner of the outbox; returns how many went.
+-- the owner of the outbox; returns how many went.  It deletes, too, the
+-- batch rows below each topic's low mark (sql/tables/outbox_relay.sql).
 CREATE OR REPLACE FUNCTION dedup.outbox_trim(in_part @extschema@.dedup_fingerprint, batch_size integer)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -168,18 +191,41 @@ DECLARE
     t record;
     n bigint := 0;
     m bigint;
+    p record;
+    held bigint;
+    upto bigint;
 BEGIN
+    -- (the position and the batches out read by statements of their own,
+    -- not inside the loop's: on a Citus cluster a statement on a shard runs
+    -- no other statement on a distributed table.  In this order, each after
+    -- the one before: the position, then the held events, then the
+    -- batches out.  A take that holds events back after the position was
+    -- read holds them at or past it; one that hands held events out after
+    -- they were read puts them in a batch read out after, or acked.  Held
+    -- events read before the position, in the loop's statement, missed
+    -- those that a take committed meanwhile held back and passed.)
     FOR t IN SELECT x.topic,
-                    least(x.next_seq,
-                          (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
-                           FROM dedup.outbox_batches AS b
-                           WHERE b.part OPERATOR(@extschema@.=) in_part AND b.topic = x.topic
-                             AND b.busy),
-                          (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
-                           WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = x.topic)) AS upto,
                     pg_catalog.statement_timestamp()
                     - (SELECT s.retention FROM @extschema@.dedup_scope(x.topic) AS s) AS cutoff
-             FROM dedup.outbox_positions AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+             FROM dedup.outbox_topics AS x WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+        p := dedup.outbox_position(in_part, t.topic);
+        held := (SELECT min(h.from_seq) FROM dedup.outbox_held AS h
+                 WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = t.topic);
+        upto := least(p.next_seq,
+                      (SELECT min(least(b.first_seq, (SELECT min(e) FROM unnest(b.extra) AS e)))
+                       FROM dedup.outbox_batches_out(in_part, t.topic) AS b),
+                      held);
+        -- the topic's batch rows below its low mark: none of their batches
+        -- is out, nor will be (sql/tables/outbox_relay.sql), and no reader
+        -- reads them any more but a snapshot older than the newest batch
+        -- row (the delete keeps them for it); up to batch_size a call, not
+        -- counted as events
+        DELETE FROM dedup.outbox_batches AS b
+        WHERE b.part OPERATOR(@extschema@.=) in_part AND b.ctid = ANY (ARRAY(
+            SELECT y.ctid FROM dedup.outbox_batches AS y
+            WHERE y.part OPERATOR(@extschema@.=) in_part AND y.topic = t.topic
+              AND y.id < p.low
+            ORDER BY y.id LIMIT batch_size));
         EXIT WHEN n >= batch_size;
         -- the oldest events first: created_at grows with seq, so a first
         -- one kept means the rest are kept too
@@ -187,7 +233,7 @@ BEGIN
         WHERE o.part OPERATOR(@extschema@.=) in_part AND o.ctid = ANY (ARRAY(
             SELECT y.ctid
             FROM (SELECT x.ctid, x.created_at FROM dedup.outbox AS x
-                  WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = t.topic AND x.seq < t.upto
+                  WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = t.topic AND x.seq < upto
                     AND NOT EXISTS (SELECT FROM dedup.outbox_retry AS r
                                     WHERE r.part OPERATOR(@extschema@.=) x.part AND r.id = x.id)
                     AND NOT EXISTS (SELECT FROM dedup.outbox_dead AS d

@@ -3,7 +3,8 @@
 -- By batch (settle, ack_batch, nack_batch) and by ids (the 1.0 calls).
 -------------------------------------------------------------------------
 -- The ack of a batch whole, with no event of outbox_retry, in partition
--- in_part, for caller: its slot freed, its events counted acked; how many
+-- in_part, for caller: a row appended that says it is out no more, its
+-- events counted acked; how many
 -- it had, 0 for a batch of a topic the caller may not relay, -1 when no
 -- batch of that id is handed out with no event of outbox_retry (the
 -- settle below answers).  The fast path's (src/outbox_fast.c).
@@ -111,12 +112,11 @@ BEGIN
         WHERE NOT u.rt AND (u.v = 'b' OR (u.v = 'f' AND u.t < max_attempts))
         ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
     END IF;
-    -- events of the log that left the batch are settled in it
-    UPDATE dedup.outbox_batches AS x
-    SET settled = x.settled || ARRAY(SELECT u.s FROM unnest(m_seq, m_retried, m_verdict) AS u(s, rt, v)
-                                     WHERE u.v <> 'k' AND NOT u.rt)
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
-    PERFORM dedup.outbox_batch_recount(in_part, b.slot);
+    -- events of the log that left the batch are settled in it (a row
+    -- appended, with the batch's state after it)
+    b.settled := b.settled || ARRAY(SELECT u.s FROM unnest(m_seq, m_retried, m_verdict) AS u(s, rt, v)
+                                    WHERE u.v <> 'k' AND NOT u.rt);
+    PERFORM dedup.outbox_batch_recount(in_part, b);
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_settle(oid, @extschema@.dedup_fingerprint, bigint, uuid[], uuid[], uuid[], integer[],
@@ -124,7 +124,7 @@ REVOKE ALL ON FUNCTION dedup.outbox_settle(oid, @extschema@.dedup_fingerprint, b
 
 -- The batch was published: every event of it but those of failed, which
 -- come back after retry_delay (or go dead at max_attempts).  A batch acked
--- whole frees its slot: one update.
+-- whole is out no more: one row appended.
 CREATE OR REPLACE FUNCTION dedup.outbox_ack_batch(caller oid, in_part @extschema@.dedup_fingerprint, batch_id bigint,
     failed uuid[], retry_delay interval, error text)
 RETURNS integer
@@ -275,9 +275,8 @@ BEGIN
       AND (EXISTS (SELECT FROM dedup.outbox_retry AS r
                    WHERE r.part OPERATOR(@extschema@.=) in_part AND r.id = i AND r.attempts = 0 AND r.batch IS NULL)
            OR EXISTS (SELECT FROM dedup.outbox AS o
-                      LEFT JOIN dedup.outbox_positions AS t
-                             ON t.part OPERATOR(@extschema@.=) o.part AND t.topic = o.topic
-                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i AND o.seq >= coalesce(t.next_seq, 0))
+                      WHERE o.part OPERATOR(@extschema@.=) in_part AND o.id = i
+                        AND o.seq >= coalesce((dedup.outbox_position(in_part, o.topic)).next_seq, 0))
            OR EXISTS (SELECT FROM dedup.outbox AS o
                       JOIN dedup.outbox_held AS h
                         ON h.part OPERATOR(@extschema@.=) o.part AND h.topic = o.topic
@@ -309,8 +308,8 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_check_ids(oid, @extschema@.dedup_fingerprint, uuid[], uuid[], uuid[]) FROM PUBLIC;
 
--- The ids of the busy batches of a partition that hold any of ids, in slot
--- order.
+-- The ids of the batches out in a partition that hold any of ids, by
+-- topic, in id order.
 CREATE OR REPLACE FUNCTION dedup.outbox_batches_of(in_part @extschema@.dedup_fingerprint, ids uuid[])
 RETURNS bigint[]
 LANGUAGE plpgsql STABLE
@@ -318,17 +317,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     b dedup.outbox_batches;
+    t text;
     bid bigint;
     named bigint[] := '{}';
 BEGIN
-    FOR b IN SELECT * FROM dedup.outbox_batches AS x
-             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.busy ORDER BY x.slot LOOP
-        bid := dedup.outbox_batch_id(b.part, b.slot, b.generation);
-        IF EXISTS (SELECT FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq,
-                                                    b.settled, b.attempt, b.retried, bid, b.extra) AS m
-                   WHERE m.id = ANY (ids)) THEN
-            named := named || bid;
-        END IF;
+    FOR t IN SELECT x.topic FROM dedup.outbox_topics AS x
+             WHERE x.part OPERATOR(@extschema@.=) in_part ORDER BY x.topic LOOP
+        FOR b IN SELECT * FROM dedup.outbox_batches_out(in_part, t) LOOP
+            bid := b.id;
+            IF EXISTS (SELECT FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
+                                                        b.settled, b.attempt, b.retried, bid, b.extra) AS m
+                       WHERE m.id = ANY (ids)) THEN
+                named := named || bid;
+            END IF;
+        END LOOP;
     END LOOP;
     RETURN named;
 END
@@ -469,6 +471,7 @@ DECLARE
     t text;
     l interval;
     until timestamptz;
+    b dedup.outbox_batches;
 BEGIN
     IF bid IS NULL THEN
         RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
@@ -480,12 +483,14 @@ BEGIN
     l := coalesce(lease, (SELECT s.lease FROM @extschema@.dedup_scope(t) AS s));
     -- (computed first: Citus runs no volatile function in an UPDATE)
     until := pg_catalog.clock_timestamp() + l;
-    UPDATE dedup.outbox_batches AS x SET lease_until = until
-    WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
-    RETURNING x.lease_until INTO until;
-    RETURN until;
+    -- a row appended with the new lease, under the batch's lock
+    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
+    IF NOT FOUND OR b.topic <> t THEN
+        RETURN NULL;
+    END IF;
+    b.lease_until := until;
+    b := dedup.outbox_batch_append(in_part, b);
+    RETURN b.lease_until;
 END
 $$;
 
@@ -502,6 +507,7 @@ AS $$
 DECLARE
     t text;
     m bigint[];
+    b dedup.outbox_batches;
 BEGIN
     IF bid IS NULL THEN
         RAISE EXCEPTION 'batch_id must not be null' USING ERRCODE = '22004';
@@ -511,18 +517,20 @@ BEGIN
         RETURN NULL;
     END IF;
     IF members IS NULL THEN
-        SELECT x.members INTO m FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t;
-    ELSE
-        UPDATE dedup.outbox_batches AS x SET members = outbox_group.members
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy AND x.topic = t
-        RETURNING x.members INTO m;
+        SELECT * INTO b FROM dedup.outbox_batch(in_part, bid, only_read => true);
+        IF NOT FOUND OR b.topic <> t THEN
+            RETURN NULL;
+        END IF;
+        RETURN b.members;
     END IF;
-    RETURN m;
+    -- a row appended with the members, under the batch's lock
+    SELECT * INTO b FROM dedup.outbox_batch(in_part, bid);
+    IF NOT FOUND OR b.topic <> t THEN
+        RETURN NULL;
+    END IF;
+    b.members := outbox_group.members;
+    b := dedup.outbox_batch_append(in_part, b);
+    RETURN b.members;
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_group(oid, @extschema@.dedup_fingerprint, bigint, bigint[]) FROM PUBLIC;

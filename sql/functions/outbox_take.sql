@@ -8,11 +8,13 @@
 -- The relay, on batches (PgQ's and Kafka's design, with per-aggregate order).
 --
 -- The log (dedup.outbox) is appended by puts and never updated.  A topic's
--- relays read it in seq order from the topic's position (outbox_positions),
+-- relays read it in seq order from the topic's position (outbox_position),
 -- and a take hands out the next events as one batch (outbox_batches): one
--- row for the batch, none per event.  Acking the batch deletes that row;
--- the events stay in the log until the cleanup deletes what every relay
--- has passed.  Only events that need a state of their own get a row in
+-- row inserted for the batch, none per event, and one appended by each
+-- settle of it (sql/tables/outbox_relay.sql): no row of the relay's state
+-- is updated, so a held xmin horizon leaves no versions for a take to
+-- read.  The events stay in the log until the cleanup deletes what every
+-- relay has passed.  Only events that need a state of their own get a row in
 -- outbox_retry: one nacked (until its retry_delay, with the later events of
 -- its aggregate in its batch), one redriven.
 --
@@ -83,7 +85,7 @@
 -- (outbox_relay.c) pass: the partition of a topic's log a take reads, that of a
 -- batch's id (its number is in the id), those of the events of ids.
 -- Every statement names it, so that on a Citus cluster each runs on the
--- partition's shards alone.  Positions, slots, batches, retries and dead
+-- partition's shards alone.  Positions, batches, retries and dead
 -- letters are a partition's; per-aggregate order is kept within one,
 -- which holds every event of an aggregate.
 
@@ -107,13 +109,6 @@ REVOKE ALL ON FUNCTION dedup.outbox_wait_puts(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION dedup.outbox_lock_relay(in_part @extschema@.dedup_fingerprint, topic text) RETURNS void
 AS 'MODULE_PATHNAME', 'dedup_outbox_lock_relay' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_lock_relay(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
-
--- The lock of a slot number in a partition, until the transaction ends, if
--- no other transaction holds it (true), or false at once: a take inserts a
--- new slot under its number's lock, so it never waits for another's insert.
-CREATE OR REPLACE FUNCTION dedup.outbox_lock_slot(in_part @extschema@.dedup_fingerprint, slot integer) RETURNS boolean
-AS 'MODULE_PATHNAME', 'dedup_outbox_lock_slot' LANGUAGE C STRICT VOLATILE;
-REVOKE ALL ON FUNCTION dedup.outbox_lock_slot(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
 
 -- Move events to the dead letters: from the log (by seq) or from
 -- outbox_retry (by id), with their attempts and last error.  An INSERT ...
@@ -161,30 +156,22 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_bury(@extschema@.dedup_fingerprint, text, bigint[], integer, uuid[], text) FROM PUBLIC;
 
--- A batch's id: its partition's number times 2^47, plus its slot's number
--- times 2^31, plus the slot's generation.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_id(in_part @extschema@.dedup_fingerprint, slot integer, generation integer)
+-- A new batch's id (src/outbox.c, for both paths): its partition's number
+-- times 2^47, plus the next number of the node's counter of batches
+-- (dedup.outbox_batch_ids), never given to another batch.  A take draws
+-- one for each batch it hands out, and again for one it hands out again.
+-- With above (a topic's newest batch id in the partition), an id above it:
+-- the node's counter behind the partition's ids is set past it first.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_new_id(in_part @extschema@.dedup_fingerprint, above bigint DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_id' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_id(@extschema@.dedup_fingerprint, integer, integer) FROM PUBLIC;
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_new_id' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_new_id(@extschema@.dedup_fingerprint, bigint) FROM PUBLIC;
 
--- The slot and the generation of batch id bid (NULL for an id no batch
--- can have): src/outbox.c decodes an id for both paths.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_slot(bid bigint) RETURNS integer
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_slot' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_slot(bigint) FROM PUBLIC;
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_generation(bid bigint) RETURNS integer
-AS 'MODULE_PATHNAME', 'dedup_outbox_batch_generation' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_generation(bigint) FROM PUBLIC;
-
--- The generation of a slot's next batch, and whether a slot is retired
--- at its generation (below).
-CREATE OR REPLACE FUNCTION dedup.outbox_next_generation(generation integer) RETURNS integer
-AS 'MODULE_PATHNAME', 'dedup_outbox_next_generation' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_next_generation(integer) FROM PUBLIC;
-CREATE OR REPLACE FUNCTION dedup.outbox_slot_retired(generation integer) RETURNS boolean
-AS 'MODULE_PATHNAME', 'dedup_outbox_slot_retired' LANGUAGE C IMMUTABLE STRICT;
-REVOKE ALL ON FUNCTION dedup.outbox_slot_retired(integer) FROM PUBLIC;
+-- Whether bid is an id a batch can have (src/outbox.c decodes an id for
+-- both paths); a row of outbox_batches with that id is the batch.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_valid(bid bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_valid' LANGUAGE C IMMUTABLE STRICT;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_valid(bigint) FROM PUBLIC;
 
 -- The most events a take hands out (the fast path's OUTBOX_MAX_BATCH_SIZE).
 CREATE OR REPLACE FUNCTION dedup.outbox_max_batch_size() RETURNS integer
@@ -203,38 +190,184 @@ CREATE OR REPLACE FUNCTION dedup.outbox_next_position(pos bigint, stable bigint,
 AS 'MODULE_PATHNAME', 'dedup_outbox_next_position' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_next_position(bigint, bigint, bigint, bigint, integer, bigint) FROM PUBLIC;
 
--- The busy slot of partition in_part that holds batch bid, locked, or no row.
--- skip_locked: no row either while another transaction holds its lock (an
--- ack, nack, heartbeat or take of it in flight), without waiting for it.
--- (These two are PL/pgSQL, not SQL: Citus plans no statement of a SQL
--- function that has parameters.)
+-- The topic's position in partition in_part (sql/tables/outbox_relay.sql):
+-- the greater of its row's in outbox_topics and its newest batch row's,
+-- read newest first by the index on (topic, id, rev); NULL when the topic
+-- has no row there (none of its log was read yet).  low: the newest batch
+-- row's low mark (NULL with none), from which up its batches out are.
+CREATE OR REPLACE FUNCTION dedup.outbox_position(in_part @extschema@.dedup_fingerprint, for_topic text,
+    OUT next_seq bigint, OUT low bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    at bigint;
+BEGIN
+    SELECT x.next_seq, x.low_id INTO at, low FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic
+    ORDER BY x.id DESC LIMIT 1;
+    SELECT greatest(t.next_seq, at) INTO next_seq FROM dedup.outbox_topics AS t
+    WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = for_topic;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_position(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
+-- The batches of topic out in partition in_part, each as its newest row
+-- (busy), in id order: those from the newest batch row's low mark up.
+CREATE OR REPLACE FUNCTION dedup.outbox_batches_out(in_part @extschema@.dedup_fingerprint, for_topic text)
+RETURNS SETOF dedup.outbox_batches
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    low bigint;
+BEGIN
+    SELECT x.low_id INTO low FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic
+    ORDER BY x.id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- the rows from the low mark up, in (id, rev) order, each id's last
+    -- (the one before the next id's), where busy: read by the index on
+    -- (topic, id, rev), with no join for the planner to get wrong
+    RETURN QUERY
+    SELECT (y.x).* FROM (
+        SELECT x, x.id, x.busy, pg_catalog.lead(x.id) OVER (ORDER BY x.id, x.rev) AS next_id
+        FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic AND x.id >= low
+        ORDER BY x.id, x.rev) AS y
+    WHERE y.busy AND y.next_id IS DISTINCT FROM y.id
+    ORDER BY y.id;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
+-- Under a transaction snapshot (REPEATABLE READ, SERIALIZABLE): a 40001
+-- error if batch bid has a row of a rev past rev, appended by a settle or
+-- take that committed after the snapshot was taken (src/outbox.c).
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_check_current(in_part @extschema@.dedup_fingerprint, bid bigint,
+    rev integer) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_check_current' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_check_current(@extschema@.dedup_fingerprint, bigint, integer) FROM PUBLIC;
+
+-- Batch bid of partition in_part, as its newest row, if it is out (busy),
+-- else no row; locked (its rev 0 row, so that the settles of a batch go
+-- one after another) unless only_read.  skip_locked: no row either while
+-- another transaction holds its lock (an ack, nack, heartbeat or take of
+-- it in flight), without waiting for it.  (These are PL/pgSQL, not SQL:
+-- Citus plans no statement of a SQL function that has parameters.)
 CREATE OR REPLACE FUNCTION dedup.outbox_batch(in_part @extschema@.dedup_fingerprint, bid bigint,
-                                              skip_locked boolean DEFAULT false)
+                                              skip_locked boolean DEFAULT false,
+                                              only_read boolean DEFAULT false)
 RETURNS SETOF dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    b dedup.outbox_batches;
 BEGIN
-    IF skip_locked THEN
-        RETURN QUERY
-        SELECT * FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy
-        FOR UPDATE SKIP LOCKED;
-    ELSE
-        RETURN QUERY
-        SELECT * FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part
-          AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-          AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy
-        FOR UPDATE;
+    IF NOT dedup.outbox_batch_valid(bid) THEN
+        RETURN;
     END IF;
+    IF skip_locked THEN
+        PERFORM FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid AND x.rev = 0
+        FOR UPDATE SKIP LOCKED;
+    ELSIF NOT only_read THEN
+        PERFORM FROM dedup.outbox_batches AS x
+        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid AND x.rev = 0
+        FOR UPDATE;
+    ELSE
+        PERFORM;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- (a statement of its own: it sees what a settle that held the lock
+    -- before committed; under a transaction snapshot, which may not, the
+    -- settle fails if a row was appended since, 40001)
+    SELECT * INTO b FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
+    ORDER BY x.rev DESC LIMIT 1;
+    IF NOT FOUND OR NOT b.busy THEN
+        RETURN;
+    END IF;
+    IF NOT only_read THEN
+        PERFORM dedup.outbox_batch_check_current(in_part, bid, b.rev);
+    END IF;
+    RETURN NEXT b;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean, boolean) FROM PUBLIC;
 
--- The topic of batch bid, busy in partition in_part, if caller may relay
+-- A batch's state after a settle: b (its newest row, changed) appended as
+-- the next rev of its id; returns the row written.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_append(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches)
+RETURNS dedup.outbox_batches
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    w dedup.outbox_batches;
+BEGIN
+    -- a batch out no more keeps none of its state but its counts, the
+    -- topic's position and the low mark (sql/tables/outbox_relay.sql)
+    IF NOT b.busy THEN
+        b.lease_until := NULL;
+        b.first_seq := NULL;
+        b.last_seq := NULL;
+        b.settled := NULL;
+        b.extra := NULL;
+        b.aggregates := NULL;
+        b.members := NULL;
+    END IF;
+    INSERT INTO dedup.outbox_batches AS x (part, topic, id, rev, busy, attempt, lease_until,
+                                           first_seq, last_seq, settled, extra, retried, events,
+                                           aggregates, members, next_seq, low_id)
+    VALUES (in_part, b.topic, b.id, b.rev + 1, b.busy, b.attempt, b.lease_until, b.first_seq,
+            b.last_seq, b.settled, b.extra, b.retried, b.events, b.aggregates, b.members,
+            b.next_seq, b.low_id)
+    RETURNING x.* INTO w;
+    RETURN w;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_append(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
+
+-- A batch handed out (b: its rev 0 row but for part, rev and low_id), by
+-- a take that holds its topic's relay lock: inserted with the low mark of
+-- its topic's batches out, as this statement sees them.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_insert(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches)
+RETURNS dedup.outbox_batches
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    w dedup.outbox_batches;
+    low bigint;
+BEGIN
+    -- (its id is above every one of its topic's: outbox_batch_new_id())
+    low := least(b.id, (SELECT min(o.id) FROM dedup.outbox_batches_out(in_part, b.topic) AS o));
+    -- a topic with a batch has a position (the 1.0 calls find its batches
+    -- by its row): one whose batch holds events of outbox_retry alone may
+    -- have none yet (1.0's, from the update)
+    IF (SELECT t.next_seq FROM dedup.outbox_topics AS t
+        WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = b.topic) IS NULL THEN
+        INSERT INTO dedup.outbox_topics (part, topic) VALUES (in_part, b.topic);
+    END IF;
+    INSERT INTO dedup.outbox_batches AS x (part, topic, id, rev, busy, attempt, lease_until,
+                                           first_seq, last_seq, settled, extra, retried, events,
+                                           aggregates, members, next_seq, low_id)
+    VALUES (in_part, b.topic, b.id, 0, true, b.attempt, b.lease_until, b.first_seq,
+            b.last_seq, b.settled, b.extra, b.retried, b.events, b.aggregates, b.members,
+            b.next_seq, low)
+    RETURNING x.* INTO w;
+    RETURN w;
+END
+$$;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_insert(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
+
+-- The topic of batch bid, out in partition in_part, if caller may relay
 -- it; NULL if no batch of that id is handed out, or if the caller may not
 -- relay its topic: the two are answered alike (a batch id is small and
 -- easily guessed; a relay learns no topic it may not see), before anything
@@ -246,12 +379,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     t text;
+    busy boolean;
 BEGIN
-    SELECT x.topic INTO t FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part
-      AND x.slot = dedup.outbox_batch_slot(bid) AND x.generation = dedup.outbox_batch_generation(bid)
-      AND dedup.outbox_batch_id(x.part, x.slot, x.generation) = bid AND x.busy;
-    IF NOT FOUND OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
+    IF NOT dedup.outbox_batch_valid(bid) THEN
+        RETURN NULL;
+    END IF;
+    SELECT x.topic, x.busy INTO t, busy FROM dedup.outbox_batches AS x
+    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.id = bid
+    ORDER BY x.rev DESC LIMIT 1;
+    IF NOT FOUND OR NOT busy OR NOT dedup.has_privilege(caller, t, 'relay', false) THEN
         RETURN NULL;
     END IF;
     RETURN t;
@@ -308,109 +444,42 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_members(@extschema@.dedup_fingerprint, text, bigint, bigint, bigint[], integer,
     integer, bigint, bigint[]) FROM PUBLIC;
 
--- After events left a batch: its count, aggregates and retried recounted;
--- a batch left with none frees its slot.
-CREATE OR REPLACE FUNCTION dedup.outbox_batch_recount(in_part @extschema@.dedup_fingerprint, slot_of integer)
-RETURNS dedup.outbox_batches
-LANGUAGE plpgsql VOLATILE
+-- A batch's count, retried and aggregates, from its events (b's columns).
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_count(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches,
+    OUT n integer, OUT r integer, OUT a integer[])
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    b dedup.outbox_batches;
-    n integer;
-    r integer;
-    a integer[];
 BEGIN
-    SELECT * INTO b FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
     SELECT count(*), count(*) FILTER (WHERE m.in_retry),
            coalesce(array_agg(DISTINCT pg_catalog.hashtext(m.aggregateid)), '{}')
     INTO n, r, a
-    FROM dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled,
-                              b.attempt, b.retried,
-                              dedup.outbox_batch_id(b.part, b.slot, b.generation), b.extra) AS m;
-    UPDATE dedup.outbox_batches AS x
-    SET events = n, retried = r, aggregates = a, busy = n > 0
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of
-    RETURNING x.* INTO b;
-    RETURN b;
+    FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq, b.settled,
+                              b.attempt, b.retried, b.id, b.extra) AS m;
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_count(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
 
--- A slot's generation never wraps.  An id holds 31 bits of it: past
--- 2147483647 it would come back to 1, and an id handed out 2^31 - 1 batches
--- before (held by a relay that stopped meanwhile) would name a batch handed
--- out after.  So a slot at the last generation is retired: left free, which
--- no take gives another batch (a new batch goes to another slot, or a new
--- one), and a batch of it handed out again moves to a new slot first
--- (dedup.outbox_slot_move).  Its row stays, so its number is never taken
--- again (new slots are numbered past the partition's last).  A partition
--- has 65535 numbers: 1.4 * 10^14 batches (doc/outbox.md says how long).
---
--- A new free slot of partition in_part for topic: the first number past
--- the partition's last slot that no other take is inserting (each inserts
--- under its number's lock) and none inserted meanwhile; 54000 when none is
--- left below 2^16.
-CREATE OR REPLACE FUNCTION dedup.outbox_slot_new(in_part @extschema@.dedup_fingerprint, for_topic text)
+-- After events left a batch (b, its newest row with its settled changed):
+-- its count, aggregates and retried recounted, appended as its next rev;
+-- a batch left with none is out no more.
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_recount(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches)
 RETURNS dedup.outbox_batches
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    b dedup.outbox_batches;
-    k integer;
+    c record;
 BEGIN
-    k := (SELECT coalesce(max(y.slot), 0) + 1 FROM dedup.outbox_batches AS y
-          WHERE y.part OPERATOR(@extschema@.=) in_part);
-    LOOP
-        IF k >= 65536 THEN
-            RAISE EXCEPTION 'an outbox partition has no room for another batch'
-                USING ERRCODE = '54000',
-                      DETAIL = 'Each of its 65535 slots holds a batch handed out and not acked, or is retired (it handed out 2147483647 batches).',
-                      HINT = 'Ack or nack batches before taking more.';
-        END IF;
-        IF dedup.outbox_lock_slot(in_part, k) THEN
-            INSERT INTO dedup.outbox_batches AS x (part, slot, topic)
-            VALUES (in_part, k, for_topic)
-            ON CONFLICT DO NOTHING
-            RETURNING x.* INTO b;
-            EXIT WHEN FOUND;
-        END IF;
-        k := k + 1;
-    END LOOP;
-    RETURN b;
+    c := dedup.outbox_batch_count(in_part, b);
+    b.events := c.n;
+    b.retried := c.r;
+    b.aggregates := c.a;
+    b.busy := c.n > 0;
+    RETURN dedup.outbox_batch_append(in_part, b);
 END
 $$;
-REVOKE ALL ON FUNCTION dedup.outbox_slot_new(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
-
--- The busy batch of slot slot_of (locked by the caller), moved whole into a
--- new slot at generation 0, whose next hand-out is generation 1; slot_of is
--- left free at its generation: retired, when that is the last (above).
-CREATE OR REPLACE FUNCTION dedup.outbox_slot_move(in_part @extschema@.dedup_fingerprint, slot_of integer)
-RETURNS dedup.outbox_batches
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    o dedup.outbox_batches;
-    b dedup.outbox_batches;
-BEGIN
-    SELECT * INTO STRICT o FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
-    b := dedup.outbox_slot_new(in_part, o.topic);
-    UPDATE dedup.outbox_batches AS x
-    SET busy = o.busy, attempt = o.attempt, lease_until = o.lease_until, first_seq = o.first_seq,
-        last_seq = o.last_seq, settled = o.settled, extra = o.extra, retried = o.retried,
-        events = o.events, aggregates = o.aggregates, members = o.members, next_seq = o.next_seq
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot
-    RETURNING x.* INTO b;
-    UPDATE dedup.outbox_batches AS x SET busy = false
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = slot_of;
-    RETURN b;
-END
-$$;
-REVOKE ALL ON FUNCTION dedup.outbox_slot_move(@extschema@.dedup_fingerprint, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_recount(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
 
 -- for_lease: the batch's lease, NULL for the topic's.
 CREATE OR REPLACE FUNCTION dedup.outbox_take_batch(caller oid, in_part @extschema@.dedup_fingerprint, topic text,
@@ -431,9 +500,12 @@ DECLARE
     pos bigint;
     new_pos bigint;
     b dedup.outbox_batches;
+    cnt record;
     bid bigint;
+    new_bid bigint;
     blocked integer[];
     has_retry boolean;
+    has_due boolean;
     has_held boolean;
     has_log boolean;
     positioned boolean;
@@ -475,10 +547,9 @@ BEGIN
     -- and every put of the topic that was in progress as the take began
     PERFORM dedup.outbox_lock_relay(in_part, topic);
     PERFORM dedup.outbox_wait_puts(topic);
-    SELECT t.next_seq INTO pos FROM dedup.outbox_positions AS t
-    WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
+    pos := (dedup.outbox_position(in_part, topic)).next_seq;
     -- a topic gets its position once a take reads its log (below)
-    positioned := FOUND;
+    positioned := pos IS NOT NULL;
     IF NOT positioned THEN
         pos := 0;
     END IF;
@@ -494,16 +565,15 @@ BEGIN
     -- it rolls back a later take hands the batch out; a take that waited
     -- for it deadlocked on a Citus cluster with an ack that had gone
     -- through the partitions in another order)
-    FOR b IN SELECT * FROM dedup.outbox_batches AS x
-             WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
-               AND x.busy AND x.lease_until <= take_now
+    FOR b IN SELECT * FROM dedup.outbox_batches_out(in_part, topic) AS x
+             WHERE x.lease_until <= take_now
              ORDER BY x.lease_until
     LOOP
         SELECT * INTO b
-        FROM dedup.outbox_batch(in_part, dedup.outbox_batch_id(in_part, b.slot, b.generation), true) AS x
+        FROM dedup.outbox_batch(in_part, b.id, true) AS x
         WHERE x.lease_until <= take_now;
         CONTINUE WHEN NOT FOUND;
-        bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
+        bid := b.id;
         dying := ARRAY(SELECT r.id FROM dedup.outbox_retry AS r
                        WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid
                          AND r.attempts >= max_attempts);
@@ -514,8 +584,9 @@ BEGIN
                                                 b.settled, b.attempt, b.retried, bid, b.extra) AS m
                       WHERE NOT m.in_retry),
                 b.attempt, dying, NULL);
-            UPDATE dedup.outbox_batches AS x SET first_seq = NULL, last_seq = NULL, extra = '{}'
-            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+            b.first_seq := NULL;
+            b.last_seq := NULL;
+            b.extra := '{}';
         ELSE
             PERFORM dedup.outbox_bury(in_part, b.topic, '{}', 0, dying, NULL);
         END IF;
@@ -534,8 +605,6 @@ BEGIN
         rest_ids := '{}';
         rest_seqs := '{}';
         IF b.events > batch_size OR (one_per_aggregate AND cardinality(b.aggregates) < b.events) THEN
-            SELECT * INTO b FROM dedup.outbox_batches AS x
-            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
             SELECT coalesce(array_agg(m.id ORDER BY m.seq), '{}'),
                    coalesce(array_agg(m.seq ORDER BY m.seq), '{}'),
                    coalesce(array_agg(m.aggregateid ORDER BY m.seq), '{}'),
@@ -567,24 +636,32 @@ BEGIN
             JOIN dedup.outbox AS o
               ON o.part OPERATOR(@extschema@.=) in_part AND o.topic = b.topic AND o.seq = u.s
             ON CONFLICT ON CONSTRAINT outbox_retry_pkey DO NOTHING;
-            UPDATE dedup.outbox_batches AS x SET settled = x.settled || rest_seqs
-            WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
-        END IF;
-        -- a slot at its last generation gives it no new id: a new slot does
-        IF dedup.outbox_slot_retired(b.generation) THEN
-            b := dedup.outbox_slot_move(in_part, b.slot);
+            b.settled := b.settled || rest_seqs;
         END IF;
         -- under a new id: the relay that held it before acks or nacks it no more
-        UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1,
-               batch = dedup.outbox_batch_id(in_part, b.slot, dedup.outbox_next_generation(b.generation))
+        -- (above the topic's newest: outbox_batch_new_id(), src/outbox.c)
+        new_bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                                       WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                                       ORDER BY x.id DESC LIMIT 1));
+        UPDATE dedup.outbox_retry AS r SET attempts = r.attempts + 1, batch = new_bid
         WHERE b.retried > 0 AND r.part OPERATOR(@extschema@.=) in_part AND r.batch = bid;
-        UPDATE dedup.outbox_batches AS x
-        SET attempt = x.attempt + 1, lease_until = lease_end,
-            generation = dedup.outbox_next_generation(b.generation), members = '{}'
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
-        b := dedup.outbox_batch_recount(in_part, b.slot);
-        CONTINUE WHEN NOT b.busy;
-        bid := dedup.outbox_batch_id(in_part, b.slot, b.generation);
+        -- the batch under its old id is out no more (a row appended), and
+        -- what is left of it goes out under the new one, with the topic's
+        -- position (this take moves it no further)
+        b.busy := false;
+        PERFORM dedup.outbox_batch_append(in_part, b);
+        b.id := new_bid;
+        b.attempt := b.attempt + 1;
+        b.lease_until := lease_end;
+        b.members := '{}';
+        b.next_seq := pos;
+        cnt := dedup.outbox_batch_count(in_part, b);
+        CONTINUE WHEN cnt.n = 0;
+        b.events := cnt.n;
+        b.retried := cnt.r;
+        b.aggregates := cnt.a;
+        b := dedup.outbox_batch_insert(in_part, b);
+        bid := b.id;
         RETURN QUERY SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload,
                             m.headers, m.attempts, m.created_at, lease_end, m.seq
                      FROM dedup.outbox_members(in_part, b.topic, b.first_seq, b.last_seq,
@@ -598,12 +675,12 @@ BEGIN
     -- outbox_retry: a settle that frees a batch and sends events of it back
     -- commits both at once, so an aggregate read here as free has its
     -- events back in outbox_retry seen below
-    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches AS x, unnest(x.aggregates) AS a
-                     WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND x.busy);
+    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches_out(in_part, topic) AS x,
+                                            unnest(x.aggregates) AS a);
 
     -- nothing to hand out (no event of the topic in outbox_retry or held,
     -- none in the log past its position): nothing is written, no position,
-    -- no slot
+    -- no batch
     has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
                   WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
                   ORDER BY r.seq LIMIT 1) IS NOT NULL;
@@ -618,28 +695,25 @@ BEGIN
         RETURN;
     END IF;
 
-    -- a new batch, in a free slot (locked: it stays free until the batch
-    -- is written in it; one another take has locked is passed, never
-    -- waited for): the topic's own first, else any of the partition's,
-    -- whatever topic it served (its generation goes on: no id handed out
-    -- before names the new batch), but a retired one (at its last
-    -- generation), else a new one (dedup.outbox_slot_new).  So a partition
-    -- has no more slots than batches handed out at once, and those retired.
-    SELECT * INTO b FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic AND NOT x.busy
-      AND NOT dedup.outbox_slot_retired(x.generation)
-    ORDER BY x.slot LIMIT 1
-    FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        SELECT * INTO b FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND NOT x.busy AND NOT dedup.outbox_slot_retired(x.generation)
-        ORDER BY x.slot LIMIT 1
-        FOR UPDATE SKIP LOCKED;
+    -- a new batch: its id from the counter is drawn when it is sure to
+    -- have events (its row is inserted below), not by a poll that hands
+    -- nothing out and writes nothing (a sequence's nextval writes now and
+    -- then, and a waiting take whose poll wrote returns at once); 0 until
+    -- then, an id no batch has
+    bid := 0;
+    -- events of outbox_retry due now (of an aggregate free or not): none,
+    -- and step 1 has nothing to do (those not due still hold their
+    -- aggregates back in steps 2 and 3: has_retry)
+    has_due := has_retry
+        AND (SELECT r.seq FROM dedup.outbox_retry AS r
+             WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
+               AND r.batch IS NULL AND r.visible_at <= take_now
+             ORDER BY r.seq LIMIT 1) IS NOT NULL;
+    IF has_due THEN
+        bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                          WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                          ORDER BY x.id DESC LIMIT 1));
     END IF;
-    IF NOT FOUND THEN
-        b := dedup.outbox_slot_new(in_part, outbox_take_batch.topic);
-    END IF;
-    bid := dedup.outbox_batch_id(in_part, b.slot, dedup.outbox_next_generation(b.generation));
 
     -- 1. events of outbox_retry that are due, of an aggregate no batch
     -- holds, each with every earlier one of its aggregate there due too
@@ -647,7 +721,7 @@ BEGIN
     -- (has_retry, has_held and has_log above are scalar subqueries with
     -- ORDER BY and LIMIT, not EXISTS, which the planner strips of them: a
     -- generic plan would read the whole table)
-    IF has_retry THEN
+    IF has_due THEN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r
             WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic AND r.batch IS NULL
@@ -734,7 +808,7 @@ BEGIN
     -- aggregate in seq order.  Held events take no room in the batch: the
     -- scan goes on until the batch is full, reading at most ten times its
     -- room (dedup.outbox_scan_limit()), and the position moves past what it read
-    -- (written below: into the batch's slot, or, with no batch, into
+    -- (written below: into the batch's row, or, with no batch, into
     -- outbox_topics).
     room := batch_size - cardinality(r_ids) - cardinality(x_seqs);
     IF room > 0 AND has_log THEN
@@ -793,21 +867,26 @@ BEGIN
 
     n := cardinality(r_ids) + cardinality(x_seqs) + c_n;
     IF n > 0 THEN
-        -- a slot of another topic takes that topic's position with it
-        IF b.topic <> outbox_take_batch.topic AND b.next_seq IS NOT NULL THEN
-            UPDATE dedup.outbox_topics AS t SET next_seq = greatest(t.next_seq, b.next_seq)
-            WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = b.topic;
+        IF bid = 0 THEN
+            bid := dedup.outbox_batch_new_id(in_part, (SELECT x.id FROM dedup.outbox_batches AS x
+                                          WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = outbox_take_batch.topic
+                                          ORDER BY x.id DESC LIMIT 1));
         END IF;
-        UPDATE dedup.outbox_batches AS x
-        SET topic = outbox_take_batch.topic,
-            generation = dedup.outbox_next_generation(b.generation), busy = true, attempt = 1,
-            lease_until = lease_end, first_seq = c_lo, last_seq = c_hi, settled = c_held,
-            extra = x_seqs, retried = cardinality(r_ids), events = n,
-            aggregates = ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a),
-            members = '{}',
-            next_seq = CASE WHEN new_pos IS NOT NULL THEN new_pos
-                            WHEN b.topic = outbox_take_batch.topic THEN b.next_seq END
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.slot = b.slot;
+        b := NULL;
+        b.topic := outbox_take_batch.topic;
+        b.id := bid;
+        b.attempt := 1;
+        b.lease_until := lease_end;
+        b.first_seq := c_lo;
+        b.last_seq := c_hi;
+        b.settled := c_held;
+        b.extra := x_seqs;
+        b.retried := cardinality(r_ids);
+        b.events := n;
+        b.aggregates := ARRAY(SELECT DISTINCT a FROM unnest(r_aggs || x_aggs || c_aggs) AS a);
+        b.members := '{}';
+        b.next_seq := coalesce(new_pos, pos);
+        PERFORM dedup.outbox_batch_insert(in_part, b);
         RETURN QUERY
         SELECT bid, m.id, m.aggregatetype, m.aggregateid, m.type, m.payload, m.headers,
                m.attempts, m.created_at, lease_end, m.seq

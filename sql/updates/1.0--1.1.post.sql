@@ -34,7 +34,7 @@ WHERE o.attempts > 0;
 DO $$
 DECLARE
     t record;
-    s integer := 0;
+    bid bigint;
 BEGIN
     FOR t IN SELECT o.topic, o.visible_at, max(o.attempts) AS attempt, count(*) AS events,
                     array_agg(o.id) AS ids,
@@ -42,22 +42,24 @@ BEGIN
              FROM dedup.outbox AS o WHERE o.attempts > 0 AND o.status = 't'
              GROUP BY o.topic, o.visible_at ORDER BY min(o.seq)
     LOOP
-        s := s + 1;
-        IF s > 65535 THEN
-            RAISE EXCEPTION 'more than 65535 takes of dedup 1.0 have events in flight'
-                USING ERRCODE = '54000',
-                      HINT = 'Let their relays ack them, or their leases pass, and update again.';
-        END IF;
-        INSERT INTO dedup.outbox_batches (part, slot, topic, generation, busy, attempt,
-                                          lease_until, retried, events, aggregates)
-        VALUES ('00000000000000000000000000000000', s, t.topic, 1, true, t.attempt, t.visible_at, t.events, t.events,
-                t.aggregates);
-        UPDATE dedup.outbox_retry
-        SET batch = dedup.outbox_batch_id('00000000000000000000000000000000', s, 1)
-        WHERE id = ANY (t.ids);
+        -- a batch row, as a take inserts it (sql/tables/outbox_relay.sql):
+        -- the topic's position at its beginning, its low mark the topic's
+        -- first batch here (every one of them is out)
+        bid := dedup.outbox_batch_new_id('00000000000000000000000000000000');
+        INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt, lease_until, retried,
+                                          events, aggregates, next_seq, low_id)
+        VALUES ('00000000000000000000000000000000', t.topic, bid, 0, true, t.attempt, t.visible_at,
+                t.events, t.events, t.aggregates, 0,
+                coalesce((SELECT min(x.id) FROM dedup.outbox_batches AS x WHERE x.topic = t.topic), bid));
+        UPDATE dedup.outbox_retry SET batch = bid WHERE id = ANY (t.ids);
     END LOOP;
 END
 $$;
+-- every topic with events of its own has a position, at its beginning
+-- (the 1.0 ack and nack find a topic's batches by its row)
+INSERT INTO dedup.outbox_topics (part, topic)
+SELECT DISTINCT '00000000000000000000000000000000'::@extschema@.dedup_fingerprint, r.topic
+FROM dedup.outbox_retry AS r;
 DELETE FROM dedup.outbox WHERE attempts > 0;
 ALTER TABLE dedup.outbox
     DROP COLUMN status, DROP COLUMN attempts, DROP COLUMN visible_at, DROP COLUMN last_error,

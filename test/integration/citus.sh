@@ -4,7 +4,7 @@
 #   - claims, records, sequence marks and outbox events made before are
 #     kept, the time buckets merged; the claims' shards are on both workers;
 #     dedup_distribute() refuses while an outbox batch is handed out, and
-#     keeps the batches' slots with their generations;
+#     keeps the batches' rows with their ids;
 #   - a claim and a business row of a table co-located with dedup.claims
 #     commit or roll back together, as a single-node transaction (one
 #     COMMIT, no PREPARE TRANSACTION); a redelivery is a duplicate;
@@ -87,12 +87,15 @@ q -c "SELECT count(*) FROM generate_series(1, 30) g
 check "dedup_distribute() refuses a shard_count of 0 (22023) and a batch handed out (55000)" \
 	"$(sqlstate -c "SELECT dedup_distribute(0)")|$(sqlstate -c "SELECT dedup_distribute(8)")|$(q -c "SELECT count(*) FROM pg_dist_partition")" \
 	"ERROR:  22023|ERROR:  55000|0"
-q -c "SELECT dedup_outbox_nack_batch(dedup.outbox_batch_id(part, slot, generation)) FROM dedup.outbox_batches WHERE busy" >/dev/null
-slots_before=$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, generation), ',' ORDER BY slot) FROM dedup.outbox_batches")
+q -c "SELECT dedup_outbox_nack_batch(id) FROM dedup.outbox_inflight" >/dev/null
+rows_before=$(q -c "SELECT string_agg(format('%s/%s/%s/%s/%s', part, topic, id, rev, busy), ',' ORDER BY id, rev) FROM dedup.outbox_batches")
 q -c "SET client_min_messages = warning" -c "SELECT dedup_distribute(8)" >/dev/null
-check "the batches' slots kept, in partition 0, with their generations (no old batch id names a new batch)" \
-	"$(q -c "SELECT string_agg(format('%s/%s/%s/%s', part, slot, topic, generation), ',' ORDER BY slot) FROM dedup.outbox_batches")|$(q -c "SELECT bool_and(generation > 0) FROM dedup.outbox_batches")" \
-	"$slots_before|t"
+check "the batches' rows kept, in partition 0, with their ids (no old batch id names a new batch)" \
+	"$(q -c "SELECT string_agg(format('%s/%s/%s/%s/%s', part, topic, id, rev, busy), ',' ORDER BY id, rev) FROM dedup.outbox_batches")|$(q -c "SELECT bool_and(id > 0) FROM dedup.outbox_batches")" \
+	"$rows_before|t"
+check "every node's counter of batch ids past the ids the rows kept" \
+	"$(worker 1 -c "SELECT last_value FROM dedup.outbox_batch_ids")|$(worker 2 -c "SELECT last_value FROM dedup.outbox_batch_ids")" \
+	"$(q -c "SELECT max(id) FROM dedup.outbox_batches")|$(q -c "SELECT max(id) FROM dedup.outbox_batches")"
 check "claims, marks and the histories distributed by key, co-located; scopes and grants reference tables" \
 	"$(q -c "SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text) FROM pg_dist_partition")|$(q -c "SELECT count(DISTINCT colocationid) FROM pg_dist_partition WHERE partmethod = 'h'")" \
 	"dedup.claims:h,dedup.cluster_commit:n,dedup.grants:n,dedup.history_blocks:h,dedup.history_folds:h,dedup.history_generations:h,dedup.history_spans:n,dedup.outbox:h,dedup.outbox_batches:h,dedup.outbox_dead:h,dedup.outbox_held:h,dedup.outbox_retry:h,dedup.outbox_topics:h,dedup.scopes:n,dedup.streams:h|1"
@@ -395,10 +398,10 @@ for mode in on off; do
 	take_to "$dir/fill1" 0 "$t" 100
 	leader=$(cut -d'|' -f1 "$dir/fill1" | sort -u | head -n 1)
 	check "fast path $mode: 120 events free over the partitions, take_batch(100) on the coordinator: 100 in one batch, from several partitions, each aggregate's first" \
-		"$(wc -l <"$dir/fill1")|$(cut -d'|' -f1 "$dir/fill1" | sort -u | wc -l)|$(q -c "SELECT count(DISTINCT dedup.outbox_partition_of('$t', a)) > 2 FROM unnest(string_to_array('$(cut -d'|' -f3 "$dir/fill1" | sort -u | tr '\n' ',' | sed 's/,$//')', ',')) a")|$(prefixes "$dir/fill1")|$(figures "$t" 2)|$(q -c "SELECT count(*) > 1, count(*) FILTER (WHERE cardinality(members) > 0), max(cardinality(members)) = count(*) - 1 FROM dedup.outbox_batches WHERE busy AND topic = '$t'")" \
+		"$(wc -l <"$dir/fill1")|$(cut -d'|' -f1 "$dir/fill1" | sort -u | wc -l)|$(q -c "SELECT count(DISTINCT dedup.outbox_partition_of('$t', a)) > 2 FROM unnest(string_to_array('$(cut -d'|' -f3 "$dir/fill1" | sort -u | tr '\n' ',' | sed 's/,$//')', ',')) a")|$(prefixes "$dir/fill1")|$(figures "$t" 2)|$(q -c "SELECT count(*) > 1, count(*) FILTER (WHERE cardinality(members) > 0), max(cardinality(members)) = count(*) - 1 FROM dedup.outbox_inflight WHERE topic = '$t'")" \
 		"100|1|t|0|20|100|t|1|t"
 	check "fast path $mode: its heartbeat from worker 2 extends every partition's part; its ack from worker 1 acks all 100" \
-		"$(worker 2 -c "SELECT dedup_outbox_extend_batch($leader, '2 hours') > now() + interval '119 minutes'")|$(q -c "SELECT bool_and(lease_until > now() + interval '119 minutes') FROM dedup.outbox_batches WHERE busy AND topic = '$t'")|$(worker 1 -c "SELECT dedup_outbox_ack_batch($leader)")|$(figures "$t" 2)|$(q -c "SELECT count(*) FROM dedup.outbox_batches WHERE busy AND topic = '$t'")" \
+		"$(worker 2 -c "SELECT dedup_outbox_extend_batch($leader, '2 hours') > now() + interval '119 minutes'")|$(q -c "SELECT bool_and(lease_until > now() + interval '119 minutes') FROM dedup.outbox_inflight WHERE topic = '$t'")|$(worker 1 -c "SELECT dedup_outbox_ack_batch($leader)")|$(figures "$t" 2)|$(q -c "SELECT count(*) FROM dedup.outbox_inflight WHERE topic = '$t'")" \
 		"t|t|100|20|0|0"
 	take_to "$dir/fill2" 1 "$t" 100
 	check "fast path $mode: the 20 left, in one take from worker 1, acked" \

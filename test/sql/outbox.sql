@@ -7,7 +7,11 @@ SELECT (dedup_set_scope('orders', lease => '1 minute', retention => '1 hour')).c
 -- the events a relay holds now, and those waiting in outbox_retry
 CREATE TEMP VIEW in_flight AS
 SELECT m.id, m.seq, m.aggregateid, m.attempts, m.payload->>'key' AS key
-FROM dedup.outbox_batches AS b, dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt, b.retried, dedup.outbox_batch_id(b.part, b.slot, b.generation), b.extra) AS m WHERE b.busy;
+FROM dedup.outbox_inflight AS b, dedup.outbox_members(b.part, b.topic, b.first_seq, b.last_seq, b.settled, b.attempt, b.retried, b.id, b.extra) AS m;
+-- each topic's position (its row in outbox_topics, or its newest batch
+-- row's)
+CREATE TEMP VIEW positions AS
+SELECT x.part, x.topic, (dedup.outbox_position(x.part, x.topic)).next_seq FROM dedup.outbox_topics AS x;
 CREATE TEMP VIEW retry AS
 SELECT r.payload->>'key' AS key, r.aggregateid, r.attempts, r.batch IS NOT NULL AS in_batch,
        r.last_error, r.visible_at > now() AS delayed
@@ -134,7 +138,7 @@ SELECT * FROM retry WHERE key = 'b-1';
 
 -- a lease that passes: the batch comes back whole, attempts counted
 UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second'
-WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches.part, outbox_batches.topic, outbox_batches.first_seq, outbox_batches.last_seq, outbox_batches.settled, outbox_batches.attempt, outbox_batches.retried, dedup.outbox_batch_id(outbox_batches.part, outbox_batches.slot, outbox_batches.generation), outbox_batches.extra) AS m WHERE m.payload->>'key' = 'c-1');
+WHERE busy AND EXISTS (SELECT FROM dedup.outbox_members(outbox_batches.part, outbox_batches.topic, outbox_batches.first_seq, outbox_batches.last_seq, outbox_batches.settled, outbox_batches.attempt, outbox_batches.retried, outbox_batches.id, outbox_batches.extra) AS m WHERE m.payload->>'key' = 'c-1');
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take('orders', 10) ORDER BY 1;
 
 -- dead letters: handed out the topic's max_attempts times, then dead
@@ -166,7 +170,7 @@ UPDATE dedup.outbox_batches SET lease_until = now() - interval '1 second';
 SELECT attempts AS relay2 FROM dedup_outbox_take('orders', 10);
 SELECT dedup_outbox_nack(ARRAY[:'late1'::uuid], attempts => ARRAY[1]) AS late_nack,
        dedup_outbox_ack(ARRAY[:'late1'::uuid], attempts => ARRAY[1]) AS late_ack;
-SELECT attempt, lease_until > now() AS still_leased FROM dedup.outbox_batches WHERE busy;
+SELECT attempt, lease_until > now() AS still_leased FROM dedup.outbox_inflight;
 SELECT dedup_outbox_ack(ARRAY[:'late1'::uuid], attempts => ARRAY[2]) AS holder_ack;
 -- without attempts, a late ack counts: the event was published
 SELECT dedup_outbox_put('orders', 'late-2', '{}') AS late2 \gset
@@ -300,8 +304,8 @@ SELECT dedup_outbox_ack_batch((SELECT batch_id FROM hot2 LIMIT 1)) AS acked;
 -- hot's events go out again, in order: the four back, then the two held
 SELECT payload->>'key' AS key, attempts FROM dedup_outbox_take_batch('orders', 10) ORDER BY seq;
 SELECT count(*) AS held_rows FROM dedup.outbox_held;
-SELECT dedup_outbox_ack_batch(max(batch_id)) AS acked FROM dedup.outbox_batches AS b,
-  LATERAL (SELECT dedup.outbox_batch_id(b.part, b.slot, b.generation) AS batch_id) AS x WHERE b.busy;
+SELECT dedup_outbox_ack_batch(max(batch_id)) AS acked FROM dedup.outbox_inflight AS b,
+  LATERAL (SELECT b.id AS batch_id) AS x;
 SELECT topic, pending, in_flight, dead FROM dedup_outbox_stats('orders');
 -- the 1.0 take keeps one event of an aggregate a batch
 SELECT count(*) FROM generate_series(9, 11) AS i,
@@ -372,11 +376,11 @@ SELECT stmt, regress_try(stmt) FROM (VALUES
   ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), '-1 second')$$),
   ($$SELECT dedup_outbox_nack(ARRAY(SELECT id FROM in_flight), NULL)$$),
   ($$SELECT dedup_outbox_ack_batch(NULL)$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), ARRAY[NULL]::uuid[])$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), ARRAY(SELECT id FROM in_flight), '-1 second')$$),
-  ($$SELECT dedup_outbox_ack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), retry_delay => NULL)$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT id FROM dedup.outbox_batches), ARRAY[NULL]::uuid[])$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT id FROM dedup.outbox_batches), ARRAY(SELECT id FROM in_flight), '-1 second')$$),
+  ($$SELECT dedup_outbox_ack_batch((SELECT id FROM dedup.outbox_batches), retry_delay => NULL)$$),
   ($$SELECT dedup_outbox_nack_batch(NULL)$$),
-  ($$SELECT dedup_outbox_nack_batch((SELECT dedup.outbox_batch_id(part, slot, generation) FROM dedup.outbox_batches), '-1 second')$$),
+  ($$SELECT dedup_outbox_nack_batch((SELECT id FROM dedup.outbox_batches), '-1 second')$$),
   ($$SELECT dedup_outbox_redrive(NULL)$$)) AS t(stmt);
 SELECT (SELECT md5(string_agg(o::text, '|' ORDER BY o::text)) FROM dedup.outbox AS o) = log AS log_same,
        (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) = batches AS batches_same,
@@ -469,7 +473,7 @@ SELECT max(batch_id) AS b2 FROM dedup_outbox_take_batch('topic-b', 1) \gset
 SELECT dedup_outbox_nack_batch(:b2) AS nacked;
 SELECT max(batch_id) AS b2 FROM dedup_outbox_take_batch('topic-b', 1) \gset
 RESET ROLE;
-SELECT slot, topic, busy, events, retried FROM dedup.outbox_batches ORDER BY slot;
+SELECT topic, busy, events, retried FROM dedup.outbox_inflight ORDER BY id;
 CREATE TEMP TABLE foreign_before AS
 SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b
         WHERE b.topic = 'topic-b') AS batches,
@@ -489,7 +493,7 @@ SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_
        (SELECT count(*) FROM dedup.outbox_dead) = dead AS dead_same
 FROM foreign_before;
 -- topic-b's two batches are handed out as they were, and its relay acks them
-SELECT slot, topic, busy, events, retried FROM dedup.outbox_batches ORDER BY slot;
+SELECT topic, busy, events, retried FROM dedup.outbox_inflight ORDER BY id;
 SET ROLE regress_relay_b;
 SELECT dedup_outbox_ack_batch(:b1) AS b1_acked, dedup_outbox_ack_batch(:b2) AS b2_acked;
 RESET ROLE;
@@ -498,14 +502,13 @@ DROP ROLE regress_relay_a, regress_relay_b;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 
--- slots: a take with nothing to hand out writes nothing (no position, no
--- slot), for however many topics; a slot freed goes to the next batch of
--- any topic, so that a partition has no more slots than batches handed out
--- at once; its generation goes on, and no id handed out before names a
--- batch handed out after
+-- batch rows: a take with nothing to hand out writes nothing (no
+-- position, no batch row), for however many topics; a take inserts a row
+-- for its batch, its ack appends one; each batch has an id of its own (the
+-- counter's), so no id handed out before names a batch handed out after
 SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take_batch('empty-' || i) AS t;
 SELECT count(*) AS taken FROM generate_series(1, 200) AS i, LATERAL dedup_outbox_take('empty-' || i) AS t;
-SELECT (SELECT count(*) FROM dedup.outbox_topics) AS positions, (SELECT count(*) FROM dedup.outbox_batches) AS slots;
+SELECT (SELECT count(*) FROM dedup.outbox_topics) AS positions, (SELECT count(*) FROM dedup.outbox_batches) AS batch_rows;
 SELECT count(*) FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_put('tenant-' || i, 'e-1', '{}') AS p;
 CREATE TEMP TABLE handed (round integer, batch_id bigint, acked integer);
 DO $$
@@ -519,7 +522,9 @@ BEGIN
 END
 $$;
 SELECT count(*) AS batches, count(DISTINCT batch_id) AS ids, sum(acked) AS acked FROM handed;
-SELECT count(*) AS slots, max(slot) AS last_slot, max(generation) AS generation,
+SELECT count(*) AS batch_rows, count(*) FILTER (WHERE rev = 0) AS handed_out,
+       max(id) = (SELECT max(batch_id) FROM handed) AS holds_last_id,
+       (SELECT count(*) FROM dedup.outbox_inflight) AS out,
        (SELECT count(*) FROM dedup.outbox_topics) AS positions
 FROM dedup.outbox_batches;
 -- the topics, positioned, with nothing new: nothing written either
@@ -530,7 +535,7 @@ SELECT count(*) AS taken FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_
 SELECT (SELECT md5(string_agg(b::text, '|' ORDER BY b::text)) FROM dedup.outbox_batches AS b) = batches AS batches_same,
        (SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) FROM dedup.outbox_topics AS t) = topics AS topics_same
 FROM slots_before;
--- three batches of three topics handed out at a time: three slots
+-- three batches of three topics handed out at a time
 SELECT count(*) FROM generate_series(1, 30) AS i, LATERAL dedup_outbox_put('tenant-' || i, 'e-2', '{}') AS p;
 DO $$
 DECLARE
@@ -546,54 +551,36 @@ BEGIN
 END
 $$;
 SELECT count(*) AS batches, count(DISTINCT batch_id) AS ids, sum(acked) AS acked FROM handed WHERE round = 2;
-SELECT count(*) AS slots, max(slot) AS last_slot, count(*) FILTER (WHERE busy) AS busy FROM dedup.outbox_batches;
--- every id handed out before acks nothing of a batch now in a reused slot
+SELECT count(*) AS batch_rows, (SELECT count(*) FROM dedup.outbox_inflight) AS out FROM dedup.outbox_batches;
+-- every id handed out before acks nothing of a batch handed out after
 SELECT dedup_outbox_put('tenant-x', 'e-1', '{}') IS NOT NULL AS put;
 CREATE TEMP TABLE held AS SELECT * FROM dedup_outbox_take_batch('tenant-x');
-SELECT (SELECT batch_id FROM held) / 2147483648 AS slot,
+SELECT (SELECT count(*) FROM dedup.outbox_inflight) AS out,
        (SELECT batch_id FROM held) NOT IN (SELECT batch_id FROM handed) AS new_id,
-       (SELECT count(*) FROM handed WHERE batch_id / 2147483648 = (SELECT batch_id FROM held) / 2147483648) AS ids_of_slot_before;
+       (SELECT count(*) FROM handed WHERE batch_id < (SELECT max(batch_id) FROM held)) AS ids_before;
 SELECT sum(dedup_outbox_ack_batch(batch_id)) AS old_ids_acked,
        sum(dedup_outbox_nack_batch(batch_id)) AS old_ids_nacked FROM handed;
-SELECT count(*) AS busy, min(topic) AS topic FROM dedup.outbox_batches WHERE busy;
+SELECT count(*) AS busy, min(topic) AS topic FROM dedup.outbox_inflight;
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM held;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
 
 -- partitions: one server has one, number 0 (part all zeros), in every row;
--- a batch's id carries the partition's number (times 2^47) and its slot's
--- (times 2^31), slots numbered within the partition
+-- a batch's id carries the partition's number (times 2^47) and the
+-- counter's next number (below 2^47)
 SELECT dedup_outbox_put('parts', 'p-' || i, '{}', aggregate_id => 'a-' || i) IS NOT NULL AS put
 FROM generate_series(1, 3) AS i;
-SELECT batch_id = 2147483648 + 1 AS first_batch_id, count(*) AS events
+SELECT setval('dedup.outbox_batch_ids', 41) AS counter;
+SELECT batch_id = 42 AS first_batch_id, count(*) AS events
 FROM dedup_outbox_take_batch('parts', 2) GROUP BY batch_id;
-SELECT batch_id = 2 * 2147483648::bigint + 1 AS second_batch_id, count(*) AS events
+SELECT batch_id = 43 AS second_batch_id, count(*) AS events
 FROM dedup_outbox_take_batch('parts', 2) GROUP BY batch_id;
 SELECT (SELECT array_agg(DISTINCT part::text) FROM dedup.outbox) AS log,
        (SELECT array_agg(DISTINCT part::text) FROM dedup.outbox_topics) AS positions,
-       (SELECT array_agg(slot ORDER BY slot) FROM dedup.outbox_batches) AS slots;
+       (SELECT array_agg(DISTINCT part::text) FROM dedup.outbox_batches) AS batches;
 -- an id of another partition, or one no batch can have, acks nothing
-SELECT dedup_outbox_ack_batch((1::bigint << 47) + 2147483648 + 1) AS other_partition,
+SELECT dedup_outbox_ack_batch((1::bigint << 47) + 42) AS other_partition,
        dedup_outbox_ack_batch(-1) AS negative;
--- a partition with 65,535 batches handed out takes no more (54000), and
--- nothing changed
-TRUNCATE dedup.outbox_batches;
-INSERT INTO dedup.outbox_batches (part, slot, topic, busy, attempt, lease_until)
-SELECT '00000000000000000000000000000000', s, 'parts-full', true, 1, now() + interval '1 hour'
-FROM generate_series(1, 65535) AS s;
-SELECT dedup_outbox_put('parts-other', 'q-1', '{}') IS NOT NULL AS put;
-SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('parts-other')$$);
-SELECT count(*) AS batches, count(*) FILTER (WHERE topic = 'parts-other') AS of_other,
-       (SELECT next_seq FROM dedup.outbox_positions WHERE topic = 'parts-other') AS position
-FROM dedup.outbox_batches;
--- the limit counts batches handed out: with the 65,535 slots free, the
--- take hands its batch out in the first, another topic's
-UPDATE dedup.outbox_batches SET busy = false;
-SELECT payload FROM dedup_outbox_take_batch('parts-other');
-SELECT count(*) AS slots, count(*) FILTER (WHERE busy) AS busy,
-       min(slot) FILTER (WHERE topic = 'parts-other') AS its_slot,
-       min(generation) FILTER (WHERE topic = 'parts-other') AS its_generation
-FROM dedup.outbox_batches;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
 
@@ -609,8 +596,8 @@ SELECT dedup_outbox_put('fast-b', 'b-' || i, '{}') IS NOT NULL AS put FROM gener
 SELECT dedup_outbox_put('fast-other', 'o-1', '{}') IS NOT NULL AS put;
 SELECT count(*) FROM dedup_outbox_take_batch('fast-a', 1);  -- positions fast-a
 SELECT count(*) FROM dedup_outbox_take_batch('fast-b', 1);  -- positions fast-b
-SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_inflight AS x,
+       LATERAL (SELECT x.id) AS b(batch_id);
 BEGIN;
 SET LOCAL dedup.outbox_fast_path = on;
 SELECT coalesce(sum(calls), 0) AS calls0 FROM pg_stat_xact_user_functions
@@ -628,13 +615,13 @@ SELECT coalesce(sum(calls), 0) - :calls0 AS plpgsql_takes FROM pg_stat_xact_user
 WHERE schemaname = 'dedup' AND funcname = 'outbox_take_batch';
 COMMIT;
 SELECT t.topic, t.next_seq = (SELECT max(seq) + 1 FROM dedup.outbox) AS past_every_settled
-FROM dedup.outbox_positions AS t WHERE t.topic LIKE 'fast-%' ORDER BY t.topic;
+FROM positions AS t WHERE t.topic LIKE 'fast-%' ORDER BY t.topic;
 BEGIN;
 SET LOCAL dedup.outbox_fast_path = off;
 SELECT coalesce(sum(calls), 0) AS calls0 FROM pg_stat_xact_user_functions
 WHERE schemaname = 'dedup' AND funcname = 'outbox_ack_batch' \gset
-SELECT sum(dedup_outbox_ack_batch(batch_id)) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+SELECT sum(dedup_outbox_ack_batch(batch_id)) AS acked FROM dedup.outbox_inflight AS x,
+       LATERAL (SELECT x.id) AS b(batch_id);
 SELECT coalesce(sum(calls), 0) - :calls0 AS plpgsql_acks FROM pg_stat_xact_user_functions
 WHERE schemaname = 'dedup' AND funcname = 'outbox_ack_batch';
 COMMIT;
@@ -642,36 +629,43 @@ RESET track_functions;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
 
--- A take and its ack leave two row versions of the relay's state, not
--- three (a held xmin horizon keeps every one): the take writes the
--- topic's position after its batch into the batch's slot, and the ack
--- frees the slot; dedup.outbox_topics is not written.  A take of another
--- topic that takes the slot takes the position with it, into
--- outbox_topics: the topic's position stays past every event handed out.
+-- A take and its ack update no row of the relay's state (a held xmin
+-- horizon keeps every version of one, and every reader walks them): the
+-- take inserts its batch's row, with the topic's position after it, and
+-- the ack appends one; dedup.outbox_topics is not written.  A take of
+-- another topic leaves the position where it is.
 SELECT dedup_outbox_put('versions', 'v-' || i, '{}') IS NOT NULL AS put FROM generate_series(1, 5) AS i;
 SELECT count(*) FROM dedup_outbox_take_batch('versions', 1);  -- positions the topic
-SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_inflight AS x,
+       LATERAL (SELECT x.id) AS b(batch_id);
 SELECT xmin AS topic_xmin FROM dedup.outbox_topics WHERE topic = 'versions' \gset
 BEGIN;
+CREATE TEMP TABLE tuples_before ON COMMIT DROP AS
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables
+WHERE schemaname = 'dedup' AND relname IN ('outbox_batches', 'outbox_topics');
 SELECT count(*) AS taken FROM dedup_outbox_take_batch('versions', 2);
-SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_inflight AS x,
+       LATERAL (SELECT x.id) AS b(batch_id);
 SELECT count(*) AS taken FROM dedup_outbox_take_batch('versions', 2);
-SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_inflight AS x,
+       LATERAL (SELECT x.id) AS b(batch_id);
+-- two takes and two acks: four rows inserted, none updated or deleted
+SELECT s.relname, s.n_tup_ins - b.n_tup_ins AS inserted, s.n_tup_upd - b.n_tup_upd AS updated,
+       s.n_tup_del - b.n_tup_del AS deleted
+FROM pg_stat_xact_user_tables AS s JOIN tuples_before AS b USING (relname)
+WHERE s.schemaname = 'dedup' ORDER BY s.relname;
 COMMIT;
 SELECT t.next_seq = (SELECT max(seq) + 1 FROM dedup.outbox) AS past_every_event,
        (SELECT x.xmin = :'topic_xmin' FROM dedup.outbox_topics AS x WHERE x.topic = 'versions')
          AS topic_row_unwritten
-FROM dedup.outbox_positions AS t WHERE t.topic = 'versions';
+FROM positions AS t WHERE t.topic = 'versions';
 SELECT dedup_outbox_put('versions-2', 'w-1', '{}') IS NOT NULL AS put;
 SELECT count(*) AS taken FROM dedup_outbox_take_batch('versions-2', 1);
-SELECT slot, topic FROM dedup.outbox_batches ORDER BY slot;  -- the one slot went to versions-2
+SELECT topic, count(*) AS batch_rows FROM dedup.outbox_batches GROUP BY topic ORDER BY topic;
 SELECT t.topic, t.next_seq = (SELECT max(seq) + 1 FROM dedup.outbox AS o WHERE o.topic = t.topic)
          AS past_every_event,
        (SELECT next_seq FROM dedup.outbox_topics AS x WHERE x.topic = t.topic) = t.next_seq AS in_topics
-FROM dedup.outbox_positions AS t ORDER BY t.topic;
+FROM positions AS t ORDER BY t.topic;
 SELECT count(*) AS taken_again FROM dedup_outbox_take_batch('versions', 10);
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
@@ -684,8 +678,8 @@ SELECT max_attempts FROM dedup_set_scope('beat', lease => '1 minute', max_attemp
 SELECT dedup_outbox_put('beat', 'b-' || i, jsonb_build_object('i', i)) IS NOT NULL AS put
 FROM generate_series(1, 4) AS i;
 SELECT count(*) FROM dedup_outbox_take_batch('beat', 1);  -- positions the topic
-SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_batches AS x,
-       LATERAL (SELECT dedup.outbox_batch_id(x.part, x.slot, x.generation)) AS b(batch_id) WHERE x.busy;
+SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM dedup.outbox_inflight AS x,
+       LATERAL (SELECT x.id) AS b(batch_id);
 CREATE TEMP TABLE beat1 AS SELECT * FROM dedup_outbox_take_batch('beat', 1, lease => '10 minutes');
 CREATE TEMP TABLE beat2 AS SELECT * FROM dedup_outbox_take_batch('beat', 1);
 BEGIN;
@@ -697,8 +691,8 @@ UNION ALL
 SELECT 'topic''s', lease_expires_at - now() BETWEEN interval '50 seconds' AND interval '1 minute' FROM beat2
 UNION ALL
 SELECT 'per call, PL/pgSQL', lease_expires_at - now() BETWEEN interval '119 minutes' AND interval '2 hours' FROM beat3;
-SELECT count(*) AS three_leases FROM dedup.outbox_batches AS x, beat1, beat2, beat3
-WHERE x.busy AND x.lease_until IN (beat1.lease_expires_at, beat2.lease_expires_at, beat3.lease_expires_at);
+SELECT count(*) AS three_leases FROM dedup.outbox_inflight AS x, beat1, beat2, beat3
+WHERE x.lease_until IN (beat1.lease_expires_at, beat2.lease_expires_at, beat3.lease_expires_at);
 SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('beat', 1, lease => '0')$$),
        regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('beat', 1, lease => '-1 minute')$$),
        regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('beat', 1, lease => '200 years')$$);
@@ -707,30 +701,30 @@ CREATE FUNCTION pg_temp.runs(until timestamptz, lease interval) RETURNS boolean 
 $$SELECT until > now() + lease - interval '1 minute' AND until <= clock_timestamp() + lease$$;
 SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id, '30 minutes'), '30 minutes') AS extended FROM beat2;
 SELECT pg_temp.runs(x.lease_until, '30 minutes') AS stored
-FROM dedup.outbox_batches AS x, beat2 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat2.batch_id;
+FROM dedup.outbox_inflight AS x, beat2 WHERE x.id = beat2.batch_id;
 SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id), '1 minute') AS topics_lease FROM beat1;
 -- past its lease but not handed out again: still its batch, extended (a
 -- take then has nothing to hand out again)
 UPDATE dedup.outbox_batches AS x SET lease_until = now() - interval '1 second'
-FROM beat3 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat3.batch_id;
+FROM beat3 WHERE x.id = beat3.batch_id;
 SELECT pg_temp.runs(dedup_outbox_extend_batch(batch_id, '5 minutes'), '5 minutes') AS extended_late FROM beat3;
 SELECT count(*) AS nothing_to_hand_again FROM dedup_outbox_take_batch('beat', 10);
 -- acked, handed out again under a new id (its lease passed), or never
 -- handed out: NULL, and nothing changed
 SELECT dedup_outbox_ack_batch(batch_id) AS acked FROM beat1;
 UPDATE dedup.outbox_batches AS x SET lease_until = now() - interval '1 second'
-FROM beat2 WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = beat2.batch_id;
+FROM beat2 WHERE x.id = beat2.batch_id;
 CREATE TEMP TABLE beat2b AS SELECT * FROM dedup_outbox_take_batch('beat', 10);
 SELECT count(*) AS handed_again, bool_and(b.batch_id <> beat2.batch_id) AS new_id, min(b.attempts) AS attempt
 FROM beat2b AS b, beat2;
-CREATE TEMP TABLE beat_before AS SELECT md5(string_agg(x::text, '|' ORDER BY x.slot)) AS batches FROM dedup.outbox_batches AS x;
+CREATE TEMP TABLE beat_before AS SELECT md5(string_agg(x::text, '|' ORDER BY x.id, x.rev)) AS batches FROM dedup.outbox_batches AS x;
 SELECT dedup_outbox_extend_batch(beat1.batch_id) AS acked_batch, dedup_outbox_extend_batch(beat2.batch_id) AS stale_batch,
        dedup_outbox_extend_batch(12345) AS never, dedup_outbox_extend_batch(-1) AS no_such_id
 FROM beat1, beat2;
 SELECT regress_try($$SELECT dedup_outbox_extend_batch(NULL)$$),
        regress_try($$SELECT dedup_outbox_extend_batch(1, '0')$$),
        regress_try($$SELECT dedup_outbox_extend_batch(1, '-1 second')$$);
-SELECT md5(string_agg(x::text, '|' ORDER BY x.slot)) = beat_before.batches AS batches_unchanged
+SELECT md5(string_agg(x::text, '|' ORDER BY x.id, x.rev)) = beat_before.batches AS batches_unchanged
 FROM dedup.outbox_batches AS x, beat_before GROUP BY beat_before.batches;
 
 -- a relay role: extends batches of its topics only; another topic's batch
@@ -739,15 +733,15 @@ CREATE ROLE regress_dedup_beat;
 SELECT dedup_grant_relay('regress_dedup_beat', ARRAY['beat-mine']);
 SELECT dedup_outbox_put('beat-mine', 'm-1', '{}') IS NOT NULL AS put;
 SELECT batch_id AS beat3_id FROM beat3 \gset
-SELECT x.lease_until AS beat3_until FROM dedup.outbox_batches AS x
-WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = :beat3_id \gset
+SELECT x.lease_until AS beat3_until FROM dedup.outbox_inflight AS x
+WHERE x.id = :beat3_id \gset
 SET ROLE regress_dedup_beat;
 SELECT count(*) AS taken, pg_temp.runs(dedup_outbox_extend_batch(min(batch_id), '3 minutes'), '3 minutes') AS own_topic
 FROM dedup_outbox_take_batch('beat-mine', 1);
 SELECT dedup_outbox_extend_batch(:beat3_id, '3 hours') AS other_topic;
 RESET ROLE;
-SELECT x.lease_until = :'beat3_until' AS other_unchanged FROM dedup.outbox_batches AS x
-WHERE dedup.outbox_batch_id(x.part, x.slot, x.generation) = :beat3_id;
+SELECT x.lease_until = :'beat3_until' AS other_unchanged FROM dedup.outbox_inflight AS x
+WHERE x.id = :beat3_id;
 
 -- dead letters for relays: dedup_outbox_dead(topic, max) lists a topic's
 -- dead events, first by seq, with attempts and last error, to a role that

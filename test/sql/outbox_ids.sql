@@ -96,7 +96,7 @@ CREATE TEMP VIEW b_state AS
 SELECT (SELECT md5(string_agg(o::text, '|' ORDER BY o.seq)) FROM dedup.outbox AS o WHERE o.topic = 'ids-b') AS log,
        (SELECT md5(string_agg(r::text, '|' ORDER BY r.seq)) FROM dedup.outbox_retry AS r WHERE r.topic = 'ids-b') AS retry,
        (SELECT md5(string_agg(d::text, '|' ORDER BY d.seq)) FROM dedup.outbox_dead AS d WHERE d.topic = 'ids-b') AS dead,
-       (SELECT md5(string_agg(b::text, '|' ORDER BY b.slot)) FROM dedup.outbox_batches AS b WHERE b.topic = 'ids-b') AS batches,
+       (SELECT md5(string_agg(b::text, '|' ORDER BY b.id, b.rev)) FROM dedup.outbox_batches AS b WHERE b.topic = 'ids-b') AS batches,
        (SELECT md5(string_agg(h::text, '|' ORDER BY h.from_seq)) FROM dedup.outbox_held AS h WHERE h.topic = 'ids-b') AS held,
        (SELECT md5(string_agg(t::text, '|')) FROM dedup.outbox_topics AS t WHERE t.topic = 'ids-b') AS position,
        (SELECT md5(string_agg(k::text, '|' ORDER BY k.key)) FROM dedup.outbox_keys AS k) AS keys;
