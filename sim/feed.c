@@ -1,8 +1,13 @@
 /*
- * feed.c: the at-least-once feed.  Every message is delivered 1..K times,
- * in random order within a redelivery window; a consumer acks a delivery
- * when it is done with it, or puts it back (the broker redelivers it after
- * a delay) when its transaction failed or the message was busy elsewhere.
+ * feed.c: the at-least-once feed.  Every message is delivered 1..K times:
+ * its first copy in the feed's order, the others within a redelivery window
+ * of time after it (or, without a window, anywhere in the feed); a consumer
+ * acks a delivery when it is done with it, or puts it back (the broker
+ * redelivers it after a delay) when its transaction failed or the message
+ * was busy elsewhere.  The window is time, as a broker's redeliveries are,
+ * so that how long after a commit a copy can come does not grow when the
+ * consumers slow down (a window of messages did: on a loaded machine the
+ * same 2,000 messages took several times as long).
  * The feed also remembers when each message's effect committed, to measure
  * how long after it a copy still arrived (which the dedup window must
  * cover).  Its state is the run's Feed (Sim.feed), under the Feed's lock.
@@ -31,21 +36,27 @@ typedef struct FeedRedelivery
 {
 	int64_t		index;
 	int64_t		due_ms;
+	bool		planned;		/* a copy of the feed, not a redelivery */
 } FeedRedelivery;
 
 /* the feed of a run: Sim.feed, built by feed_build */
 struct Feed
 {
 	pthread_mutex_t lock;		/* guards the fields up to again_size */
-	int64_t    *order;			/* message index of every delivery */
-	long		count;
+	int64_t    *order;			/* message index of each delivery in order */
+	long		order_count;
 	long		next_slot;
+	long		count;			/* the feed's deliveries: copies included */
+	long		handed;			/* of those, handed out */
 	long		pending;		/* deliveries not yet acked */
+	uint64_t	rng;			/* when a later copy comes */
 	FeedRedelivery *again;
 	long		again_count;
 	long		again_size;
 	atomic_long *applied_ms;	/* when a message's effect committed */
 	atomic_int *redelivered;	/* times each message was put back */
+	int		   *later_copies;	/* copies still to come after the first */
+	int			window_ms;
 };
 
 static int
@@ -58,8 +69,11 @@ feed_slot_cmp(const void *a, const void *b)
 }
 
 /*
- * Build the deliveries: message i's copies get positions i + U(0, window)
- * (or U(0, N) without a window), and the feed is in position order.
+ * Build the deliveries.  With a window, the feed's order holds each
+ * message's first copy, in message order; its other copies come when
+ * feed_next hands the first out, each U(0, window) ms later.  Without one,
+ * every copy of message i gets a position U(0, N) and the feed is in
+ * position order.
  */
 void
 feed_build(Sim *sim, uint64_t *rng)
@@ -67,36 +81,53 @@ feed_build(Sim *sim, uint64_t *rng)
 	long		n = sim->options.messages;
 	long		total = 0;
 	long		i;
-	FeedSlot   *slots;
 	Feed	   *feed = calloc(1, sizeof(Feed));
 
+	if (!feed)
+		abort();
 	for (i = 0; i < n; i++)
 		total += sim->messages[i].copies;
-	slots = malloc(sizeof(FeedSlot) * total);
-	feed->order = malloc(sizeof(int64_t) * total);
 	feed->applied_ms = calloc(n, sizeof(atomic_long));
 	feed->redelivered = calloc(n, sizeof(atomic_int));
-	if (!feed || !slots || !feed->order || !feed->applied_ms || !feed->redelivered)
+	feed->later_copies = calloc(n, sizeof(int));
+	feed->order = malloc(sizeof(int64_t) * (sim->options.window > 0 ? n : total));
+	if (!feed->order || !feed->applied_ms || !feed->redelivered || !feed->later_copies)
 		abort();
-	total = 0;
-	for (i = 0; i < n; i++)
+	feed->window_ms = sim->options.window;
+	feed->rng = *rng ^ 0x9e3779b97f4a7c15ULL;
+	if (feed->window_ms > 0)
 	{
-		int			c;
-
-		for (c = 0; c < sim->messages[i].copies; c++)
+		for (i = 0; i < n; i++)
 		{
-			double		u = sim_random_unit(rng);
-
-			slots[total].position = sim->options.window > 0 ?
-				i + u * sim->options.window : u * n;
-			slots[total].index = i;
-			total++;
+			feed->order[i] = i;
+			feed->later_copies[i] = sim->messages[i].copies - 1;
 		}
+		feed->order_count = n;
 	}
-	qsort(slots, total, sizeof(FeedSlot), feed_slot_cmp);
-	for (i = 0; i < total; i++)
-		feed->order[i] = slots[i].index;
-	free(slots);
+	else
+	{
+		FeedSlot   *slots = malloc(sizeof(FeedSlot) * total);
+		long		k = 0;
+
+		if (!slots)
+			abort();
+		for (i = 0; i < n; i++)
+		{
+			int			c;
+
+			for (c = 0; c < sim->messages[i].copies; c++)
+			{
+				slots[k].position = sim_random_unit(rng) * n;
+				slots[k].index = i;
+				k++;
+			}
+		}
+		qsort(slots, total, sizeof(FeedSlot), feed_slot_cmp);
+		for (i = 0; i < total; i++)
+			feed->order[i] = slots[i].index;
+		free(slots);
+		feed->order_count = total;
+	}
 	feed->count = total;
 	feed->pending = total;
 	pthread_mutex_init(&feed->lock, NULL);
@@ -119,15 +150,32 @@ feed_position(Sim *sim)
 	long		pos;
 
 	pthread_mutex_lock(&feed->lock);
-	pos = feed->next_slot;
+	pos = feed->handed;
 	pthread_mutex_unlock(&feed->lock);
 	return pos;
 }
 
+/* Adds a delivery due at due_ms to the redeliveries; the lock is held. */
+static void
+feed_push_locked(Feed *feed, int64_t index, int64_t due_ms, bool planned)
+{
+	if (feed->again_count == feed->again_size)
+	{
+		feed->again_size = feed->again_size ? feed->again_size * 2 : 64;
+		feed->again = realloc(feed->again, sizeof(FeedRedelivery) * feed->again_size);
+		if (!feed->again)
+			abort();
+	}
+	feed->again[feed->again_count].index = index;
+	feed->again[feed->again_count].due_ms = due_ms;
+	feed->again[feed->again_count].planned = planned;
+	feed->again_count++;
+}
+
 /*
- * The next delivery: a redelivery that is due, else the feed's next one.
- * Waits while only redeliveries not yet due remain; false when every
- * delivery has been acked.
+ * The next delivery: a redelivery or later copy that is due, else the
+ * feed's next one (whose later copies it schedules).  Waits while only
+ * deliveries not yet due remain; false when every delivery has been acked.
  */
 bool
 feed_next(Sim *sim, int64_t *index)
@@ -146,15 +194,25 @@ feed_next(Sim *sim, int64_t *index)
 			if (feed->again[i].due_ms <= now)
 			{
 				*index = feed->again[i].index;
+				if (feed->again[i].planned)
+					feed->handed++;
 				feed->again[i] = feed->again[--feed->again_count];
 				pthread_mutex_unlock(&feed->lock);
 				atomic_fetch_add(&sim->counters.deliveries, 1);
 				return true;
 			}
 		}
-		if (feed->next_slot < feed->count)
+		if (feed->next_slot < feed->order_count)
 		{
-			*index = feed->order[feed->next_slot++];
+			int64_t		m = feed->order[feed->next_slot++];
+			int			c;
+
+			for (c = 0; c < feed->later_copies[m]; c++)
+				feed_push_locked(feed, m,
+								 now + (int64_t) (sim_random_unit(&feed->rng) * feed->window_ms),
+								 true);
+			feed->handed++;
+			*index = m;
 			pthread_mutex_unlock(&feed->lock);
 			atomic_fetch_add(&sim->counters.deliveries, 1);
 			return true;
@@ -167,20 +225,12 @@ feed_next(Sim *sim, int64_t *index)
 	}
 }
 
+/* A delivery more, due in delay_ms; more_pending: not yet counted. */
 static void
 feed_push(Feed *feed, int64_t index, int delay_ms, int more_pending)
 {
 	pthread_mutex_lock(&feed->lock);
-	if (feed->again_count == feed->again_size)
-	{
-		feed->again_size = feed->again_size ? feed->again_size * 2 : 64;
-		feed->again = realloc(feed->again, sizeof(FeedRedelivery) * feed->again_size);
-		if (!feed->again)
-			abort();
-	}
-	feed->again[feed->again_count].index = index;
-	feed->again[feed->again_count].due_ms = sim_now_ms() + delay_ms;
-	feed->again_count++;
+	feed_push_locked(feed, index, sim_now_ms() + delay_ms, false);
 	feed->pending += more_pending;
 	pthread_mutex_unlock(&feed->lock);
 }

@@ -93,8 +93,9 @@ main_usage(void)
 		   "Options (defaults in brackets):\n"
 		   "  -n, --messages=N        distinct messages [100000]\n"
 		   "  -k, --copies=K          each delivered 1..K times [4]\n"
-		   "  -w, --window=W          copies arrive within W messages of the feed;\n"
-		   "                          0: anywhere in the feed [2000]\n"
+		   "  -w, --window=MS         a message's other copies arrive within MS ms of\n"
+		   "                          its first, as a broker's redeliveries do;\n"
+		   "                          0: every copy anywhere in the feed [2000]\n"
 		   "  -c, --consumers=C       consumer connections [8]\n"
 		   "      --accounts=A        accounts the payments go to [1000]; an\n"
 		   "                          account is its events' aggregate\n"
@@ -224,7 +225,7 @@ main_options(Sim *sim, int argc, char **argv)
 				o->max_copies = main_count("copies", optarg, 1, 100);
 				break;
 			case 'w':
-				o->window = main_count("window", optarg, 0, 100000000);
+				o->window = main_count("window", optarg, 0, 3600000);
 				break;
 			case 'c':
 				o->consumers = main_count("consumers", optarg, 1, 40);
@@ -536,7 +537,7 @@ main(int argc, char **argv)
 	printf("== dedup-sim: %ld messages, %ld deliveries (1..%d copies each%s), "
 		   "%d consumers, seed %llu\n",
 		   sim->options.messages, feed_total(sim), sim->options.max_copies,
-		   sim->options.window > 0 ? ", within a window of messages" : ", anywhere",
+		   sim->options.window > 0 ? ", later copies within a window of time" : ", anywhere",
 		   sim->options.consumers, (unsigned long long) sim->options.seed);
 	main_setup(sim);
 	printf("   scopes %s (claims), %s (records), %s (downstream), topic %s; ttl %d s\n",

@@ -31,8 +31,9 @@ typedef struct SimOptions
 	const char *conninfo;
 	long		messages;		/* distinct messages in the feed */
 	int			max_copies;		/* each is delivered 1..max_copies times */
-	int			window;			/* copies of a message arrive within this many
-								 * messages of the feed; 0 = anywhere */
+	int			window;			/* a message's other copies arrive within
+								 * this many ms of its first; 0 = every
+								 * copy anywhere in the feed */
 	int			consumers;		/* concurrent consumer connections */
 	int			accounts;
 	double		record_share;	/* share of messages handled with records */

@@ -1306,8 +1306,8 @@ dedup_history_fold_node(PG_FUNCTION_ARGS)
 		dedup_shards_range(DEDUP_REL_CLAIMS, &parts[i], &shardid, &place.hash_min, &place.hash_max);
 
 		/*
-		 * not into a shard whose span the coordinator did not write yet, or
-		 * a split of it did not repair: a later pass, the bucket read until
+		 * not into a shard whose span the coordinator did not write yet, or a
+		 * split of it did not repair: a later pass, the bucket read until
 		 */
 		if (!history_shard_whole(shardid, place.hash_min, place.hash_max, true))
 			continue;

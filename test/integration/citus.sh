@@ -575,7 +575,7 @@ rm -f "$dir/passes-stop"
 passes=$!
 opened_before=$(q -c "SELECT coalesce(max(bucket), 0) FROM dedup.buckets")
 status=0
-"$DEDUP_ROOT/sim/dedup-sim" --citus --messages 3000 --window 300 --consumers 4 --ttl 60 --kill-rate 5 \
+"$DEDUP_ROOT/sim/dedup-sim" --citus --messages 3000 --window 3000 --consumers 4 --ttl 60 --kill-rate 5 \
 	--rollbacks 0.02 --fail 0.02 --hang 0.002 --relay-faults 0.05 --crashes 1 \
 	--crash-command "$(server_crash_command "${wdirs[0]}")" --progress 10 \
 	"host=$dir port=$port user=postgres dbname=postgres" >"$dir/sim.log" 2>&1 || status=$?

@@ -61,6 +61,17 @@ sub simulate
 sub lines_matching { my ($re, $text) = @_; return scalar(grep { /$re/ } split /\n/, $text); }
 sub tail { my ($n, $text) = @_; my @l = split /\n/, $text; return join("\n", @l > $n ? @l[ -$n .. -1 ] : @l); }
 
+# a run that should have held but did not: what broke goes to the harness's
+# output (CI shows that, not the log), with the figures it depends on
+sub diag_broken
+{
+	my ($status, $out) = @_;
+	return if $status == 0;
+	diag join("\n",
+		grep { /FAIL|dedup window|copies arrived|unexpected error|postmaster kills|dedup-sim:/ }
+		  split /\n/, $out);
+}
+
 # the ttl, also the downstream's dedup window, is longer than a relay's
 # slowest redelivery of a batch (a relay dead before its ack, its lease of
 # 2 s passed, the next take after a postmaster kill): 9.5 s seen on a
@@ -70,6 +81,7 @@ my ($status, $out) = simulate(
 	  --rollbacks 0.02 --fail 0.02 --hang 0.002 --relay-faults 0.05 --crashes 2),
 	'--crash-command', $crash_command, '--progress', '2');
 note tail(40, $out);
+diag_broken($status, $out);
 is($status, 0, 'simulator exit status');
 is(lines_matching(qr/^exactly once: every invariant holds$/, $out), 1, 'report says exactly once');
 is(lines_matching(qr/^  crash [0-9]: server up again/, $out), 2, 'postmaster kills done');
@@ -105,6 +117,7 @@ note $node->safe_psql('dedup_sim',
 	'sim-hot', qw(--messages 6000 --consumers 4 --aggregates 1 --relays 3 --ttl 30
 	  --relay-faults 0.05));
 note tail(20, $out);
+diag_broken($status, $out);
 is($status, 0, 'hot aggregate: simulator exit status');
 is( lines_matching(
 		qr/^  events of an aggregate first delivered downstream out of commit order  *0  *0  ok$/, $out),
@@ -130,6 +143,7 @@ cmp_ok(lines_matching(qr/^  messages applied more than once .*FAILED$/, $out),
 	'sim-history', qw(--messages 15000 --consumers 4 --window 0 --ttl 1 --no-faults
 	  --records 0 --history 3600 --progress 10));
 note tail(25, $out);
+diag_broken($status, $out);
 is($status, 0, 'exit status with a history behind a short window');
 my ($caught) = $out =~ /^  history *([0-9]+) duplicates answered by the history/m;
 cmp_ok($caught // 0, '>', 0, 'late copies the history caught: ' . ($caught // 0));
@@ -146,6 +160,7 @@ note $node->safe_psql('dedup_sim', 'SELECT coalesce(sum(keys), 0) FROM dedup.his
 	'sim-log', qw(--log --messages 40000 --partitions 8 --consumers 4 --kill-rate 20
 	  --rollbacks 0.02 --crashes 1), '--crash-command', $crash_command);
 note tail(30, $out);
+diag_broken($status, $out);
 is($status, 0, 'partitioned log: simulator exit status');
 is(lines_matching(qr/^exactly once: every message appended once and applied once/, $out),
 	1, 'partitioned log: report says exactly once');
