@@ -276,7 +276,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	bool		has_log;
 	int64		pos;
 	int64		low = 0;		/* the lowest id of the batches out, or 0 */
-	int64		newest = 0;		/* the id of the topic's newest batch row, or 0 */
+	int64		newest = 0;		/* the topic's newest batch row's id, or 0 */
 	int64		batch_id;
 	int32	   *blocked;
 	int			nblocked = 0;
@@ -317,9 +317,9 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	{
 		/*
 		 * The batches out: of the rows from the low mark up, in (id, rev)
-		 * order, each id's last, where busy (FAST_OUT reads them by the
-		 * index on (topic, id, rev), planned with the low mark's value: a
-		 * few rows past the newest batches)
+		 * order, each id's last, where busy (FAST_OUT reads them by the index
+		 * on (topic, id, rev), planned with the low mark's value: a few rows
+		 * past the newest batches)
 		 */
 		uint64		nrows;
 		SPITupleTable *rows;
@@ -514,12 +514,13 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 										 &isnull));
 	if (!dedup_scope_allows(topic, caller, DEDUP_PRIV_RELAY, &settings))
 		return 0;
+
 	/*
 	 * The batch's lock (its rev 0 row: the settles of a batch go one after
-	 * another), then, in a statement of its own that sees what a settle
-	 * that held it committed, its newest row, still out: a row appended
-	 * that says it is out no more.  (Of that topic still: a batch of
-	 * another would be under another id.)
+	 * another), then, in a statement of its own that sees what a settle that
+	 * held it committed, its newest row, still out: a row appended that says
+	 * it is out no more.  (Of that topic still: a batch of another would be
+	 * under another id.)
 	 */
 	fast_run(FAST_ACK_LOCK, args, 0);
 	args[2] = PointerGetDatum(topic);
