@@ -781,3 +781,20 @@ SELECT regress_try($$SELECT count(*) FROM dedup_outbox_take_batch('wait-full', 1
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
 
+
+-- a take rolled back, then one more in the same session: the backend
+-- reads the topic's newest batch from the id it saw last (outbox_fast.c),
+-- here the rolled-back batch's, with no row left from there up; it reads
+-- again from the start, and hands out the event after the acked one (not
+-- the acked one again, as a position read without the newest row would)
+SELECT dedup_outbox_put('rb', 'rb-' || i, jsonb_build_object('n', i)) IS NOT NULL AS put
+FROM generate_series(1, 2) i;
+SELECT batch_id AS rb_batch FROM dedup_outbox_take_batch('rb', 1) \gset
+SELECT dedup_outbox_ack_batch(:rb_batch);
+BEGIN;
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('rb', 1);
+ROLLBACK;
+SELECT payload FROM dedup_outbox_take_batch('rb', 1);
+SELECT count(*) AS taken FROM dedup_outbox_take_batch('rb', 1);
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead;
