@@ -178,10 +178,15 @@ drain_run() {	# NAME SCRIPT CHECK_SQL [CLIENTS]
 	echo "$name,$(calc "$tps * 100"),,,,,,$((DRAIN_BATCHES * 100)),$(relation_bytes)" >>"$OUT/results.csv"
 	say "  $name: $(calc "$tps * 100") events/s; events left undelivered: $left"
 }
-dedup_fill() {	# TOPIC N: N events of N aggregates, put in one transaction
-	q -c "SELECT count(*) FROM generate_series(1, $2) i,
-	        LATERAL dedup_outbox_put('$1', 'e-' || i, jsonb_build_object('order', i),
-	                                 aggregate_id => 'agg-' || i, type => 'OrderCreated')" \
+dedup_fill() {	# TOPIC N: N events of N aggregates, put 10,000 a transaction
+	# (a transaction holds a lock of each aggregate it put until it ends:
+	# dedup.outbox_aggregate_locks, 65,536 by default, are all there are)
+	q -c "DO \$\$ BEGIN FOR c IN 0..($2 - 1) / 10000 LOOP
+	        PERFORM dedup_outbox_put('$1', 'e-' || i, jsonb_build_object('order', i),
+	                                 aggregate_id => 'agg-' || i, type => 'OrderCreated')
+	        FROM generate_series(c * 10000 + 1, least($2, (c + 1) * 10000)) i;
+	        COMMIT;
+	      END LOOP; END \$\$" \
 	  -c "VACUUM ANALYZE dedup.outbox" -c "CHECKPOINT" >/dev/null
 }
 outbox_bytes() {
