@@ -233,11 +233,21 @@ fast_newest_note(const DedupFingerprint *part, const char *topic, int64 id)
 static BlockNumber fast_plans_blocks = 0;
 
 /*
+ * How many kept statements of the fast path are running: a take run by
+ * one of them (a trigger or a policy on the relay's tables calling a take)
+ * must not free the kept plans, the running one among them (SPI would go
+ * on reading its freed plan: the statement's text, its list of plans).
+ */
+static int	fast_running = 0;
+
+/*
  * Free the kept plans once dedup.outbox_batches has grown past four times
  * (and 8 blocks more than) the size they were made for: the plans made
  * next see its size (the planner reads a table's blocks when it plans), so
  * a session re-plans a few times as the table grows from empty, and not
  * again.  On a Citus coordinator the table holds no blocks: no re-plan.
+ * Not in a take run by a kept statement (fast_running): the next take
+ * checks again.
  */
 static void
 fast_plans_check_size(void)
@@ -247,7 +257,7 @@ fast_plans_check_size(void)
 	Relation	rel;
 	BlockNumber blocks;
 
-	if (!OidIsValid(relid))
+	if (!OidIsValid(relid) || fast_running > 0)
 		return;
 	rel = relation_open(relid, AccessShareLock);
 	blocks = RelationGetNumberOfBlocks(rel);
@@ -266,11 +276,14 @@ fast_plans_check_size(void)
 	}
 }
 
-/* Free the kept plans if they name a fingerprint type gone (outbox.c). */
+/*
+ * Free the kept plans if they name a fingerprint type gone (outbox.c); not
+ * while one runs (fast_running).
+ */
 void
 outbox_fast_plans_check(void)
 {
-	if (!outbox_plans_stale(&fast_plans_type))
+	if (fast_running > 0 || !outbox_plans_stale(&fast_plans_type))
 		return;
 	for (int i = 0; i < FAST_NPLANS; i++)
 	{
@@ -307,7 +320,7 @@ fast_run(int which, Datum *values, int limit)
 static int
 fast_run_nulls(int which, Datum *values, const char *nulls)
 {
-	int			rc;
+	volatile int rc = 0;
 
 	if (fast_plans[which] == NULL)
 	{
@@ -325,7 +338,16 @@ fast_run_nulls(int which, Datum *values, const char *nulls)
 		SPI_keepplan(plan);
 		fast_plans[which] = plan;
 	}
-	rc = SPI_execute_plan(fast_plans[which], values, nulls, false, 0);
+	fast_running++;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(fast_plans[which], values, nulls, false, 0);
+	}
+	PG_FINALLY();
+	{
+		fast_running--;
+	}
+	PG_END_TRY();
 	if (rc < 0)
 		elog(ERROR, "could not run \"%s\": %s", fast_queries[which].sql,
 			 SPI_result_code_string(rc));
