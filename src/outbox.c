@@ -214,6 +214,7 @@ outbox_batch_new_id(const DedupFingerprint *part)
 
 	if (number > DEDUP_OUTBOX_MAX_PARTITION)
 		elog(ERROR, "an outbox batch of partition %u has no id", number);
+
 	/*
 	 * The node's own counter, on a Citus worker too (looked up, not through
 	 * dedup_catalog_relation_oid(), which refuses a worker's copy of what is

@@ -123,7 +123,7 @@ static const struct
 		"   WHERE y.part %1$s $1 AND y.topic OPERATOR(pg_catalog.=) $2"
 		"   AND y.id OPERATOR(pg_catalog.>=) $3"
 		"   ORDER BY y.id DESC LIMIT 1) AS n ON true"
-	"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p", 3,
+		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
 	[FAST_OUT] = {"SELECT x.id, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
@@ -168,7 +168,7 @@ static const struct
 		" members, next_seq, low_id)"
 		" VALUES ($1, $3, $2, $4, false, $5, NULL, NULL, NULL, NULL, NULL, 0, $6, NULL, NULL,"
 		" $7, $8)",
-		8, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID}},
+	8, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID}},
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -307,7 +307,7 @@ outbox_fast_plans_check(void)
  * Citus cannot plan FAST_STATE without its values and says so with a plan
  * of huge cost, so that the plan cache plans it with them each time.
  */
-static int fast_run_nulls(int which, Datum *values, const char *nulls);
+static int	fast_run_nulls(int which, Datum *values, const char *nulls);
 
 static int
 fast_run(int which, Datum *values, int limit)
