@@ -186,11 +186,11 @@ static Oid	fast_plans_type = InvalidOid;
  * that what it reads does not depend on its plan: planned while the table
  * was small (a generic plan kept from the first takes on a fresh table),
  * the look-up read every row of the topic by a bitmap scan and sorted
- * them, and a drain of 300,000 events slowed as it went (0.72 ms a take +
- * ack over the first 1,000 batches, 1.64 ms after 2,800).  When no row is
- * at or above the bound (the row rolled back, the topic purged, the
- * extension made again) it reads again from 0.  One topic: a relay takes
- * from one, and a miss costs only the read from 0.
+ * them, and a drain slowed as it went (doc/benchmarks.md, "The fast path's
+ * plans as outbox_batches grows").  When no row is at or above the bound
+ * (the row rolled back, the topic purged, the extension made again) it
+ * reads again from 0.  One topic: a relay takes from one, and a miss costs
+ * only the read from 0.
  */
 static char *fast_newest_topic = NULL;	/* in TopMemoryContext */
 static DedupFingerprint fast_newest_part;
@@ -226,9 +226,9 @@ fast_newest_note(const DedupFingerprint *part, const char *topic, int64 id)
  * The size of dedup.outbox_batches, in blocks, that the kept plans were
  * made for: the least seen since they were.  A plan made while the table
  * was empty (a fresh table, or one truncated and analyzed) reads it by a
- * sequential scan, and kept, went on doing so as the table grew: a drain of
- * 300,000 events after the bench's TRUNCATE and VACUUM ANALYZE took 1.63 ms
- * a take + ack against 0.50 ms with its plans made again as it grew.
+ * sequential scan, and kept, went on doing so as the table grew (what that
+ * cost a drain: doc/benchmarks.md, "The fast path's plans as
+ * outbox_batches grows").
  */
 static BlockNumber fast_plans_blocks = 0;
 
@@ -639,11 +639,6 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	if (fast_run(FAST_ACK, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
 		return -1;
 
-	/*
-	 * (Read, then written with the values: on a Citus cluster a statement of
-	 * a call delegated to a partition's node writes the partition given, not
-	 * a column read.)
-	 */
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
