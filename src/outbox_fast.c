@@ -18,7 +18,7 @@
  *	  a rule) and, for the 1.0 take, none of an aggregate twice (its one
  *	  event of an aggregate a batch: a rule): the next events of the log up
  *	  to the settled sequence, in a batch row inserted with the position
- *	  after it as the PL/pgSQL take moves it (fast_next_position()) and the
+ *	  after it as the PL/pgSQL take moves it (outbox_next_position()) and the
  *	  low mark of the topic's batches out; or, with nothing in the log past
  *	  the position, nothing at all;
  *	- an ack of a batch whole (no failed event) with no event of
@@ -404,20 +404,6 @@ fast_int4_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/*
- * The topic's position after a take that read scanned events of the log
- * from pos up to the settled stable (at most batch_size + 1) and handed
- * out n of them, the last of seq last; none held back (the fast path's
- * case): the PL/pgSQL take's rule, outbox_next_position(), with its scan
- * limit, outbox_scan_limit() (src/outbox.c).
- */
-static int64
-fast_next_position(int64 pos, int64 stable, int32 batch_size, uint64 scanned, uint64 n,
-				   int64 last)
-{
-	return outbox_next_position(pos, stable, (int64) scanned, (int64) n,
-								outbox_scan_limit(batch_size, batch_size), last);
-}
 
 /*
  * Take a batch of topic on the fast path, into the result set of a take
@@ -439,6 +425,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	int32	   *blocked;
 	int			nblocked = 0;
 	int64		stable;
+	int32		scan_limit;
 	uint64		n;
 	int32	   *hashes;
 	int			naggs;
@@ -523,7 +510,13 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	stable = outbox_stable_seq(part, topic);
 	args[2] = Int64GetDatum(pos);
 	args[3] = Int64GetDatum(stable);
-	/* one more than the batch holds: whether the log goes on past it */
+	/*
+	 * One more than the batch holds: whether the log goes on past it.  The
+	 * position after the take is the PL/pgSQL take's rule,
+	 * outbox_next_position(), with its scan limit for a take with room for
+	 * batch_size events (src/outbox.c).
+	 */
+	scan_limit = outbox_scan_limit(batch_size, batch_size);
 	args[4] = Int32GetDatum(batch_size + 1);
 	fast_run(FAST_SCAN, args, 0);
 	scan = SPI_tuptable;
@@ -532,7 +525,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	if (n == 0)
 	{
 		/* no batch: the position, where it moved, in outbox_topics */
-		int64		next = fast_next_position(pos, stable, batch_size, 0, 0, 0);
+		int64		next = outbox_next_position(pos, stable, 0, 0, scan_limit, 0);
 
 		if (next > pos)
 		{
@@ -602,8 +595,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		args[7] = PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
 												  TYPALIGN_INT));
 	}
-	args[8] = Int64GetDatum(fast_next_position(pos, stable, batch_size, scanned, n,
-											   DatumGetInt64(args[5])));
+	args[8] = Int64GetDatum(outbox_next_position(pos, stable, (int64) scanned, (int64) n,
+												 scan_limit, DatumGetInt64(args[5])));
 	args[9] = Int64GetDatum(low != 0 && low < batch_id ? low : batch_id);
 	if (fast_run(FAST_WRITE, args, 0) != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "could not write the outbox's batch");
