@@ -18,12 +18,17 @@
  *	  a rule) and, for the 1.0 take, none of an aggregate twice (its one
  *	  event of an aggregate a batch: a rule): the next events of the log up
  *	  to the settled sequence, in a batch row inserted with the position
- *	  after it as the PL/pgSQL take moves it (fast_next_position()) and the
+ *	  after it as the PL/pgSQL take moves it (outbox_next_position()) and the
  *	  low mark of the topic's batches out; or, with nothing in the log past
  *	  the position, nothing at all;
  *	- an ack of a batch whole (no failed event) with no event of
  *	  outbox_retry: a row appended that says it is out no more (the
  *	  PL/pgSQL ack runs this one too, through dedup.outbox_ack_whole()).
+ *
+ * What a take reads to tell which case it is in (FAST_STATE: the topic's
+ * position, its low mark, whether outbox_retry, outbox_held or the log has
+ * events of it) is read here for the PL/pgSQL take too, through
+ * dedup.outbox_take_state(), so that both paths decide from one statement.
  *
  * In every other case it gives way, having written nothing, and the
  * caller runs the PL/pgSQL function.  Why not the whole take in C: the
@@ -83,20 +88,19 @@ enum
  * fingerprint's equality operator, and InvalidOid in its argument types
  * for the fingerprint's type.
  *
- * FAST_STATE runs once the take holds its topic's relay lock and has
- * waited for the topic's puts in progress (outbox_wait_puts()), so that its
- * snapshot sees what the take that held it before committed, and every put
- * in progress as the take began: the topic's
- * position, whether outbox_retry or outbox_held has events of the topic
- * (one flag), whether the log
- * has any past the position, and its newest batch row's low mark (NULL
- * with none; no row when the topic has no position yet); FAST_OUT then
- * reads the topic's batch rows from the low mark up, in (id, rev) order,
- * with no join for the planner to get wrong (the newest row of each id is
- * the one before the next id).  FAST_STATE's
- * look-ups are scalar subqueries with ORDER BY and LIMIT, not EXISTS,
- * which the planner would strip of them and, in the kept generic plan,
- * read the whole log.
+ * FAST_STATE is the state a take starts from, for both paths: the fast
+ * take's (fast_state()) and the PL/pgSQL take's, which reads it through
+ * dedup.outbox_take_state() (sql/functions/outbox_take.sql says what each
+ * column is).  The take runs it once it holds its topic's relay lock and
+ * has waited for the topic's puts in progress (outbox_wait_puts()), so that
+ * its snapshot sees what the take that held it before committed, and every
+ * put in progress as the take began.  One row, with the topic's position
+ * NULL when it has none yet.  FAST_OUT then reads the topic's batch rows
+ * from the low mark up, in (id, rev) order, with no join for the planner to
+ * get wrong (the newest row of each id is the one before the next id).
+ * FAST_STATE's look-ups are scalar subqueries with ORDER BY and LIMIT, not
+ * EXISTS, which the planner would strip of them and, in the kept generic
+ * plan, read the whole log.
  */
 static const struct
 {
@@ -109,21 +113,22 @@ static const struct
 	[FAST_STATE] = {"SELECT p.next_seq,"
 		" (SELECT r.seq FROM dedup.outbox_retry AS r"
 		"  WHERE r.part %1$s $1 AND r.topic OPERATOR(pg_catalog.=) $2"
-		"  ORDER BY r.seq LIMIT 1) IS NOT NULL"
-		" OR (SELECT h.from_seq FROM dedup.outbox_held AS h"
+		"  ORDER BY r.seq LIMIT 1) IS NOT NULL,"
+		" (SELECT h.from_seq FROM dedup.outbox_held AS h"
 		"  WHERE h.part %1$s $1 AND h.topic OPERATOR(pg_catalog.=) $2"
 		"  ORDER BY h.aggregateid LIMIT 1) IS NOT NULL,"
 		" (SELECT o.seq FROM dedup.outbox AS o"
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
-		"  AND o.seq OPERATOR(pg_catalog.>=) p.next_seq ORDER BY o.seq LIMIT 1) IS NOT NULL,"
-		" p.low_id, p.id"
-		" FROM (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq, n.low_id, n.id"
-		"  FROM dedup.outbox_topics AS t LEFT JOIN LATERAL"
-		"  (SELECT y.next_seq, y.low_id, y.id FROM dedup.outbox_batches AS y"
-		"   WHERE y.part %1$s $1 AND y.topic OPERATOR(pg_catalog.=) $2"
-		"   AND y.id OPERATOR(pg_catalog.>=) $3"
-		"   ORDER BY y.id DESC LIMIT 1) AS n ON true"
-		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p", 3,
+		"  AND o.seq OPERATOR(pg_catalog.>=) COALESCE(p.next_seq, 0)"
+		"  ORDER BY o.seq LIMIT 1) IS NOT NULL,"
+		" n.low_id, n.id"
+		" FROM (SELECT) AS one LEFT JOIN LATERAL"
+		" (SELECT y.next_seq, y.low_id, y.id FROM dedup.outbox_batches AS y"
+		"  WHERE y.part %1$s $1 AND y.topic OPERATOR(pg_catalog.=) $2"
+		"  AND y.id OPERATOR(pg_catalog.>=) $3"
+		"  ORDER BY y.id DESC LIMIT 1) AS n ON true LEFT JOIN LATERAL"
+		" (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq FROM dedup.outbox_topics AS t"
+		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p ON true", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
 	[FAST_OUT] = {"SELECT x.id, x.busy,"
 		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
@@ -186,11 +191,11 @@ static Oid	fast_plans_type = InvalidOid;
  * that what it reads does not depend on its plan: planned while the table
  * was small (a generic plan kept from the first takes on a fresh table),
  * the look-up read every row of the topic by a bitmap scan and sorted
- * them, and a drain of 300,000 events slowed as it went (0.72 ms a take +
- * ack over the first 1,000 batches, 1.64 ms after 2,800).  When no row is
- * at or above the bound (the row rolled back, the topic purged, the
- * extension made again) it reads again from 0.  One topic: a relay takes
- * from one, and a miss costs only the read from 0.
+ * them, and a drain slowed as it went (doc/benchmarks.md, "The fast path's
+ * plans as outbox_batches grows").  When no row is at or above the bound
+ * (the row rolled back, the topic purged, the extension made again) it
+ * reads again from 0.  One topic: a relay takes from one, and a miss costs
+ * only the read from 0.
  */
 static char *fast_newest_topic = NULL;	/* in TopMemoryContext */
 static DedupFingerprint fast_newest_part;
@@ -226,9 +231,9 @@ fast_newest_note(const DedupFingerprint *part, const char *topic, int64 id)
  * The size of dedup.outbox_batches, in blocks, that the kept plans were
  * made for: the least seen since they were.  A plan made while the table
  * was empty (a fresh table, or one truncated and analyzed) reads it by a
- * sequential scan, and kept, went on doing so as the table grew: a drain of
- * 300,000 events after the bench's TRUNCATE and VACUUM ANALYZE took 1.63 ms
- * a take + ack against 0.50 ms with its plans made again as it grew.
+ * sequential scan, and kept, went on doing so as the table grew (what that
+ * cost a drain: doc/benchmarks.md, "The fast path's plans as
+ * outbox_batches grows").
  */
 static BlockNumber fast_plans_blocks = 0;
 
@@ -354,6 +359,65 @@ fast_run_nulls(int which, Datum *values, const char *nulls)
 	return rc;
 }
 
+/* The state a take starts from: FAST_STATE's row (above) */
+typedef struct FastState
+{
+	bool		positioned;		/* next_seq is not NULL */
+	int64		next_seq;
+	bool		has_retry;
+	bool		has_held;
+	bool		has_log;
+	bool		has_batch;		/* the topic has a batch row: low_id,
+								 * newest_id */
+	int64		low_id;
+	int64		newest_id;
+} FastState;
+
+/*
+ * Read the state of a take of topic (FAST_STATE), the newest batch row from
+ * the id seen last up (fast_newest_bound()), or from 0 when none is there.
+ */
+static void
+fast_state(const DedupFingerprint *part, text *topic, FastState *st)
+{
+	Datum		args[3];
+	char	   *topic_str = text_to_cstring(topic);
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+
+	fast_plans_check_size();
+	args[0] = PointerGetDatum(part);
+	args[1] = PointerGetDatum(topic);
+	args[2] = Int64GetDatum(fast_newest_bound(part, topic_str));
+	fast_run(FAST_STATE, args, 0);
+	if (SPI_processed == 1 && DatumGetInt64(args[2]) != 0)
+	{
+		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
+		if (isnull)
+		{
+			/* nothing from the bound up: from 0 (fast_newest_topic) */
+			args[2] = Int64GetDatum(0);
+			fast_run(FAST_STATE, args, 0);
+		}
+	}
+	if (SPI_processed != 1)
+		elog(ERROR, "could not read the outbox's state");
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	st->next_seq = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	st->positioned = !isnull;
+	st->has_retry = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
+	st->has_held = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+	st->has_log = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	st->low_id = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+	st->newest_id = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
+	st->has_batch = !isnull;
+	if (st->has_batch)
+		fast_newest_note(part, topic_str, st->newest_id);
+	pfree(topic_str);
+}
+
 static int
 fast_int4_cmp(const void *a, const void *b)
 {
@@ -363,20 +427,6 @@ fast_int4_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/*
- * The topic's position after a take that read scanned events of the log
- * from pos up to the settled stable (at most batch_size + 1) and handed
- * out n of them, the last of seq last; none held back (the fast path's
- * case): the PL/pgSQL take's rule, outbox_next_position(), with its scan
- * limit, outbox_scan_limit() (src/outbox.c).
- */
-static int64
-fast_next_position(int64 pos, int64 stable, int32 batch_size, uint64 scanned, uint64 n,
-				   int64 last)
-{
-	return outbox_next_position(pos, stable, (int64) scanned, (int64) n,
-								outbox_scan_limit(batch_size, batch_size), last);
-}
 
 /*
  * Take a batch of topic on the fast path, into the result set of a take
@@ -398,12 +448,14 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	int32	   *blocked;
 	int			nblocked = 0;
 	int64		stable;
+	int32		scan_limit;
 	uint64		n;
 	int32	   *hashes;
 	int			naggs;
 	TimestampTz lease_end;
 	bool		isnull;
 	bool		no_batch;
+	FastState	st;
 	SPITupleTable *scan;
 	uint64		scanned;
 	Datum	   *cols;
@@ -415,34 +467,18 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 */
 	(void) outbox_lock_relay(part, topic, false);
 	outbox_wait_puts(topic);
-	fast_plans_check_size();
+	fast_state(part, topic, &st);
+	/* no position yet, or events in outbox_retry or outbox_held: give way */
+	if (!st.positioned || st.has_retry || st.has_held)
+		return false;
+	pos = st.next_seq;
+	has_log = st.has_log;
+	no_batch = !st.has_batch;
+	low = st.low_id;
+	newest = st.has_batch ? st.newest_id : 0;
+	topic_str = text_to_cstring(topic);
 	args[0] = PointerGetDatum(part);
 	args[1] = PointerGetDatum(topic);
-	topic_str = text_to_cstring(topic);
-	args[2] = Int64GetDatum(fast_newest_bound(part, topic_str));
-	fast_run(FAST_STATE, args, 0);
-	if (SPI_processed > 0 && DatumGetInt64(args[2]) != 0)
-	{
-		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &no_batch);
-		if (no_batch)
-		{
-			/* nothing from the bound up: from 0 (fast_newest_topic) */
-			args[2] = Int64GetDatum(0);
-			fast_run(FAST_STATE, args, 0);
-		}
-	}
-	if (SPI_processed == 0 ||
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
-		return false;
-	pos = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	has_log = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	low = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &no_batch));
-	if (!no_batch)
-	{
-		newest = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
-											 &isnull));
-		fast_newest_note(part, topic_str, newest);
-	}
 	blocked = palloc(sizeof(int32) * 1);
 	if (no_batch)
 		low = 0;
@@ -497,7 +533,14 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	stable = outbox_stable_seq(part, topic);
 	args[2] = Int64GetDatum(pos);
 	args[3] = Int64GetDatum(stable);
-	/* one more than the batch holds: whether the log goes on past it */
+
+	/*
+	 * One more than the batch holds: whether the log goes on past it.  The
+	 * position after the take is the PL/pgSQL take's rule,
+	 * outbox_next_position(), with its scan limit for a take with room for
+	 * batch_size events (src/outbox.c).
+	 */
+	scan_limit = outbox_scan_limit(batch_size, batch_size);
 	args[4] = Int32GetDatum(batch_size + 1);
 	fast_run(FAST_SCAN, args, 0);
 	scan = SPI_tuptable;
@@ -506,7 +549,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	if (n == 0)
 	{
 		/* no batch: the position, where it moved, in outbox_topics */
-		int64		next = fast_next_position(pos, stable, batch_size, 0, 0, 0);
+		int64		next = outbox_next_position(pos, stable, 0, 0, scan_limit, 0);
 
 		if (next > pos)
 		{
@@ -576,8 +619,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		args[7] = PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
 												  TYPALIGN_INT));
 	}
-	args[8] = Int64GetDatum(fast_next_position(pos, stable, batch_size, scanned, n,
-											   DatumGetInt64(args[5])));
+	args[8] = Int64GetDatum(outbox_next_position(pos, stable, (int64) scanned, (int64) n,
+												 scan_limit, DatumGetInt64(args[5])));
 	args[9] = Int64GetDatum(low != 0 && low < batch_id ? low : batch_id);
 	if (fast_run(FAST_WRITE, args, 0) != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "could not write the outbox's batch");
@@ -661,11 +704,6 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	if (fast_run(FAST_ACK, args, 0) != SPI_OK_SELECT || SPI_processed == 0)
 		return -1;
 
-	/*
-	 * (Read, then written with the values: on a Citus cluster a statement of
-	 * a call delegated to a partition's node writes the partition given, not
-	 * a column read.)
-	 */
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
@@ -711,4 +749,41 @@ dedup_outbox_ack_whole(PG_FUNCTION_ARGS)
 	n = outbox_fast_ack(PG_GETARG_DEDUP_FINGERPRINT_P(1), PG_GETARG_INT64(2), PG_GETARG_OID(0));
 	SPI_finish();
 	PG_RETURN_INT32(n);
+}
+
+/*
+ * dedup.outbox_take_state(in_part dedup_fingerprint, for_topic text,
+ *						   OUT next_seq bigint, OUT has_retry boolean,
+ *						   OUT has_held boolean, OUT has_log boolean,
+ *						   OUT low_id bigint, OUT newest_id bigint)
+ *
+ * The state a take starts from (fast_state()) for the PL/pgSQL take
+ * (outbox_take.sql), so that both paths read this one.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_take_state);
+Datum
+dedup_outbox_take_state(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	FastState	st;
+	Datum		values[6];
+	bool		nulls[6] = {false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	fast_state(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), &st);
+	SPI_finish();
+	values[0] = Int64GetDatum(st.next_seq);
+	nulls[0] = !st.positioned;
+	values[1] = BoolGetDatum(st.has_retry);
+	values[2] = BoolGetDatum(st.has_held);
+	values[3] = BoolGetDatum(st.has_log);
+	values[4] = Int64GetDatum(st.low_id);
+	nulls[4] = !st.has_batch;
+	values[5] = Int64GetDatum(st.newest_id);
+	nulls[5] = !st.has_batch;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

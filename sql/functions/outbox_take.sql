@@ -190,24 +190,35 @@ CREATE OR REPLACE FUNCTION dedup.outbox_next_position(pos bigint, stable bigint,
 AS 'MODULE_PATHNAME', 'dedup_outbox_next_position' LANGUAGE C IMMUTABLE STRICT;
 REVOKE ALL ON FUNCTION dedup.outbox_next_position(bigint, bigint, bigint, bigint, integer, bigint) FROM PUBLIC;
 
--- The topic's position in partition in_part (sql/tables/outbox_relay.sql):
--- the greater of its row's in outbox_topics and its newest batch row's,
--- read newest first by the index on (topic, id, rev); NULL when the topic
--- has no row there (none of its log was read yet).  low: the newest batch
--- row's low mark (NULL with none), from which up its batches out are.
+-- The state a take of topic in partition in_part starts from, read by
+-- both paths in one place: the PL/pgSQL take below and the fast path
+-- (src/outbox_fast.c, FAST_STATE, by a kept plan).  One row:
+--   next_seq: the topic's position (sql/tables/outbox_relay.sql), the
+--     greater of its row's in outbox_topics and its newest batch row's;
+--     NULL when the topic has no row there (none of its log read yet);
+--   has_retry, has_held: whether outbox_retry, outbox_held have events of
+--     the topic;
+--   has_log: whether the log has events of it from the position (from 0
+--     with none) up;
+--   low_id, newest_id: its newest batch row's low mark and id (NULL with
+--     none), from which up its batches out are.
+-- (C, not SQL: Citus plans no statement of a SQL function that has
+-- parameters, inlined or not.)
+CREATE OR REPLACE FUNCTION dedup.outbox_take_state(in_part @extschema@.dedup_fingerprint, for_topic text,
+    OUT next_seq bigint, OUT has_retry boolean, OUT has_held boolean, OUT has_log boolean,
+    OUT low_id bigint, OUT newest_id bigint)
+AS 'MODULE_PATHNAME', 'dedup_outbox_take_state' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_take_state(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
+-- The topic's position in partition in_part and its low mark:
+-- outbox_take_state()'s next_seq and low_id.
 CREATE OR REPLACE FUNCTION dedup.outbox_position(in_part @extschema@.dedup_fingerprint, for_topic text,
     OUT next_seq bigint, OUT low bigint)
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    at bigint;
 BEGIN
-    SELECT x.next_seq, x.low_id INTO at, low FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic
-    ORDER BY x.id DESC LIMIT 1;
-    SELECT greatest(t.next_seq, at) INTO next_seq FROM dedup.outbox_topics AS t
-    WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = for_topic;
+    SELECT s.next_seq, s.low_id INTO next_seq, low FROM dedup.outbox_take_state(in_part, for_topic) AS s;
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_position(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
@@ -681,16 +692,10 @@ BEGIN
     -- nothing to hand out (no event of the topic in outbox_retry or held,
     -- none in the log past its position): nothing is written, no position,
     -- no batch
-    has_retry := (SELECT r.seq FROM dedup.outbox_retry AS r
-                  WHERE r.part OPERATOR(@extschema@.=) in_part AND r.topic = outbox_take_batch.topic
-                  ORDER BY r.seq LIMIT 1) IS NOT NULL;
-    has_held := (SELECT h.from_seq FROM dedup.outbox_held AS h
-                 WHERE h.part OPERATOR(@extschema@.=) in_part AND h.topic = outbox_take_batch.topic
-                 ORDER BY h.aggregateid LIMIT 1) IS NOT NULL;
-    has_log := (SELECT o.seq FROM dedup.outbox AS o
-                WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic
-                  AND o.seq >= pos
-                ORDER BY o.seq LIMIT 1) IS NOT NULL;
+    -- (has_log from the position as outbox_take_state() reads it again:
+    -- the lapsed batches handed out above do not move it)
+    SELECT s.has_retry, s.has_held, s.has_log INTO has_retry, has_held, has_log
+    FROM dedup.outbox_take_state(in_part, topic) AS s;
     IF NOT has_retry AND NOT has_held AND NOT has_log THEN
         RETURN;
     END IF;
@@ -718,9 +723,9 @@ BEGIN
     -- 1. events of outbox_retry that are due, of an aggregate no batch
     -- holds, each with every earlier one of its aggregate there due too
     -- (the earliest of its aggregate alone, one_per_aggregate)
-    -- (has_retry, has_held and has_log above are scalar subqueries with
-    -- ORDER BY and LIMIT, not EXISTS, which the planner strips of them: a
-    -- generic plan would read the whole table)
+    -- (has_retry, has_held and has_log: outbox_take_state()'s look-ups,
+    -- scalar subqueries with ORDER BY and LIMIT, not EXISTS, which the
+    -- planner strips of them: a generic plan would read the whole table)
     IF has_due THEN
         dying := ARRAY(
             SELECT r.id FROM dedup.outbox_retry AS r

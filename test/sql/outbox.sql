@@ -798,3 +798,21 @@ SELECT payload FROM dedup_outbox_take_batch('rb', 1);
 SELECT count(*) AS taken FROM dedup_outbox_take_batch('rb', 1);
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
+
+-- the state a take starts from, which both paths read in one statement
+-- (dedup.outbox_take_state(), FAST_STATE in outbox_fast.c): events in the
+-- log and no position yet; a batch out; an event nacked into outbox_retry
+SELECT dedup_outbox_put('st', 'st-' || i, jsonb_build_object('n', i), aggregate_id => 'st') IS NOT NULL AS put
+FROM generate_series(1, 2) i;
+CREATE TEMP VIEW st_state AS
+SELECT s.next_seq IS NOT NULL AS positioned, s.has_retry, s.has_held, s.has_log,
+       s.low_id IS NOT NULL AS low, s.newest_id = s.low_id AS newest_is_low
+FROM dedup.outbox_take_state((SELECT o.part FROM dedup.outbox AS o WHERE o.topic = 'st' LIMIT 1), 'st') AS s;
+SELECT * FROM st_state;
+SELECT batch_id AS st_batch, id AS st_id FROM dedup_outbox_take_batch('st', 1) \gset
+SELECT * FROM st_state;
+SELECT dedup_outbox_nack(ARRAY[:'st_id']::uuid[], retry_delay => '1 hour') AS nacked;
+SELECT * FROM st_state;
+SELECT dedup_outbox_redrive('st', ARRAY[:'st_id']::uuid[]) IS NOT NULL AS redriven;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead;
