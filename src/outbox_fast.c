@@ -145,9 +145,10 @@ static const struct
 	[FAST_WRITE] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
 		" lease_until, first_seq, last_seq, settled, extra, retried, events, aggregates,"
 		" members, next_seq, low_id)"
-		" VALUES ($1, $2, $3, 0, true, 1, $4, $5, $6, '{}', '{}', 0, $7, $8, '{}', $9, $10)",
-		10, {InvalidOid, TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID, INT8OID, INT4OID,
-	INT4ARRAYOID, INT8OID, INT8OID}},
+		" VALUES ($1, $2, $3, 0, true, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+		15, {InvalidOid, TEXTOID, INT8OID, INT4OID, TIMESTAMPTZOID, INT8OID, INT8OID,
+			INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4ARRAYOID, INT8ARRAYOID,
+	INT8OID, INT8OID}},
 	[FAST_TOPIC_UPDATE] = {"UPDATE dedup.outbox_topics AS t SET next_seq = $3"
 		" WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
@@ -174,6 +175,15 @@ static const struct
 		" VALUES ($1, $3, $2, $4, false, $5, NULL, NULL, NULL, NULL, NULL, 0, $6, NULL, NULL,"
 		" $7, $8)",
 	8, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID}},
+};
+
+/* FAST_WRITE's parameters (from 0), in the order of its columns */
+enum
+{
+	FAST_WRITE_PART, FAST_WRITE_TOPIC, FAST_WRITE_ID, FAST_WRITE_ATTEMPT, FAST_WRITE_LEASE,
+	FAST_WRITE_FIRST, FAST_WRITE_LAST, FAST_WRITE_SETTLED, FAST_WRITE_EXTRA, FAST_WRITE_RETRIED,
+	FAST_WRITE_EVENTS, FAST_WRITE_AGGREGATES, FAST_WRITE_MEMBERS, FAST_WRITE_NEXT,
+	FAST_WRITE_LOW, FAST_WRITE_NARGS
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -418,6 +428,28 @@ fast_state(const DedupFingerprint *part, text *topic, FastState *st)
 	pfree(topic_str);
 }
 
+/*
+ * A batch handed out: its rev 0 row (busy), for both paths, the fast take's
+ * and the PL/pgSQL take's (dedup.outbox_batch_write(), which
+ * dedup.outbox_batch_insert() calls).  values and nulls (as
+ * SPI_execute_plan() takes them) are FAST_WRITE's parameters, the low mark
+ * ($15) left to this: the lowest id of the topic's batches out (low_out, 0
+ * with none; the ids of a topic only grow), or the batch's own when none is
+ * below it (sql/tables/outbox_relay.sql).  Returns the low mark written.
+ */
+static int64
+fast_batch_insert(Datum *values, char *nulls, int64 low_out)
+{
+	int64		id = DatumGetInt64(values[FAST_WRITE_ID]);
+	int64		low = low_out != 0 && low_out < id ? low_out : id;
+
+	values[FAST_WRITE_LOW] = Int64GetDatum(low);
+	nulls[FAST_WRITE_LOW] = ' ';
+	if (fast_run_nulls(FAST_WRITE, values, nulls) != SPI_OK_INSERT || SPI_processed != 1)
+		elog(ERROR, "could not write the outbox's batch");
+	return low;
+}
+
 static int
 fast_int4_cmp(const void *a, const void *b)
 {
@@ -596,34 +628,44 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	}
 
 	/*
-	 * The batch's row, with the topic's position after it and its low mark:
-	 * the lowest id of the batches out read above, or its own
-	 * (sql/tables/outbox_relay.sql)
+	 * The batch's row, with the topic's position after it and its low mark
+	 * from the lowest id of the batches out read above (fast_batch_insert())
 	 */
 	/* above the topic's newest (its position and low mark are that row's) */
 	batch_id = outbox_batch_new_id_above(part, newest);
 	/* the lease runs from the hand-out, after the wait for the topic's puts */
 	lease_end = dedup_check_timestamp_plus(GetCurrentTimestamp(), lease);
-	args[0] = PointerGetDatum(part);
-	args[1] = PointerGetDatum(topic);
-	args[2] = Int64GetDatum(batch_id);
-	args[3] = TimestampTzGetDatum(lease_end);
-	args[4] = FAST_SCAN_COL(0, 1);
-	args[5] = FAST_SCAN_COL(n - 1, 1);
-	args[6] = Int32GetDatum((int32) n);
 	{
+		Datum		w[FAST_WRITE_NARGS];
+		char		wnulls[FAST_WRITE_NARGS + 1];
 		Datum	   *elems = palloc(sizeof(Datum) * naggs);
+		ArrayType  *none = construct_empty_array(INT8OID);
 
+		memset(wnulls, ' ', FAST_WRITE_NARGS);
+		wnulls[FAST_WRITE_NARGS] = '\0';
 		for (int i = 0; i < naggs; i++)
 			elems[i] = Int32GetDatum(hashes[i]);
-		args[7] = PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
-												  TYPALIGN_INT));
+		w[FAST_WRITE_PART] = PointerGetDatum(part);
+		w[FAST_WRITE_TOPIC] = PointerGetDatum(topic);
+		w[FAST_WRITE_ID] = Int64GetDatum(batch_id);
+		w[FAST_WRITE_ATTEMPT] = Int32GetDatum(1);
+		w[FAST_WRITE_LEASE] = TimestampTzGetDatum(lease_end);
+		w[FAST_WRITE_FIRST] = FAST_SCAN_COL(0, 1);
+		w[FAST_WRITE_LAST] = FAST_SCAN_COL(n - 1, 1);
+		w[FAST_WRITE_SETTLED] = PointerGetDatum(none);
+		w[FAST_WRITE_EXTRA] = PointerGetDatum(none);
+		w[FAST_WRITE_RETRIED] = Int32GetDatum(0);
+		w[FAST_WRITE_EVENTS] = Int32GetDatum((int32) n);
+		w[FAST_WRITE_AGGREGATES] =
+			PointerGetDatum(construct_array(elems, naggs, INT4OID, sizeof(int32), true,
+											TYPALIGN_INT));
+		w[FAST_WRITE_MEMBERS] = PointerGetDatum(none);
+		w[FAST_WRITE_NEXT] =
+			Int64GetDatum(outbox_next_position(pos, stable, (int64) scanned, (int64) n,
+											   scan_limit,
+											   DatumGetInt64(FAST_SCAN_COL(n - 1, 1))));
+		(void) fast_batch_insert(w, wnulls, low);
 	}
-	args[8] = Int64GetDatum(outbox_next_position(pos, stable, (int64) scanned, (int64) n,
-												 scan_limit, DatumGetInt64(args[5])));
-	args[9] = Int64GetDatum(low != 0 && low < batch_id ? low : batch_id);
-	if (fast_run(FAST_WRITE, args, 0) != SPI_OK_INSERT || SPI_processed != 1)
-		elog(ERROR, "could not write the outbox's batch");
 	fast_newest_note(part, topic_str, batch_id);
 
 	/* the events, as take returns them (take_batch with each one's seq last) */
@@ -786,4 +828,66 @@ dedup_outbox_take_state(PG_FUNCTION_ARGS)
 	values[5] = Int64GetDatum(st.newest_id);
 	nulls[5] = !st.has_batch;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+/*
+ * dedup.outbox_batch_write(in_part dedup_fingerprint, b dedup.outbox_batches,
+ *							low_out bigint) RETURNS bigint
+ *
+ * A batch handed out, its rev 0 row, for the PL/pgSQL take
+ * (dedup.outbox_batch_insert(), outbox_take.sql), so that both paths write
+ * it by this one (fast_batch_insert()): b's columns but part, rev, busy and
+ * low_id; low_out the lowest id of its topic's batches out, NULL with none.
+ * Returns the low mark written.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_write);
+Datum
+dedup_outbox_batch_write(PG_FUNCTION_ARGS)
+{
+	/* b's columns, by name, for FAST_WRITE's parameters from topic up */
+	static const char *const names[] = {
+		[FAST_WRITE_TOPIC] = "topic",
+		[FAST_WRITE_ID] = "id",
+		[FAST_WRITE_ATTEMPT] = "attempt",
+		[FAST_WRITE_LEASE] = "lease_until",
+		[FAST_WRITE_FIRST] = "first_seq",
+		[FAST_WRITE_LAST] = "last_seq",
+		[FAST_WRITE_SETTLED] = "settled",
+		[FAST_WRITE_EXTRA] = "extra",
+		[FAST_WRITE_RETRIED] = "retried",
+		[FAST_WRITE_EVENTS] = "events",
+		[FAST_WRITE_AGGREGATES] = "aggregates",
+		[FAST_WRITE_MEMBERS] = "members",
+		[FAST_WRITE_NEXT] = "next_seq",
+	};
+	HeapTupleHeader b;
+	Datum		w[FAST_WRITE_NARGS];
+	char		wnulls[FAST_WRITE_NARGS + 1];
+	int64		low;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		elog(ERROR, "a batch's row needs its partition and its columns");
+	b = PG_GETARG_HEAPTUPLEHEADER(1);
+	memset(wnulls, ' ', FAST_WRITE_NARGS);
+	wnulls[FAST_WRITE_NARGS] = '\0';
+	w[FAST_WRITE_PART] = PG_GETARG_DATUM(0);
+	for (int i = FAST_WRITE_TOPIC; i <= FAST_WRITE_NEXT; i++)
+	{
+		bool		isnull;
+
+		w[i] = GetAttributeByName(b, names[i], &isnull);
+		if (isnull)
+		{
+			w[i] = (Datum) 0;
+			wnulls[i] = 'n';
+		}
+	}
+	if (wnulls[FAST_WRITE_ID] == 'n')
+		elog(ERROR, "a batch's row needs its id");
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	low = fast_batch_insert(w, wnulls, PG_ARGISNULL(2) ? 0 : PG_GETARG_INT64(2));
+	SPI_finish();
+	PG_RETURN_INT64(low);
 }

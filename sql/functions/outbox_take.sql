@@ -345,6 +345,16 @@ END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_append(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
 
+-- A batch handed out: its rev 0 row, b's columns but part, rev, busy and
+-- low_id, with its low mark from low_out, the lowest id of its topic's
+-- batches out (NULL with none); returns the low mark written.  The fast
+-- take's statement (FAST_WRITE, src/outbox_fast.c), so that both paths
+-- write the row one way.  (C, not SQL: see outbox_take_state().)
+CREATE OR REPLACE FUNCTION dedup.outbox_batch_write(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches,
+                                                    low_out bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_write' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_batch_write(@extschema@.dedup_fingerprint, dedup.outbox_batches, bigint) FROM PUBLIC;
+
 -- A batch handed out (b: its rev 0 row but for part, rev and low_id), by
 -- a take that holds its topic's relay lock: inserted with the low mark of
 -- its topic's batches out, as this statement sees them.
@@ -354,11 +364,9 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    w dedup.outbox_batches;
-    low bigint;
+    low_out bigint;
 BEGIN
-    -- (its id is above every one of its topic's: outbox_batch_new_id())
-    low := least(b.id, (SELECT min(o.id) FROM dedup.outbox_batches_out(in_part, b.topic) AS o));
+    low_out := (SELECT min(o.id) FROM dedup.outbox_batches_out(in_part, b.topic) AS o);
     -- a topic with a batch has a position (the 1.0 calls find its batches
     -- by its row): one whose batch holds events of outbox_retry alone may
     -- have none yet (1.0's, from the update)
@@ -366,14 +374,12 @@ BEGIN
         WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = b.topic) IS NULL THEN
         INSERT INTO dedup.outbox_topics (part, topic) VALUES (in_part, b.topic);
     END IF;
-    INSERT INTO dedup.outbox_batches AS x (part, topic, id, rev, busy, attempt, lease_until,
-                                           first_seq, last_seq, settled, extra, retried, events,
-                                           aggregates, members, next_seq, low_id)
-    VALUES (in_part, b.topic, b.id, 0, true, b.attempt, b.lease_until, b.first_seq,
-            b.last_seq, b.settled, b.extra, b.retried, b.events, b.aggregates, b.members,
-            b.next_seq, low)
-    RETURNING x.* INTO w;
-    RETURN w;
+    -- (its id is above every one of its topic's: outbox_batch_new_id())
+    b.low_id := dedup.outbox_batch_write(in_part, b, low_out);
+    b.part := in_part;
+    b.rev := 0;
+    b.busy := true;
+    RETURN b;
 END
 $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_insert(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
