@@ -60,6 +60,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "catalog.h"
 #include "checks.h"
@@ -79,7 +80,7 @@ enum
 	FAST_ACK_TOPIC,
 	FAST_ACK_LOCK,
 	FAST_ACK,
-	FAST_ACK_WRITE,
+	FAST_APPEND,
 	FAST_NPLANS
 };
 
@@ -106,7 +107,7 @@ static const struct
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[15];
+	Oid			argtypes[17];
 	int			cursor_options; /* CURSOR_OPT_GENERIC_PLAN: see fast_run() */
 }			fast_queries[FAST_NPLANS] = {
 
@@ -169,12 +170,13 @@ static const struct
 		" WHERE x.busy AND x.retried OPERATOR(pg_catalog.=) 0"
 		" AND x.topic OPERATOR(pg_catalog.=) $3",
 	3, {InvalidOid, INT8OID, TEXTOID}},
-	[FAST_ACK_WRITE] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
+	[FAST_APPEND] = {"INSERT INTO dedup.outbox_batches (part, topic, id, rev, busy, attempt,"
 		" lease_until, first_seq, last_seq, settled, extra, retried, events, aggregates,"
 		" members, next_seq, low_id)"
-		" VALUES ($1, $3, $2, $4, false, $5, NULL, NULL, NULL, NULL, NULL, 0, $6, NULL, NULL,"
-		" $7, $8)",
-	8, {InvalidOid, INT8OID, TEXTOID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID}},
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+		17, {InvalidOid, TEXTOID, INT8OID, INT4OID, BOOLOID, INT4OID, TIMESTAMPTZOID, INT8OID,
+			INT8OID, INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4ARRAYOID, INT8ARRAYOID,
+	INT8OID, INT8OID}},
 };
 
 /* FAST_WRITE's parameters (from 0), in the order of its columns */
@@ -184,6 +186,39 @@ enum
 	FAST_WRITE_FIRST, FAST_WRITE_LAST, FAST_WRITE_SETTLED, FAST_WRITE_EXTRA, FAST_WRITE_RETRIED,
 	FAST_WRITE_EVENTS, FAST_WRITE_AGGREGATES, FAST_WRITE_MEMBERS, FAST_WRITE_NEXT,
 	FAST_WRITE_LOW, FAST_WRITE_NARGS
+};
+
+/*
+ * FAST_APPEND's parameters (from 0): a batch row's columns, in the order of
+ * dedup.outbox_batches' (fast_batch_append())
+ */
+enum
+{
+	FAST_ROW_PART, FAST_ROW_TOPIC, FAST_ROW_ID, FAST_ROW_REV, FAST_ROW_BUSY, FAST_ROW_ATTEMPT,
+	FAST_ROW_LEASE, FAST_ROW_FIRST, FAST_ROW_LAST, FAST_ROW_SETTLED, FAST_ROW_EXTRA,
+	FAST_ROW_RETRIED, FAST_ROW_EVENTS, FAST_ROW_AGGREGATES, FAST_ROW_MEMBERS, FAST_ROW_NEXT,
+	FAST_ROW_LOW, FAST_ROW_NCOLS
+};
+
+/* dedup.outbox_batches' column of each of FAST_APPEND's parameters */
+static const char *const fast_row_names[FAST_ROW_NCOLS] = {
+	[FAST_ROW_PART] = "part",
+	[FAST_ROW_TOPIC] = "topic",
+	[FAST_ROW_ID] = "id",
+	[FAST_ROW_REV] = "rev",
+	[FAST_ROW_BUSY] = "busy",
+	[FAST_ROW_ATTEMPT] = "attempt",
+	[FAST_ROW_LEASE] = "lease_until",
+	[FAST_ROW_FIRST] = "first_seq",
+	[FAST_ROW_LAST] = "last_seq",
+	[FAST_ROW_SETTLED] = "settled",
+	[FAST_ROW_EXTRA] = "extra",
+	[FAST_ROW_RETRIED] = "retried",
+	[FAST_ROW_EVENTS] = "events",
+	[FAST_ROW_AGGREGATES] = "aggregates",
+	[FAST_ROW_MEMBERS] = "members",
+	[FAST_ROW_NEXT] = "next_seq",
+	[FAST_ROW_LOW] = "low_id",
 };
 
 /* FAST_SCAN's columns, and column col (from 1) of its row i, deformed */
@@ -448,6 +483,36 @@ fast_batch_insert(Datum *values, char *nulls, int64 low_out)
 	if (fast_run_nulls(FAST_WRITE, values, nulls) != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "could not write the outbox's batch");
 	return low;
+}
+
+/*
+ * A batch's state after a settle, for both paths, the fast ack's and the
+ * PL/pgSQL settles' (dedup.outbox_batch_append()): values and nulls (as
+ * SPI_execute_plan() takes them), FAST_APPEND's parameters, are its newest
+ * row, changed, appended as the next rev of its id.  A batch out no more
+ * (not busy) keeps none of its state but its counts, the topic's position
+ * and the low mark (sql/tables/outbox_relay.sql): the rest is set NULL
+ * here.  values and nulls are left as the row written.
+ */
+static void
+fast_batch_append(Datum *values, char *nulls)
+{
+	if (nulls[FAST_ROW_REV] == 'n' || nulls[FAST_ROW_BUSY] == 'n')
+		elog(ERROR, "a batch's row needs its rev and whether it is out");
+	values[FAST_ROW_REV] = Int32GetDatum(DatumGetInt32(values[FAST_ROW_REV]) + 1);
+	if (!DatumGetBool(values[FAST_ROW_BUSY]))
+	{
+		static const int state[] = {FAST_ROW_LEASE, FAST_ROW_FIRST, FAST_ROW_LAST,
+		FAST_ROW_SETTLED, FAST_ROW_EXTRA, FAST_ROW_AGGREGATES, FAST_ROW_MEMBERS};
+
+		for (int i = 0; i < lengthof(state); i++)
+		{
+			values[state[i]] = (Datum) 0;
+			nulls[state[i]] = 'n';
+		}
+	}
+	if (fast_run_nulls(FAST_APPEND, values, nulls) != SPI_OK_INSERT || SPI_processed != 1)
+		elog(ERROR, "could not write the outbox's batch");
 }
 
 static int
@@ -749,24 +814,31 @@ outbox_fast_ack(const DedupFingerprint *part, int64 batch_id, Oid caller)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
-		Datum		w[8];
+		Datum		w[FAST_ROW_NCOLS];
+		char		wnulls[FAST_ROW_NCOLS + 1];
 
 		/*
-		 * the row of a batch out no more: its counts, the topic's position
-		 * and the low mark, none of its state (as the PL/pgSQL settle's,
-		 * dedup.outbox_batch_append())
+		 * the row of a batch out no more, appended as the PL/pgSQL settles'
+		 * (fast_batch_append(): none of its state, which FAST_ACK does not
+		 * read, but its counts, the topic's position and the low mark)
 		 */
-		w[0] = args[0];
-		w[1] = args[1];
-		w[2] = args[2];
-		w[3] = Int32GetDatum(DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull)) + 1);
-		for (int col = 2; col <= 5; col++)
-			w[col + 2] = SPI_getbinval(tup, desc, col, &isnull);
-		n = DatumGetInt32(w[5]);
+		memset(w, 0, sizeof(w));
+		memset(wnulls, ' ', FAST_ROW_NCOLS);
+		wnulls[FAST_ROW_NCOLS] = '\0';
+		w[FAST_ROW_PART] = args[0];
+		w[FAST_ROW_TOPIC] = args[2];
+		w[FAST_ROW_ID] = args[1];
+		w[FAST_ROW_REV] = SPI_getbinval(tup, desc, 1, &isnull);
+		w[FAST_ROW_BUSY] = BoolGetDatum(false);
+		w[FAST_ROW_ATTEMPT] = SPI_getbinval(tup, desc, 2, &isnull);
+		w[FAST_ROW_RETRIED] = Int32GetDatum(0); /* FAST_ACK's */
+		w[FAST_ROW_EVENTS] = SPI_getbinval(tup, desc, 3, &isnull);
+		w[FAST_ROW_NEXT] = SPI_getbinval(tup, desc, 4, &isnull);
+		w[FAST_ROW_LOW] = SPI_getbinval(tup, desc, 5, &isnull);
+		n = DatumGetInt32(w[FAST_ROW_EVENTS]);
 		/* its newest row under a transaction snapshot too (40001 if not) */
-		outbox_batch_check_current(part, batch_id, DatumGetInt32(w[3]) - 1);
-		if (fast_run(FAST_ACK_WRITE, w, 0) != SPI_OK_INSERT || SPI_processed != 1)
-			elog(ERROR, "could not write the outbox's batch");
+		outbox_batch_check_current(part, batch_id, DatumGetInt32(w[FAST_ROW_REV]));
+		fast_batch_append(w, wnulls);
 	}
 	dedup_scope_counters_count(settings.counters, DEDUP_COUNT_EVENTS_ACKED, n);
 	return n;
@@ -890,4 +962,76 @@ dedup_outbox_batch_write(PG_FUNCTION_ARGS)
 	low = fast_batch_insert(w, wnulls, PG_ARGISNULL(2) ? 0 : PG_GETARG_INT64(2));
 	SPI_finish();
 	PG_RETURN_INT64(low);
+}
+
+/*
+ * dedup.outbox_batch_append(in_part dedup_fingerprint,
+ *							 b dedup.outbox_batches) RETURNS dedup.outbox_batches
+ *
+ * A batch's state after a settle, for the PL/pgSQL settles and takes
+ * (outbox_settle.sql, outbox_take.sql), so that both paths append it by
+ * this one (fast_batch_append()): b, its newest row, changed, appended in
+ * partition in_part as the next rev of its id.  Returns the row written.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batch_append);
+Datum
+dedup_outbox_batch_append(PG_FUNCTION_ARGS)
+{
+	HeapTupleHeader b;
+	TupleDesc	desc;
+	HeapTupleData tuple;
+	Datum	   *cols;
+	bool	   *colnulls;
+	int			attnums[FAST_ROW_NCOLS];
+	Datum		w[FAST_ROW_NCOLS];
+	char		wnulls[FAST_ROW_NCOLS + 1];
+	HeapTuple	written;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		elog(ERROR, "a batch's row needs its partition and its columns");
+	b = PG_GETARG_HEAPTUPLEHEADER(1);
+	desc = lookup_rowtype_tupdesc_copy(HeapTupleHeaderGetTypeId(b),
+									   HeapTupleHeaderGetTypMod(b));
+	tuple.t_len = HeapTupleHeaderGetDatumLength(b);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = b;
+	cols = palloc(sizeof(Datum) * desc->natts);
+	colnulls = palloc(sizeof(bool) * desc->natts);
+	heap_deform_tuple(&tuple, desc, cols, colnulls);
+
+	/* b's columns, by name (a table updated from 1.0 has them in its order) */
+	for (int col = 0; col < FAST_ROW_NCOLS; col++)
+	{
+		attnums[col] = -1;
+		for (int i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (!att->attisdropped && strcmp(NameStr(att->attname), fast_row_names[col]) == 0)
+				attnums[col] = i;
+		}
+		if (attnums[col] < 0)
+			elog(ERROR, "a batch's row has no column \"%s\"", fast_row_names[col]);
+		w[col] = cols[attnums[col]];
+		wnulls[col] = colnulls[attnums[col]] ? 'n' : ' ';
+	}
+	wnulls[FAST_ROW_NCOLS] = '\0';
+	w[FAST_ROW_PART] = PG_GETARG_DATUM(0);
+	wnulls[FAST_ROW_PART] = ' ';
+
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	fast_batch_append(w, wnulls);
+	SPI_finish();
+
+	/* the row written: b with the columns fast_batch_append() set */
+	for (int col = 0; col < FAST_ROW_NCOLS; col++)
+	{
+		cols[attnums[col]] = w[col];
+		colnulls[attnums[col]] = wnulls[col] == 'n';
+	}
+	written = heap_form_tuple(desc, cols, colnulls);
+	PG_RETURN_DATUM(HeapTupleGetDatum(written));
 }

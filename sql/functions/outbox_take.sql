@@ -313,36 +313,14 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_batch(@extschema@.dedup_fingerprint, bigint, boolean, boolean) FROM PUBLIC;
 
 -- A batch's state after a settle: b (its newest row, changed) appended as
--- the next rev of its id; returns the row written.
+-- the next rev of its id; returns the row written.  A batch out no more
+-- (b not busy) keeps none of its state but its counts, the topic's
+-- position and the low mark (sql/tables/outbox_relay.sql).  The fast
+-- ack's statement (FAST_APPEND, src/outbox_fast.c), so that both paths
+-- append a batch's row one way.  (C, not SQL: see outbox_take_state().)
 CREATE OR REPLACE FUNCTION dedup.outbox_batch_append(in_part @extschema@.dedup_fingerprint, b dedup.outbox_batches)
 RETURNS dedup.outbox_batches
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    w dedup.outbox_batches;
-BEGIN
-    -- a batch out no more keeps none of its state but its counts, the
-    -- topic's position and the low mark (sql/tables/outbox_relay.sql)
-    IF NOT b.busy THEN
-        b.lease_until := NULL;
-        b.first_seq := NULL;
-        b.last_seq := NULL;
-        b.settled := NULL;
-        b.extra := NULL;
-        b.aggregates := NULL;
-        b.members := NULL;
-    END IF;
-    INSERT INTO dedup.outbox_batches AS x (part, topic, id, rev, busy, attempt, lease_until,
-                                           first_seq, last_seq, settled, extra, retried, events,
-                                           aggregates, members, next_seq, low_id)
-    VALUES (in_part, b.topic, b.id, b.rev + 1, b.busy, b.attempt, b.lease_until, b.first_seq,
-            b.last_seq, b.settled, b.extra, b.retried, b.events, b.aggregates, b.members,
-            b.next_seq, b.low_id)
-    RETURNING x.* INTO w;
-    RETURN w;
-END
-$$;
+AS 'MODULE_PATHNAME', 'dedup_outbox_batch_append' LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_batch_append(@extschema@.dedup_fingerprint, dedup.outbox_batches) FROM PUBLIC;
 
 -- A batch handed out: its rev 0 row, b's columns but part, rev, busy and

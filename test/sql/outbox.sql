@@ -816,3 +816,22 @@ SELECT * FROM st_state;
 SELECT dedup_outbox_redrive('st', ARRAY[:'st_id']::uuid[]) IS NOT NULL AS redriven;
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
+
+-- a batch's rows as both paths write them: its rev 0 row with the low mark
+-- of the batches out (dedup.outbox_batch_write(), FAST_WRITE), and the row
+-- of a batch out no more, acked whole or nacked (dedup.outbox_batch_append(),
+-- FAST_APPEND): its counts, position and low mark, none of its state
+SELECT dedup_outbox_put('wr', 'wr-' || i, jsonb_build_object('n', i), aggregate_id => 'wr-' || i) IS NOT NULL AS put
+FROM generate_series(1, 2) i;
+SELECT batch_id AS wr_first FROM dedup_outbox_take_batch('wr', 1) \gset
+SELECT batch_id AS wr_second, id AS wr_id FROM dedup_outbox_take_batch('wr', 1) \gset
+SELECT dedup_outbox_ack_batch(:wr_first) AS acked;
+SELECT dedup_outbox_nack(ARRAY[:'wr_id']::uuid[], retry_delay => '1 hour') AS nacked;
+SELECT b.id = :wr_first AS first, b.rev, b.busy, b.attempt, b.lease_until IS NULL AS no_lease,
+       b.first_seq IS NULL AS no_first, b.last_seq IS NULL AS no_last, b.settled, b.extra,
+       b.retried, b.events, b.aggregates IS NULL AS no_aggregates, b.members,
+       b.next_seq - min(b.next_seq) OVER () AS next_seq_past_first,
+       b.low_id = :wr_first AS low_is_first
+FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' ORDER BY b.id, b.rev;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead;
