@@ -131,8 +131,8 @@ static const struct
 		" (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq FROM dedup.outbox_topics AS t"
 		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p ON true", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
-	[FAST_OUT] = {"SELECT x.id, x.busy,"
-		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp(), x.aggregates"
+	[FAST_OUT] = {"SELECT x.*,"
+		" x.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() AS expired"
 		" FROM dedup.outbox_batches AS x"
 		" WHERE x.part %1$s $1 AND x.topic OPERATOR(pg_catalog.=) $2"
 		" AND x.id OPERATOR(pg_catalog.>=) $3"
@@ -515,6 +515,55 @@ fast_batch_append(Datum *values, char *nulls)
 		elog(ERROR, "could not write the outbox's batch");
 }
 
+/*
+ * The batches of topic out in partition part, for both paths, the fast
+ * take's and the PL/pgSQL relay's (dedup.outbox_batches_out()): of the
+ * topic's rows from low (its newest row's low mark) up, read by FAST_OUT
+ * in (id, rev) order, each id's last (the one before the next id's), where
+ * busy.  Returns how many, their rows (FAST_OUT's: the table's columns and
+ * expired, whether the lease passed) in id order in *rows, FAST_OUT's
+ * SPI_tuptable in *table.
+ */
+static uint64
+fast_batches_out(const DedupFingerprint *part, text *topic, int64 low, HeapTuple **rows,
+				 SPITupleTable **table)
+{
+	Datum		args[3];
+	SPITupleTable *read;
+	uint64		nread;
+	uint64		nout = 0;
+	int			id_col;
+	int			busy_col;
+
+	args[0] = PointerGetDatum(part);
+	args[1] = PointerGetDatum(topic);
+	args[2] = Int64GetDatum(low);
+	fast_run(FAST_OUT, args, 0);
+	read = SPI_tuptable;
+	nread = SPI_processed;
+	*table = read;
+	*rows = palloc(sizeof(HeapTuple) * Max(nread, 1));
+	id_col = SPI_fnumber(read->tupdesc, "id");
+	busy_col = SPI_fnumber(read->tupdesc, "busy");
+	if (id_col <= 0 || busy_col <= 0)
+		elog(ERROR, "could not read the outbox's batches");
+	for (uint64 i = 0; i < nread; i++)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(read->vals[i], read->tupdesc, id_col,
+													 &isnull));
+
+		if (i + 1 < nread &&
+			DatumGetInt64(SPI_getbinval(read->vals[i + 1], read->tupdesc, id_col,
+										&isnull)) == id)
+			continue;			/* not its newest row */
+		if (!DatumGetBool(SPI_getbinval(read->vals[i], read->tupdesc, busy_col, &isnull)))
+			continue;			/* settled */
+		(*rows)[nout++] = read->vals[i];
+	}
+	return nout;
+}
+
 static int
 fast_int4_cmp(const void *a, const void *b)
 {
@@ -582,39 +631,36 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	else
 	{
 		/*
-		 * The batches out: of the rows from the low mark up, in (id, rev)
-		 * order, each id's last, where busy (FAST_OUT reads them by the index
-		 * on (topic, id, rev), planned with the low mark's value: a few rows
-		 * past the newest batches)
+		 * The batches out (fast_batches_out(): FAST_OUT reads them by the
+		 * index on (topic, id, rev), planned with the low mark's value: a few
+		 * rows past the newest batches)
 		 */
-		uint64		nrows;
-		SPITupleTable *rows;
+		HeapTuple  *rows;
+		SPITupleTable *table;
+		uint64		nrows = fast_batches_out(part, topic, low, &rows, &table);
+		TupleDesc	desc = table->tupdesc;
+		int			id_col = SPI_fnumber(desc, "id");
+		int			expired_col = SPI_fnumber(desc, "expired");
+		int			aggs_col = SPI_fnumber(desc, "aggregates");
 
-		args[2] = Int64GetDatum(low);
-		fast_run(FAST_OUT, args, 0);
-		rows = SPI_tuptable;
-		nrows = SPI_processed;
+		if (id_col <= 0 || expired_col <= 0 || aggs_col <= 0)
+			elog(ERROR, "could not read the outbox's batches");
 		low = 0;
 		for (uint64 i = 0; i < nrows; i++)
 		{
-			HeapTuple	tup = rows->vals[i];
-			TupleDesc	desc = rows->tupdesc;
-			int64		id;
+			Datum		aggs_datum;
 			ArrayType  *aggs;
 			int32	   *elems;
 			int			nelems;
 
-			id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-			if (i + 1 < nrows &&
-				DatumGetInt64(SPI_getbinval(rows->vals[i + 1], desc, 1, &isnull)) == id)
-				continue;		/* not its newest row */
-			if (!DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull)))
-				continue;		/* settled */
 			if (low == 0)
-				low = id;
-			if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
+				low = DatumGetInt64(SPI_getbinval(rows[i], desc, id_col, &isnull));
+			if (DatumGetBool(SPI_getbinval(rows[i], desc, expired_col, &isnull)))
 				return false;	/* its lease passed: handed out again */
-			aggs = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull));
+			aggs_datum = SPI_getbinval(rows[i], desc, aggs_col, &isnull);
+			if (isnull)
+				return false;
+			aggs = DatumGetArrayTypeP(aggs_datum);
 			if (ARR_HASNULL(aggs))
 				return false;
 			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
@@ -1034,4 +1080,65 @@ dedup_outbox_batch_append(PG_FUNCTION_ARGS)
 	}
 	written = heap_form_tuple(desc, cols, colnulls);
 	PG_RETURN_DATUM(HeapTupleGetDatum(written));
+}
+
+/*
+ * dedup.outbox_batches_out(in_part dedup_fingerprint, for_topic text)
+ *		RETURNS SETOF dedup.outbox_batches
+ *
+ * The batches of a topic out, for the PL/pgSQL relay (outbox_take.sql,
+ * outbox_settle.sql, outbox_admin.sql), so that both paths read them by
+ * this one (fast_batches_out()), from the newest batch row's low mark up
+ * (fast_state()).
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_batches_out);
+Datum
+dedup_outbox_batches_out(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const DedupFingerprint *part = PG_GETARG_DEDUP_FINGERPRINT_P(0);
+	text	   *topic = PG_GETARG_TEXT_PP(1);
+	FastState	st;
+
+	InitMaterializedSRF(fcinfo, 0);
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	fast_state(part, topic, &st);
+	if (st.has_batch)
+	{
+		TupleDesc	out = rsinfo->setDesc;
+		HeapTuple  *rows;
+		SPITupleTable *table;
+		uint64		n = fast_batches_out(part, topic, st.low_id, &rows, &table);
+		int		   *cols = palloc(sizeof(int) * out->natts);
+		Datum	   *values = palloc(sizeof(Datum) * out->natts);
+		bool	   *nulls = palloc(sizeof(bool) * out->natts);
+
+		/* the table's columns, by name (FAST_OUT's x.* is in its order) */
+		for (int i = 0; i < out->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(out, i);
+
+			cols[i] = att->attisdropped ? 0 : SPI_fnumber(table->tupdesc, NameStr(att->attname));
+			if (!att->attisdropped && cols[i] <= 0)
+				elog(ERROR, "could not read the outbox's batches");
+		}
+		for (uint64 r = 0; r < n; r++)
+		{
+			for (int i = 0; i < out->natts; i++)
+			{
+				if (cols[i] <= 0)
+				{
+					values[i] = (Datum) 0;
+					nulls[i] = true;
+				}
+				else
+					values[i] = SPI_getbinval(rows[r], table->tupdesc, cols[i], &nulls[i]);
+			}
+			tuplestore_putvalues(rsinfo->setResult, out, values, nulls);
+		}
+	}
+	SPI_finish();
+	return (Datum) 0;
 }

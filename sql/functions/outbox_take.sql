@@ -224,34 +224,12 @@ $$;
 REVOKE ALL ON FUNCTION dedup.outbox_position(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- The batches of topic out in partition in_part, each as its newest row
--- (busy), in id order: those from the newest batch row's low mark up.
+-- (busy), in id order: those from the newest batch row's low mark up.  The
+-- fast take's statement (FAST_OUT, src/outbox_fast.c), so that both paths
+-- read them one way.  (C, not SQL: see outbox_take_state().)
 CREATE OR REPLACE FUNCTION dedup.outbox_batches_out(in_part @extschema@.dedup_fingerprint, for_topic text)
 RETURNS SETOF dedup.outbox_batches
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    low bigint;
-BEGIN
-    SELECT x.low_id INTO low FROM dedup.outbox_batches AS x
-    WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic
-    ORDER BY x.id DESC LIMIT 1;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    -- the rows from the low mark up, in (id, rev) order, each id's last
-    -- (the one before the next id's), where busy: read by the index on
-    -- (topic, id, rev), with no join for the planner to get wrong
-    RETURN QUERY
-    SELECT (y.x).* FROM (
-        SELECT x, x.id, x.busy, pg_catalog.lead(x.id) OVER (ORDER BY x.id, x.rev) AS next_id
-        FROM dedup.outbox_batches AS x
-        WHERE x.part OPERATOR(@extschema@.=) in_part AND x.topic = for_topic AND x.id >= low
-        ORDER BY x.id, x.rev) AS y
-    WHERE y.busy AND y.next_id IS DISTINCT FROM y.id
-    ORDER BY y.id;
-END
-$$;
+AS 'MODULE_PATHNAME', 'dedup_outbox_batches_out' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- Under a transaction snapshot (REPEATABLE READ, SERIALIZABLE): a 40001
