@@ -357,18 +357,22 @@ outbox_fast_plans_check(void)
  * Citus cannot plan FAST_STATE without its values and says so with a plan
  * of huge cost, so that the plan cache plans it with them each time.
  */
-static int	fast_run_nulls(int which, Datum *values, const char *nulls);
+static int	fast_exec(int which, Datum *values, const char *nulls, bool read_only);
 
 static int
 fast_run(int which, Datum *values, int limit)
 {
 	Assert(limit == 0);
-	return fast_run_nulls(which, values, NULL);
+	return fast_exec(which, values, NULL, false);
 }
 
-/* fast_run(), with nulls as SPI_execute_plan() takes them */
+/*
+ * fast_run(), with nulls as SPI_execute_plan() takes them, and its
+ * read_only: run with the caller's snapshot (true), or with a new one after
+ * a command counter increment (false, as a take's statements run)
+ */
 static int
-fast_run_nulls(int which, Datum *values, const char *nulls)
+fast_exec(int which, Datum *values, const char *nulls, bool read_only)
 {
 	volatile int rc = 0;
 
@@ -391,7 +395,7 @@ fast_run_nulls(int which, Datum *values, const char *nulls)
 	fast_running++;
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(fast_plans[which], values, nulls, false, 0);
+		rc = SPI_execute_plan(fast_plans[which], values, nulls, read_only, 0);
 	}
 	PG_FINALLY();
 	{
@@ -420,10 +424,11 @@ typedef struct FastState
 
 /*
  * Read the state of a take of topic (FAST_STATE), the newest batch row from
- * the id seen last up (fast_newest_bound()), or from 0 when none is there.
+ * the id seen last up (fast_newest_bound()), or from 0 when none is there;
+ * read_only: with the caller's snapshot (fast_exec()).
  */
 static void
-fast_state(const DedupFingerprint *part, text *topic, FastState *st)
+fast_state(const DedupFingerprint *part, text *topic, FastState *st, bool read_only)
 {
 	Datum		args[3];
 	char	   *topic_str = text_to_cstring(topic);
@@ -435,7 +440,7 @@ fast_state(const DedupFingerprint *part, text *topic, FastState *st)
 	args[0] = PointerGetDatum(part);
 	args[1] = PointerGetDatum(topic);
 	args[2] = Int64GetDatum(fast_newest_bound(part, topic_str));
-	fast_run(FAST_STATE, args, 0);
+	fast_exec(FAST_STATE, args, NULL, read_only);
 	if (SPI_processed == 1 && DatumGetInt64(args[2]) != 0)
 	{
 		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
@@ -443,7 +448,7 @@ fast_state(const DedupFingerprint *part, text *topic, FastState *st)
 		{
 			/* nothing from the bound up: from 0 (fast_newest_topic) */
 			args[2] = Int64GetDatum(0);
-			fast_run(FAST_STATE, args, 0);
+			fast_exec(FAST_STATE, args, NULL, read_only);
 		}
 	}
 	if (SPI_processed != 1)
@@ -613,7 +618,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 */
 	(void) outbox_lock_relay(part, topic, false);
 	outbox_wait_puts(topic);
-	fast_state(part, topic, &st);
+	fast_state(part, topic, &st, false);
 	/* no position yet, or events in outbox_retry or outbox_held: give way */
 	if (!st.positioned || st.has_retry || st.has_held)
 		return false;
@@ -918,7 +923,12 @@ dedup_outbox_ack_whole(PG_FUNCTION_ARGS)
  *						   OUT low_id bigint, OUT newest_id bigint)
  *
  * The state a take starts from (fast_state()) for the PL/pgSQL take
- * (outbox_take.sql), so that both paths read this one.
+ * (outbox_take.sql), so that both paths read this one.  Read with the
+ * caller's snapshot, as a STABLE function reads: dedup.outbox_position()
+ * runs it, and a STABLE caller of that (dedup.outbox_stats(),
+ * dedup.outbox_check_ids()) reads the position with the events and
+ * batches it reads, in one snapshot (a new one here counted events a take
+ * committed meanwhile handed out as neither pending nor in flight).
  */
 PG_FUNCTION_INFO_V1(dedup_outbox_take_state);
 Datum
@@ -934,7 +944,7 @@ dedup_outbox_take_state(PG_FUNCTION_ARGS)
 	outbox_fast_plans_check();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "could not connect to SPI");
-	fast_state(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), &st);
+	fast_state(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), &st, true);
 	SPI_finish();
 	values[0] = Int64GetDatum(st.next_seq);
 	nulls[0] = !st.positioned;

@@ -203,18 +203,20 @@ REVOKE ALL ON FUNCTION dedup.outbox_next_position(bigint, bigint, bigint, bigint
 --   low_id, newest_id: its newest batch row's low mark and id (NULL with
 --     none), from which up its batches out are.
 -- (C, not SQL: Citus plans no statement of a SQL function that has
--- parameters, inlined or not.)
+-- parameters, inlined or not.)  STABLE, read with the caller's snapshot:
+-- a STABLE caller of outbox_position() (outbox_stats(), outbox_check_ids())
+-- reads the position in the snapshot it reads the events and batches in.
 CREATE OR REPLACE FUNCTION dedup.outbox_take_state(in_part @extschema@.dedup_fingerprint, for_topic text,
     OUT next_seq bigint, OUT has_retry boolean, OUT has_held boolean, OUT has_log boolean,
     OUT low_id bigint, OUT newest_id bigint)
-AS 'MODULE_PATHNAME', 'dedup_outbox_take_state' LANGUAGE C STRICT VOLATILE;
+AS 'MODULE_PATHNAME', 'dedup_outbox_take_state' LANGUAGE C STRICT STABLE;
 REVOKE ALL ON FUNCTION dedup.outbox_take_state(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- The topic's position in partition in_part and its low mark:
 -- outbox_take_state()'s next_seq and low_id.
 CREATE OR REPLACE FUNCTION dedup.outbox_position(in_part @extschema@.dedup_fingerprint, for_topic text,
     OUT next_seq bigint, OUT low bigint)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
