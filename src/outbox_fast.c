@@ -485,7 +485,7 @@ fast_batch_insert(Datum *values, char *nulls, int64 low_out)
 
 	values[FAST_WRITE_LOW] = Int64GetDatum(low);
 	nulls[FAST_WRITE_LOW] = ' ';
-	if (fast_run_nulls(FAST_WRITE, values, nulls) != SPI_OK_INSERT || SPI_processed != 1)
+	if (fast_exec(FAST_WRITE, values, nulls, false) != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "could not write the outbox's batch");
 	return low;
 }
@@ -516,7 +516,7 @@ fast_batch_append(Datum *values, char *nulls)
 			nulls[state[i]] = 'n';
 		}
 	}
-	if (fast_run_nulls(FAST_APPEND, values, nulls) != SPI_OK_INSERT || SPI_processed != 1)
+	if (fast_exec(FAST_APPEND, values, nulls, false) != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "could not write the outbox's batch");
 }
 
@@ -527,11 +527,12 @@ fast_batch_append(Datum *values, char *nulls)
  * in (id, rev) order, each id's last (the one before the next id's), where
  * busy.  Returns how many, their rows (FAST_OUT's: the table's columns and
  * expired, whether the lease passed) in id order in *rows, FAST_OUT's
- * SPI_tuptable in *table.
+ * SPI_tuptable in *table.  read_only: with the caller's snapshot
+ * (fast_exec()).
  */
 static uint64
 fast_batches_out(const DedupFingerprint *part, text *topic, int64 low, HeapTuple **rows,
-				 SPITupleTable **table)
+				 SPITupleTable **table, bool read_only)
 {
 	Datum		args[3];
 	SPITupleTable *read;
@@ -543,7 +544,7 @@ fast_batches_out(const DedupFingerprint *part, text *topic, int64 low, HeapTuple
 	args[0] = PointerGetDatum(part);
 	args[1] = PointerGetDatum(topic);
 	args[2] = Int64GetDatum(low);
-	fast_run(FAST_OUT, args, 0);
+	fast_exec(FAST_OUT, args, NULL, read_only);
 	read = SPI_tuptable;
 	nread = SPI_processed;
 	*table = read;
@@ -642,7 +643,7 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 		 */
 		HeapTuple  *rows;
 		SPITupleTable *table;
-		uint64		nrows = fast_batches_out(part, topic, low, &rows, &table);
+		uint64		nrows = fast_batches_out(part, topic, low, &rows, &table, false);
 		TupleDesc	desc = table->tupdesc;
 		int			id_col = SPI_fnumber(desc, "id");
 		int			expired_col = SPI_fnumber(desc, "expired");
@@ -1099,7 +1100,9 @@ dedup_outbox_batch_append(PG_FUNCTION_ARGS)
  * The batches of a topic out, for the PL/pgSQL relay (outbox_take.sql,
  * outbox_settle.sql, outbox_admin.sql), so that both paths read them by
  * this one (fast_batches_out()), from the newest batch row's low mark up
- * (fast_state()).
+ * (fast_state()).  With the caller's snapshot, as outbox_take_state():
+ * its STABLE callers (outbox_batches_of(), which an ack by ids checks
+ * with) read the batches in the snapshot they read the rest in.
  */
 PG_FUNCTION_INFO_V1(dedup_outbox_batches_out);
 Datum
@@ -1114,13 +1117,13 @@ dedup_outbox_batches_out(PG_FUNCTION_ARGS)
 	outbox_fast_plans_check();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "could not connect to SPI");
-	fast_state(part, topic, &st);
+	fast_state(part, topic, &st, true);
 	if (st.has_batch)
 	{
 		TupleDesc	out = rsinfo->setDesc;
 		HeapTuple  *rows;
 		SPITupleTable *table;
-		uint64		n = fast_batches_out(part, topic, st.low_id, &rows, &table);
+		uint64		n = fast_batches_out(part, topic, st.low_id, &rows, &table, true);
 		int		   *cols = palloc(sizeof(int) * out->natts);
 		Datum	   *values = palloc(sizeof(Datum) * out->natts);
 		bool	   *nulls = palloc(sizeof(bool) * out->natts);

@@ -228,10 +228,11 @@ REVOKE ALL ON FUNCTION dedup.outbox_position(@extschema@.dedup_fingerprint, text
 -- The batches of topic out in partition in_part, each as its newest row
 -- (busy), in id order: those from the newest batch row's low mark up.  The
 -- fast take's statement (FAST_OUT, src/outbox_fast.c), so that both paths
--- read them one way.  (C, not SQL: see outbox_take_state().)
+-- read them one way.  (C, not SQL: see outbox_take_state().)  STABLE,
+-- read with the caller's snapshot, as outbox_take_state().
 CREATE OR REPLACE FUNCTION dedup.outbox_batches_out(in_part @extschema@.dedup_fingerprint, for_topic text)
 RETURNS SETOF dedup.outbox_batches
-AS 'MODULE_PATHNAME', 'dedup_outbox_batches_out' LANGUAGE C STRICT VOLATILE;
+AS 'MODULE_PATHNAME', 'dedup_outbox_batches_out' LANGUAGE C STRICT STABLE;
 REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
 -- Under a transaction snapshot (REPEATABLE READ, SERIALIZABLE): a 40001
