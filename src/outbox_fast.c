@@ -503,7 +503,9 @@ static void
 fast_batch_append(Datum *values, char *nulls)
 {
 	if (nulls[FAST_ROW_REV] == 'n' || nulls[FAST_ROW_BUSY] == 'n')
-		elog(ERROR, "a batch's row needs its rev and whether it is out");
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("b.rev and b.busy must not be null")));
 	values[FAST_ROW_REV] = Int32GetDatum(DatumGetInt32(values[FAST_ROW_REV]) + 1);
 	if (!DatumGetBool(values[FAST_ROW_BUSY]))
 	{
@@ -960,6 +962,64 @@ dedup_outbox_take_state(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A batch's row as dedup.outbox_batch_write() and
+ * dedup.outbox_batch_append() take it: in_part (argument 0) and b (argument
+ * 1), neither NULL (22004), b's columns read by name (a table updated from
+ * 1.0 has them in its order) into values and nulls (as SPI_execute_plan()
+ * takes them) as FAST_APPEND's parameters, part from in_part.  b deformed,
+ * its type's descriptor and the column of each parameter are left in *row,
+ * for a caller that returns b changed.
+ */
+typedef struct FastRowArg
+{
+	TupleDesc	desc;
+	Datum	   *cols;
+	bool	   *colnulls;
+	int			attnums[FAST_ROW_NCOLS];
+} FastRowArg;
+
+static void
+fast_row_arg(FunctionCallInfo fcinfo, FastRowArg *row, Datum *values, char *nulls)
+{
+	HeapTupleHeader b;
+	HeapTupleData tuple;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("in_part and b must not be null")));
+	b = PG_GETARG_HEAPTUPLEHEADER(1);
+	row->desc = lookup_rowtype_tupdesc_copy(HeapTupleHeaderGetTypeId(b),
+											HeapTupleHeaderGetTypMod(b));
+	tuple.t_len = HeapTupleHeaderGetDatumLength(b);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = b;
+	row->cols = palloc(sizeof(Datum) * row->desc->natts);
+	row->colnulls = palloc(sizeof(bool) * row->desc->natts);
+	heap_deform_tuple(&tuple, row->desc, row->cols, row->colnulls);
+
+	for (int col = 0; col < FAST_ROW_NCOLS; col++)
+	{
+		row->attnums[col] = -1;
+		for (int i = 0; i < row->desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(row->desc, i);
+
+			if (!att->attisdropped && strcmp(NameStr(att->attname), fast_row_names[col]) == 0)
+				row->attnums[col] = i;
+		}
+		if (row->attnums[col] < 0)
+			elog(ERROR, "a batch's row has no column \"%s\"", fast_row_names[col]);
+		values[col] = row->cols[row->attnums[col]];
+		nulls[col] = row->colnulls[row->attnums[col]] ? 'n' : ' ';
+	}
+	nulls[FAST_ROW_NCOLS] = '\0';
+	values[FAST_ROW_PART] = PG_GETARG_DATUM(0);
+	nulls[FAST_ROW_PART] = ' ';
+}
+
+/*
  * dedup.outbox_batch_write(in_part dedup_fingerprint, b dedup.outbox_batches,
  *							low_out bigint) RETURNS bigint
  *
@@ -973,46 +1033,42 @@ PG_FUNCTION_INFO_V1(dedup_outbox_batch_write);
 Datum
 dedup_outbox_batch_write(PG_FUNCTION_ARGS)
 {
-	/* b's columns, by name, for FAST_WRITE's parameters from topic up */
-	static const char *const names[] = {
-		[FAST_WRITE_TOPIC] = "topic",
-		[FAST_WRITE_ID] = "id",
-		[FAST_WRITE_ATTEMPT] = "attempt",
-		[FAST_WRITE_LEASE] = "lease_until",
-		[FAST_WRITE_FIRST] = "first_seq",
-		[FAST_WRITE_LAST] = "last_seq",
-		[FAST_WRITE_SETTLED] = "settled",
-		[FAST_WRITE_EXTRA] = "extra",
-		[FAST_WRITE_RETRIED] = "retried",
-		[FAST_WRITE_EVENTS] = "events",
-		[FAST_WRITE_AGGREGATES] = "aggregates",
-		[FAST_WRITE_MEMBERS] = "members",
-		[FAST_WRITE_NEXT] = "next_seq",
+	/* the column of b (FAST_APPEND's parameter) of each of FAST_WRITE's */
+	static const int from_row[FAST_WRITE_NARGS] = {
+		[FAST_WRITE_PART] = FAST_ROW_PART,
+		[FAST_WRITE_TOPIC] = FAST_ROW_TOPIC,
+		[FAST_WRITE_ID] = FAST_ROW_ID,
+		[FAST_WRITE_ATTEMPT] = FAST_ROW_ATTEMPT,
+		[FAST_WRITE_LEASE] = FAST_ROW_LEASE,
+		[FAST_WRITE_FIRST] = FAST_ROW_FIRST,
+		[FAST_WRITE_LAST] = FAST_ROW_LAST,
+		[FAST_WRITE_SETTLED] = FAST_ROW_SETTLED,
+		[FAST_WRITE_EXTRA] = FAST_ROW_EXTRA,
+		[FAST_WRITE_RETRIED] = FAST_ROW_RETRIED,
+		[FAST_WRITE_EVENTS] = FAST_ROW_EVENTS,
+		[FAST_WRITE_AGGREGATES] = FAST_ROW_AGGREGATES,
+		[FAST_WRITE_MEMBERS] = FAST_ROW_MEMBERS,
+		[FAST_WRITE_NEXT] = FAST_ROW_NEXT,
+		[FAST_WRITE_LOW] = FAST_ROW_LOW,	/* fast_batch_insert() sets it */
 	};
-	HeapTupleHeader b;
+	FastRowArg	row;
+	Datum		r[FAST_ROW_NCOLS];
+	char		rnulls[FAST_ROW_NCOLS + 1];
 	Datum		w[FAST_WRITE_NARGS];
 	char		wnulls[FAST_WRITE_NARGS + 1];
 	int64		low;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		elog(ERROR, "a batch's row needs its partition and its columns");
-	b = PG_GETARG_HEAPTUPLEHEADER(1);
-	memset(wnulls, ' ', FAST_WRITE_NARGS);
-	wnulls[FAST_WRITE_NARGS] = '\0';
-	w[FAST_WRITE_PART] = PG_GETARG_DATUM(0);
-	for (int i = FAST_WRITE_TOPIC; i <= FAST_WRITE_NEXT; i++)
+	fast_row_arg(fcinfo, &row, r, rnulls);
+	for (int i = 0; i < FAST_WRITE_NARGS; i++)
 	{
-		bool		isnull;
-
-		w[i] = GetAttributeByName(b, names[i], &isnull);
-		if (isnull)
-		{
-			w[i] = (Datum) 0;
-			wnulls[i] = 'n';
-		}
+		w[i] = r[from_row[i]];
+		wnulls[i] = rnulls[from_row[i]];
 	}
+	wnulls[FAST_WRITE_NARGS] = '\0';
 	if (wnulls[FAST_WRITE_ID] == 'n')
-		elog(ERROR, "a batch's row needs its id");
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("b.id must not be null")));
 	outbox_fast_plans_check();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "could not connect to SPI");
@@ -1034,49 +1090,11 @@ PG_FUNCTION_INFO_V1(dedup_outbox_batch_append);
 Datum
 dedup_outbox_batch_append(PG_FUNCTION_ARGS)
 {
-	HeapTupleHeader b;
-	TupleDesc	desc;
-	HeapTupleData tuple;
-	Datum	   *cols;
-	bool	   *colnulls;
-	int			attnums[FAST_ROW_NCOLS];
+	FastRowArg	row;
 	Datum		w[FAST_ROW_NCOLS];
 	char		wnulls[FAST_ROW_NCOLS + 1];
-	HeapTuple	written;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		elog(ERROR, "a batch's row needs its partition and its columns");
-	b = PG_GETARG_HEAPTUPLEHEADER(1);
-	desc = lookup_rowtype_tupdesc_copy(HeapTupleHeaderGetTypeId(b),
-									   HeapTupleHeaderGetTypMod(b));
-	tuple.t_len = HeapTupleHeaderGetDatumLength(b);
-	ItemPointerSetInvalid(&tuple.t_self);
-	tuple.t_tableOid = InvalidOid;
-	tuple.t_data = b;
-	cols = palloc(sizeof(Datum) * desc->natts);
-	colnulls = palloc(sizeof(bool) * desc->natts);
-	heap_deform_tuple(&tuple, desc, cols, colnulls);
-
-	/* b's columns, by name (a table updated from 1.0 has them in its order) */
-	for (int col = 0; col < FAST_ROW_NCOLS; col++)
-	{
-		attnums[col] = -1;
-		for (int i = 0; i < desc->natts; i++)
-		{
-			Form_pg_attribute att = TupleDescAttr(desc, i);
-
-			if (!att->attisdropped && strcmp(NameStr(att->attname), fast_row_names[col]) == 0)
-				attnums[col] = i;
-		}
-		if (attnums[col] < 0)
-			elog(ERROR, "a batch's row has no column \"%s\"", fast_row_names[col]);
-		w[col] = cols[attnums[col]];
-		wnulls[col] = colnulls[attnums[col]] ? 'n' : ' ';
-	}
-	wnulls[FAST_ROW_NCOLS] = '\0';
-	w[FAST_ROW_PART] = PG_GETARG_DATUM(0);
-	wnulls[FAST_ROW_PART] = ' ';
-
+	fast_row_arg(fcinfo, &row, w, wnulls);
 	outbox_fast_plans_check();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "could not connect to SPI");
@@ -1086,11 +1104,10 @@ dedup_outbox_batch_append(PG_FUNCTION_ARGS)
 	/* the row written: b with the columns fast_batch_append() set */
 	for (int col = 0; col < FAST_ROW_NCOLS; col++)
 	{
-		cols[attnums[col]] = w[col];
-		colnulls[attnums[col]] = wnulls[col] == 'n';
+		row.cols[row.attnums[col]] = w[col];
+		row.colnulls[row.attnums[col]] = wnulls[col] == 'n';
 	}
-	written = heap_form_tuple(desc, cols, colnulls);
-	PG_RETURN_DATUM(HeapTupleGetDatum(written));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(row.desc, row.cols, row.colnulls)));
 }
 
 /*

@@ -833,5 +833,21 @@ SELECT b.id = :wr_first AS first, b.rev, b.busy, b.attempt, b.lease_until IS NUL
        b.next_seq - min(b.next_seq) OVER () AS next_seq_past_first,
        b.low_id = :wr_first AS low_is_first
 FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' ORDER BY b.id, b.rev;
+-- (internal, the owner's: called with a NULL partition, row or id, both
+-- refuse with 22004, nothing written)
+SELECT count(*) AS wr_rows FROM dedup.outbox_batches WHERE topic = 'wr' \gset
+SELECT regress_try($$SELECT dedup.outbox_batch_write(NULL, b, NULL)
+                     FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' AND b.rev = 0 LIMIT 1$$) AS write_no_part,
+       regress_try($$SELECT dedup.outbox_batch_write(b.part, NULL, NULL)
+                     FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' AND b.rev = 0 LIMIT 1$$) AS write_no_row,
+       regress_try($$SELECT dedup.outbox_batch_write(b.part, jsonb_populate_record(b, '{"id": null}'), NULL)
+                     FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' AND b.rev = 0 LIMIT 1$$) AS write_no_id;
+SELECT regress_try($$SELECT dedup.outbox_batch_append(NULL, b)
+                     FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' AND b.rev = 0 LIMIT 1$$) AS append_no_part,
+       regress_try($$SELECT dedup.outbox_batch_append(b.part, NULL)
+                     FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' AND b.rev = 0 LIMIT 1$$) AS append_no_row,
+       regress_try($$SELECT dedup.outbox_batch_append(b.part, jsonb_populate_record(b, '{"rev": null}'))
+                     FROM dedup.outbox_batches AS b WHERE b.topic = 'wr' AND b.rev = 0 LIMIT 1$$) AS append_no_rev;
+SELECT count(*) - :wr_rows AS rows_written FROM dedup.outbox_batches WHERE topic = 'wr';
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead;
