@@ -25,19 +25,29 @@
  *	  outbox_retry: a row appended that says it is out no more (the
  *	  PL/pgSQL ack runs this one too, through dedup.outbox_ack_whole()).
  *
- * What a take reads to tell which case it is in (FAST_STATE: the topic's
+ * What both paths read or write where they do the same is done here, once,
+ * and the PL/pgSQL functions call it through internal SQL functions
+ * (declared in outbox_take.sql), so that both decide and write by one
+ * statement: the state a take starts from (FAST_STATE: the topic's
  * position, its low mark, whether outbox_retry, outbox_held or the log has
- * events of it) is read here for the PL/pgSQL take too, through
- * dedup.outbox_take_state(), so that both paths decide from one statement.
+ * events of it; dedup.outbox_take_state()), the batches out (FAST_OUT:
+ * dedup.outbox_batches_out()), a batch's row handed out (FAST_WRITE:
+ * dedup.outbox_batch_write()) and appended by a settle (FAST_APPEND:
+ * dedup.outbox_batch_append()), and the position a take that hands out no
+ * batch moved (FAST_TOPIC_UPDATE: dedup.outbox_topic_move()).  The position
+ * after a take and how far it reads the log are src/outbox.c's
+ * (outbox_next_position(), outbox_scan_limit()), which both paths apply.
  *
- * In every other case it gives way, having written nothing, and the
- * caller runs the PL/pgSQL function.  Why not the whole take in C: the
- * rules are set-wise statements over the relay's tables (held ranges,
- * retries, settled events, dead letters) that read best, and are checked
- * best, in SQL, and they run only off the hot path; what the hot path
- * needs is to avoid PL/pgSQL's per-statement cost where no rule applies.
- * What could still disagree (the position, the low mark, the lease, the batch
- * row) is checked by running every outbox test on both paths: the setting
+ * In every other case the fast path gives way, having written nothing,
+ * and the caller runs the PL/pgSQL function.  Why not the whole take in
+ * C: the rules are set-wise statements over the relay's tables (held
+ * ranges, retries, settled events, dead letters) that read best, and are
+ * checked best, in SQL, and they run only off the hot path; what the hot
+ * path needs is to avoid PL/pgSQL's per-statement cost where no rule
+ * applies.
+ * What could still disagree (the aggregates the batches out hold, the range
+ * of the log read, which of its events go in the batch, its lease) is
+ * checked by running every outbox test on both paths: the setting
  * dedup.outbox_fast_path (on by default) off sends every take and ack to
  * the PL/pgSQL functions (Makefile: installcheck-slow-path).
  *
@@ -581,6 +591,26 @@ fast_int4_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * A take that hands out no batch moved topic's position in partition part
+ * from pos to next: written in outbox_topics when next is past pos (a batch
+ * carries the position in its row), for both paths, the fast take's and
+ * the PL/pgSQL take's (dedup.outbox_topic_move()).
+ */
+static void
+fast_topic_move(const DedupFingerprint *part, text *topic, int64 pos, int64 next)
+{
+	Datum		args[3];
+
+	if (next <= pos)
+		return;
+	args[0] = PointerGetDatum(part);
+	args[1] = PointerGetDatum(topic);
+	args[2] = Int64GetDatum(next);
+	if (fast_run(FAST_TOPIC_UPDATE, args, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not write the outbox's position");
+}
+
 
 /*
  * Take a batch of topic on the fast path, into the result set of a take
@@ -700,13 +730,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	if (n == 0)
 	{
 		/* no batch: the position, where it moved, in outbox_topics */
-		int64		next = outbox_next_position(pos, stable, 0, 0, scan_limit, 0);
-
-		if (next > pos)
-		{
-			args[2] = Int64GetDatum(next);
-			fast_run(FAST_TOPIC_UPDATE, args, 0);
-		}
+		fast_topic_move(part, topic, pos,
+						outbox_next_position(pos, stable, 0, 0, scan_limit, 0));
 		return true;
 	}
 
@@ -1171,4 +1196,25 @@ dedup_outbox_batches_out(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+/*
+ * dedup.outbox_topic_move(in_part dedup_fingerprint, for_topic text,
+ *						   pos bigint, next_seq bigint) RETURNS void
+ *
+ * The topic's position moved by a take that hands out no batch
+ * (fast_topic_move()), for the PL/pgSQL take (outbox_take.sql), so that
+ * both paths write it by this one: next_seq, when past pos.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_topic_move);
+Datum
+dedup_outbox_topic_move(PG_FUNCTION_ARGS)
+{
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	fast_topic_move(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), PG_GETARG_INT64(2),
+					PG_GETARG_INT64(3));
+	SPI_finish();
+	PG_RETURN_VOID();
 }

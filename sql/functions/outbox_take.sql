@@ -235,6 +235,16 @@ RETURNS SETOF dedup.outbox_batches
 AS 'MODULE_PATHNAME', 'dedup_outbox_batches_out' LANGUAGE C STRICT STABLE;
 REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
+-- The position of topic in partition in_part moved from pos to next_seq
+-- by a take that hands out no batch: written in outbox_topics when past
+-- pos (a batch carries it in its row).  The fast take's statement
+-- (FAST_TOPIC_UPDATE, src/outbox_fast.c), so that both paths write it one
+-- way.  (C, not SQL: see outbox_take_state().)
+CREATE OR REPLACE FUNCTION dedup.outbox_topic_move(in_part @extschema@.dedup_fingerprint, for_topic text,
+    pos bigint, next_seq bigint) RETURNS void
+AS 'MODULE_PATHNAME', 'dedup_outbox_topic_move' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION dedup.outbox_topic_move(@extschema@.dedup_fingerprint, text, bigint, bigint) FROM PUBLIC;
+
 -- Under a transaction snapshot (REPEATABLE READ, SERIALIZABLE): a 40001
 -- error if batch bid has a row of a rev past rev, appended by a settle or
 -- take that committed after the snapshot was taken (src/outbox.c).
@@ -779,7 +789,7 @@ BEGIN
     -- scan goes on until the batch is full, reading at most ten times its
     -- room (dedup.outbox_scan_limit()), and the position moves past what it read
     -- (written below: into the batch's row, or, with no batch, into
-    -- outbox_topics).
+    -- outbox_topics, outbox_topic_move()).
     room := batch_size - cardinality(r_ids) - cardinality(x_seqs);
     IF room > 0 AND has_log THEN
         IF NOT positioned THEN
@@ -862,10 +872,9 @@ BEGIN
                m.attempts, m.created_at, lease_end, m.seq
         FROM dedup.outbox_members(in_part, outbox_take_batch.topic, c_lo, c_hi, c_held, 1,
                                   cardinality(r_ids), bid, x_seqs) AS m;
-    ELSIF new_pos > pos THEN
-        -- no batch: the position moved past held events alone
-        UPDATE dedup.outbox_topics AS t SET next_seq = new_pos
-        WHERE t.part OPERATOR(@extschema@.=) in_part AND t.topic = outbox_take_batch.topic;
+    ELSIF new_pos IS NOT NULL THEN
+        -- no batch: the position, where it moved past held events alone
+        PERFORM dedup.outbox_topic_move(in_part, topic, pos, new_pos);
     END IF;
     PERFORM dedup.scope_count(topic, 'events_taken', n);
 END
