@@ -30,8 +30,9 @@
  * (declared in outbox_take.sql), so that both decide and write by one
  * statement: the state a take starts from (FAST_STATE: the topic's
  * position, its low mark, whether outbox_retry, outbox_held or the log has
- * events of it; dedup.outbox_take_state()), the batches out (FAST_OUT:
- * dedup.outbox_batches_out()), a batch's row handed out (FAST_WRITE:
+ * events of it; dedup.outbox_take_state()), the batches out and the
+ * aggregates they hold (FAST_OUT: dedup.outbox_batches_out(),
+ * dedup.outbox_aggregates_out()), a batch's row handed out (FAST_WRITE:
  * dedup.outbox_batch_write()) and appended by a settle (FAST_APPEND:
  * dedup.outbox_batch_append()), and the position a take that hands out no
  * batch moved (FAST_TOPIC_UPDATE: dedup.outbox_topic_move()).  The position
@@ -45,11 +46,11 @@
  * checked best, in SQL, and they run only off the hot path; what the hot
  * path needs is to avoid PL/pgSQL's per-statement cost where no rule
  * applies.
- * What could still disagree (the aggregates the batches out hold, the range
- * of the log read, which of its events go in the batch, its lease) is
- * checked by running every outbox test on both paths: the setting
- * dedup.outbox_fast_path (on by default) off sends every take and ack to
- * the PL/pgSQL functions (Makefile: installcheck-slow-path).
+ * What could still disagree (the range of the log read, which of its events
+ * go in the batch, its lease) is checked by running every outbox test on
+ * both paths: the setting dedup.outbox_fast_path (on by default) off sends
+ * every take and ack to the PL/pgSQL functions (Makefile:
+ * installcheck-slow-path).
  *
  * Runs as the owner of the outbox, inside SPI (outbox_relay.c).
  *
@@ -591,6 +592,98 @@ fast_int4_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The aggregates the batches of a topic out hold: fast_aggregates_out() */
+typedef struct FastAggregates
+{
+	int32	   *aggs;			/* hashtext() of each, sorted, each once */
+	int			naggs;
+	int64		lowest;			/* the lowest id of the batches out, or 0 */
+	bool		expired;		/* the lease of one of them passed */
+	bool		has_null;		/* the aggregates of one of them hold a NULL */
+	bool		unknown;		/* the aggregates of one of them are NULL */
+} FastAggregates;
+
+/*
+ * The aggregates the batches of topic out in partition part hold, for both
+ * paths, the fast take's and the PL/pgSQL take's
+ * (dedup.outbox_aggregates_out()): an event of one of them is held back (a
+ * rule, the PL/pgSQL take's: the fast take gives way to it).  The batches
+ * out are fast_batches_out()'s, from st's low mark up (st: the take's
+ * state, fast_state()); with them, whether a lease of one of them passed,
+ * and whether the aggregates of one of them are NULL or hold a NULL (none
+ * the relay writes): the fast take gives way in these cases.  A NULL
+ * element is not in out->aggs (has_null says it); NULL aggregates add none.
+ * read_only: with the caller's snapshot (fast_exec()).
+ */
+static void
+fast_aggregates_out(const DedupFingerprint *part, text *topic, const FastState *st,
+					bool read_only, FastAggregates *out)
+{
+	HeapTuple  *rows;
+	SPITupleTable *table;
+	uint64		nrows;
+	TupleDesc	desc;
+	int			id_col;
+	int			expired_col;
+	int			aggs_col;
+	int			n = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->aggs = palloc(sizeof(int32));
+	if (!st->has_batch)
+		return;
+
+	/*
+	 * (FAST_OUT reads them by the index on (topic, id, rev), planned with the
+	 * low mark's value: a few rows past the newest batches)
+	 */
+	nrows = fast_batches_out(part, topic, st->low_id, &rows, &table, read_only);
+	desc = table->tupdesc;
+	id_col = SPI_fnumber(desc, "id");
+	expired_col = SPI_fnumber(desc, "expired");
+	aggs_col = SPI_fnumber(desc, "aggregates");
+	if (id_col <= 0 || expired_col <= 0 || aggs_col <= 0)
+		elog(ERROR, "could not read the outbox's batches");
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		bool		isnull;
+		Datum		aggs_datum;
+		ArrayType  *aggs;
+		Datum	   *elems;
+		bool	   *elemnulls;
+		int			nelems;
+
+		if (i == 0)
+			out->lowest = DatumGetInt64(SPI_getbinval(rows[i], desc, id_col, &isnull));
+		if (DatumGetBool(SPI_getbinval(rows[i], desc, expired_col, &isnull)))
+			out->expired = true;
+		aggs_datum = SPI_getbinval(rows[i], desc, aggs_col, &isnull);
+		if (isnull)
+		{
+			out->unknown = true;
+			continue;
+		}
+		aggs = DatumGetArrayTypeP(aggs_datum);
+		deconstruct_array(aggs, INT4OID, sizeof(int32), true, TYPALIGN_INT, &elems,
+						  &elemnulls, &nelems);
+		out->aggs = repalloc(out->aggs, sizeof(int32) * (n + nelems + 1));
+		for (int e = 0; e < nelems; e++)
+		{
+			if (elemnulls[e])
+				out->has_null = true;
+			else
+				out->aggs[n++] = DatumGetInt32(elems[e]);
+		}
+	}
+
+	/* sorted, each once */
+	qsort(out->aggs, n, sizeof(int32), fast_int4_cmp);
+	out->naggs = 0;
+	for (int i = 0; i < n; i++)
+		if (out->naggs == 0 || out->aggs[i] != out->aggs[out->naggs - 1])
+			out->aggs[out->naggs++] = out->aggs[i];
+}
+
 /*
  * A take that hands out no batch moved topic's position in partition part
  * from pos to next: written in outbox_topics when next is past pos (a batch
@@ -622,23 +715,19 @@ bool
 outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *part, text *topic,
 				 int32 batch_size, const Interval *lease, DedupScopeSettings *settings)
 {
-	Datum		args[11];
-	bool		has_log;
+	Datum		args[5];
 	int64		pos;
-	int64		low = 0;		/* the lowest id of the batches out, or 0 */
+	int64		low;			/* the lowest id of the batches out, or 0 */
 	int64		newest = 0;		/* the topic's newest batch row's id, or 0 */
 	char	   *topic_str;
 	int64		batch_id;
-	int32	   *blocked;
-	int			nblocked = 0;
+	FastAggregates out;
 	int64		stable;
 	int32		scan_limit;
 	uint64		n;
 	int32	   *hashes;
 	int			naggs;
 	TimestampTz lease_end;
-	bool		isnull;
-	bool		no_batch;
 	FastState	st;
 	SPITupleTable *scan;
 	uint64		scanned;
@@ -656,64 +745,15 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	if (!st.positioned || st.has_retry || st.has_held)
 		return false;
 	pos = st.next_seq;
-	has_log = st.has_log;
-	no_batch = !st.has_batch;
-	low = st.low_id;
 	newest = st.has_batch ? st.newest_id : 0;
 	topic_str = text_to_cstring(topic);
-	args[0] = PointerGetDatum(part);
-	args[1] = PointerGetDatum(topic);
-	blocked = palloc(sizeof(int32) * 1);
-	if (no_batch)
-		low = 0;
-	else
-	{
-		/*
-		 * The batches out (fast_batches_out(): FAST_OUT reads them by the
-		 * index on (topic, id, rev), planned with the low mark's value: a few
-		 * rows past the newest batches)
-		 */
-		HeapTuple  *rows;
-		SPITupleTable *table;
-		uint64		nrows = fast_batches_out(part, topic, low, &rows, &table, false);
-		TupleDesc	desc = table->tupdesc;
-		int			id_col = SPI_fnumber(desc, "id");
-		int			expired_col = SPI_fnumber(desc, "expired");
-		int			aggs_col = SPI_fnumber(desc, "aggregates");
-
-		if (id_col <= 0 || expired_col <= 0 || aggs_col <= 0)
-			elog(ERROR, "could not read the outbox's batches");
-		low = 0;
-		for (uint64 i = 0; i < nrows; i++)
-		{
-			Datum		aggs_datum;
-			ArrayType  *aggs;
-			int32	   *elems;
-			int			nelems;
-
-			if (low == 0)
-				low = DatumGetInt64(SPI_getbinval(rows[i], desc, id_col, &isnull));
-			if (DatumGetBool(SPI_getbinval(rows[i], desc, expired_col, &isnull)))
-				return false;	/* its lease passed: handed out again */
-			aggs_datum = SPI_getbinval(rows[i], desc, aggs_col, &isnull);
-			if (isnull)
-				return false;
-			aggs = DatumGetArrayTypeP(aggs_datum);
-			if (ARR_HASNULL(aggs))
-				return false;
-			nelems = ArrayGetNItems(ARR_NDIM(aggs), ARR_DIMS(aggs));
-			elems = (int32 *) ARR_DATA_PTR(aggs);
-			blocked = repalloc(blocked, sizeof(int32) * (nblocked + nelems + 1));
-			memcpy(blocked + nblocked, elems, sizeof(int32) * nelems);
-			nblocked += nelems;
-		}
-	}
-	if (!has_log)
+	fast_aggregates_out(part, topic, &st, false, &out);
+	/* a lease passed (handed out again), or aggregates not known: give way */
+	if (out.expired || out.unknown || out.has_null)
+		return false;
+	low = out.lowest;
+	if (!st.has_log)
 		return true;			/* nothing to hand out */
-
-	stable = outbox_stable_seq(part, topic);
-	args[2] = Int64GetDatum(pos);
-	args[3] = Int64GetDatum(stable);
 
 	/*
 	 * One more than the batch holds: whether the log goes on past it.  The
@@ -721,7 +761,12 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 * outbox_next_position(), with its scan limit for a take with room for
 	 * batch_size events (src/outbox.c).
 	 */
+	stable = outbox_stable_seq(part, topic);
 	scan_limit = outbox_scan_limit(batch_size, batch_size);
+	args[0] = PointerGetDatum(part);
+	args[1] = PointerGetDatum(topic);
+	args[2] = Int64GetDatum(pos);
+	args[3] = Int64GetDatum(stable);
 	args[4] = Int32GetDatum(batch_size + 1);
 	fast_run(FAST_SCAN, args, 0);
 	scan = SPI_tuptable;
@@ -755,7 +800,6 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	for (uint64 i = 0; i < n; i++)
 		hashes[i] = DatumGetInt32(FAST_SCAN_COL(i, 9));
 	qsort(hashes, n, sizeof(int32), fast_int4_cmp);
-	qsort(blocked, nblocked, sizeof(int32), fast_int4_cmp);
 	naggs = 0;
 	for (uint64 i = 0; i < n; i++)
 	{
@@ -765,8 +809,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 				return false;
 			continue;
 		}
-		if (nblocked > 0 && bsearch(&hashes[i], blocked, nblocked, sizeof(int32),
-									fast_int4_cmp) != NULL)
+		if (out.naggs > 0 && bsearch(&hashes[i], out.aggs, out.naggs, sizeof(int32),
+									 fast_int4_cmp) != NULL)
 			return false;
 		hashes[naggs++] = hashes[i];
 	}
@@ -1196,6 +1240,52 @@ dedup_outbox_batches_out(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+/*
+ * dedup.outbox_aggregates_out(in_part dedup_fingerprint, for_topic text)
+ *		RETURNS integer[]
+ *
+ * The aggregates the batches of a topic out hold (fast_aggregates_out()),
+ * for the PL/pgSQL take (outbox_take.sql), so that both paths read them by
+ * this one: sorted, each once, a NULL last when one holds a NULL (none the
+ * relay writes; as the SELECT DISTINCT over their unnest() it replaced).
+ * With the caller's snapshot, as outbox_batches_out(): the take reads them
+ * in a statement of its own, before what waits in outbox_retry.
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_aggregates_out);
+Datum
+dedup_outbox_aggregates_out(PG_FUNCTION_ARGS)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext spi;
+	FastState	st;
+	FastAggregates out;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int			lbs = 1;
+	ArrayType  *result;
+
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	fast_state(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), &st, true);
+	fast_aggregates_out(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), &st, true, &out);
+	spi = MemoryContextSwitchTo(caller);
+	nelems = out.naggs + (out.has_null ? 1 : 0);
+	elems = palloc(sizeof(Datum) * Max(nelems, 1));
+	nulls = palloc0(sizeof(bool) * Max(nelems, 1));
+	for (int i = 0; i < out.naggs; i++)
+		elems[i] = Int32GetDatum(out.aggs[i]);
+	if (out.has_null)
+		nulls[out.naggs] = true;
+	result = nelems == 0 ? construct_empty_array(INT4OID) :
+		construct_md_array(elems, nulls, 1, &nelems, &lbs, INT4OID, sizeof(int32), true,
+						   TYPALIGN_INT);
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_ARRAYTYPE_P(result);
 }
 
 /*

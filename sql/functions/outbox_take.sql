@@ -235,6 +235,17 @@ RETURNS SETOF dedup.outbox_batches
 AS 'MODULE_PATHNAME', 'dedup_outbox_batches_out' LANGUAGE C STRICT STABLE;
 REVOKE ALL ON FUNCTION dedup.outbox_batches_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
+-- The aggregates the batches of topic out in partition in_part hold
+-- (hashtext() of their ids), sorted, each once: an event of one of them is
+-- held back.  The fast take's (fast_aggregates_out(), src/outbox_fast.c,
+-- which gives way where a lease of one passed), so that both paths read
+-- them one way.  (C, not SQL: see outbox_take_state().)  STABLE, read with
+-- the caller's snapshot, as outbox_take_state().
+CREATE OR REPLACE FUNCTION dedup.outbox_aggregates_out(in_part @extschema@.dedup_fingerprint, for_topic text)
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'dedup_outbox_aggregates_out' LANGUAGE C STRICT STABLE;
+REVOKE ALL ON FUNCTION dedup.outbox_aggregates_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
+
 -- The position of topic in partition in_part moved from pos to next_seq
 -- by a take that hands out no batch: written in outbox_topics when past
 -- pos (a batch carries it in its row).  The fast take's statement
@@ -661,8 +672,7 @@ BEGIN
     -- outbox_retry: a settle that frees a batch and sends events of it back
     -- commits both at once, so an aggregate read here as free has its
     -- events back in outbox_retry seen below
-    blocked := ARRAY(SELECT DISTINCT a FROM dedup.outbox_batches_out(in_part, topic) AS x,
-                                            unnest(x.aggregates) AS a);
+    blocked := dedup.outbox_aggregates_out(in_part, topic);
 
     -- nothing to hand out (no event of the topic in outbox_retry or held,
     -- none in the log past its position): nothing is written, no position,
