@@ -32,11 +32,12 @@
  * position, its low mark, whether outbox_retry, outbox_held or the log has
  * events of it; dedup.outbox_take_state()), the batches out and the
  * aggregates they hold (FAST_OUT: dedup.outbox_batches_out(),
- * dedup.outbox_aggregates_out()), a batch's row handed out (FAST_WRITE:
- * dedup.outbox_batch_write()) and appended by a settle (FAST_APPEND:
- * dedup.outbox_batch_append()), and the position a take that hands out no
- * batch moved (FAST_TOPIC_UPDATE: dedup.outbox_topic_move()).  The position
- * after a take and how far it reads the log are src/outbox.c's
+ * dedup.outbox_aggregates_out()), the range of the log a take reads
+ * (FAST_SCAN: dedup.outbox_log_scan()), a batch's row handed out
+ * (FAST_WRITE: dedup.outbox_batch_write()) and appended by a settle
+ * (FAST_APPEND: dedup.outbox_batch_append()), and the position a take that
+ * hands out no batch moved (FAST_TOPIC_UPDATE: dedup.outbox_topic_move()).
+ * The position after a take and how far it reads the log are src/outbox.c's
  * (outbox_next_position(), outbox_scan_limit()), which both paths apply.
  *
  * In every other case the fast path gives way, having written nothing,
@@ -46,11 +47,10 @@
  * checked best, in SQL, and they run only off the hot path; what the hot
  * path needs is to avoid PL/pgSQL's per-statement cost where no rule
  * applies.
- * What could still disagree (the range of the log read, which of its events
- * go in the batch, its lease) is checked by running every outbox test on
- * both paths: the setting dedup.outbox_fast_path (on by default) off sends
- * every take and ack to the PL/pgSQL functions (Makefile:
- * installcheck-slow-path).
+ * What could still disagree (which events of the range read go in the
+ * batch, its lease) is checked by running every outbox test on both paths:
+ * the setting dedup.outbox_fast_path (on by default) off sends every take
+ * and ack to the PL/pgSQL functions (Makefile: installcheck-slow-path).
  *
  * Runs as the owner of the outbox, inside SPI (outbox_relay.c).
  *
@@ -685,6 +685,29 @@ fast_aggregates_out(const DedupFingerprint *part, text *topic, const FastState *
 }
 
 /*
+ * The events of topic's log in partition part from seq from up to seq upto,
+ * in seq order, at most limit of them (FAST_SCAN, whose generic plan reads
+ * the range of the index on (topic, seq) in order: fast_exec()), for both
+ * paths, the fast take's and the PL/pgSQL take's (dedup.outbox_log_scan()):
+ * the range of the log a take reads.  Returns how many, FAST_SCAN's rows in
+ * SPI_tuptable.  read_only: with the caller's snapshot (fast_exec()).
+ */
+static uint64
+fast_scan(const DedupFingerprint *part, text *topic, int64 from, int64 upto, int32 limit,
+		  bool read_only)
+{
+	Datum		args[5];
+
+	args[0] = PointerGetDatum(part);
+	args[1] = PointerGetDatum(topic);
+	args[2] = Int64GetDatum(from);
+	args[3] = Int64GetDatum(upto);
+	args[4] = Int32GetDatum(limit);
+	fast_exec(FAST_SCAN, args, NULL, read_only);
+	return SPI_processed;
+}
+
+/*
  * A take that hands out no batch moved topic's position in partition part
  * from pos to next: written in outbox_topics when next is past pos (a batch
  * carries the position in its row), for both paths, the fast take's and
@@ -715,7 +738,6 @@ bool
 outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *part, text *topic,
 				 int32 batch_size, const Interval *lease, DedupScopeSettings *settings)
 {
-	Datum		args[5];
 	int64		pos;
 	int64		low;			/* the lowest id of the batches out, or 0 */
 	int64		newest = 0;		/* the topic's newest batch row's id, or 0 */
@@ -763,14 +785,8 @@ outbox_fast_take(ReturnSetInfo *rsinfo, bool with_id, const DedupFingerprint *pa
 	 */
 	stable = outbox_stable_seq(part, topic);
 	scan_limit = outbox_scan_limit(batch_size, batch_size);
-	args[0] = PointerGetDatum(part);
-	args[1] = PointerGetDatum(topic);
-	args[2] = Int64GetDatum(pos);
-	args[3] = Int64GetDatum(stable);
-	args[4] = Int32GetDatum(batch_size + 1);
-	fast_run(FAST_SCAN, args, 0);
+	scanned = fast_scan(part, topic, pos, stable, batch_size + 1, false);
 	scan = SPI_tuptable;
-	scanned = SPI_processed;
 	n = Min(scanned, (uint64) batch_size);
 	if (n == 0)
 	{
@@ -1286,6 +1302,70 @@ dedup_outbox_aggregates_out(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(spi);
 	SPI_finish();
 	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+/*
+ * dedup.outbox_log_scan(in_part dedup_fingerprint, for_topic text,
+ *						 from_seq bigint, upto_seq bigint, scan_limit integer,
+ *						 OUT seqs bigint[], OUT aggregateids text[],
+ *						 OUT hashes integer[])
+ *
+ * The range of the log a take reads (fast_scan()), for the PL/pgSQL take
+ * (outbox_take.sql), so that both paths read it by this one: of each event
+ * from from_seq up to upto_seq, in seq order, at most scan_limit, its seq,
+ * aggregate id and hashtext() of it.  Arrays, one row: the take reads them
+ * in a statement of its own (on a Citus cluster a statement that reads a
+ * table of the outbox runs on a shard, where this one's could not).  With
+ * the caller's snapshot, as outbox_take_state().
+ */
+PG_FUNCTION_INFO_V1(dedup_outbox_log_scan);
+Datum
+dedup_outbox_log_scan(PG_FUNCTION_ARGS)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext spi;
+	TupleDesc	desc;
+	uint64		n;
+	Datum	   *seqs;
+	Datum	   *aggregateids;
+	Datum	   *hashes;
+	Datum		values[3];
+	bool		nulls[3] = {false};
+	HeapTuple	result;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	outbox_fast_plans_check();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	n = fast_scan(PG_GETARG_DEDUP_FINGERPRINT_P(0), PG_GETARG_TEXT_PP(1), PG_GETARG_INT64(2),
+				  PG_GETARG_INT64(3), PG_GETARG_INT32(4), true);
+	spi = MemoryContextSwitchTo(caller);
+	seqs = palloc(sizeof(Datum) * Max(n, 1));
+	aggregateids = palloc(sizeof(Datum) * Max(n, 1));
+	hashes = palloc(sizeof(Datum) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	scan = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		/* FAST_SCAN's seq, aggregateid and its hash: none NULL */
+		seqs[i] = SPI_getbinval(tup, scan, 1, &isnull);
+		aggregateids[i] = PointerGetDatum(DatumGetTextPCopy(SPI_getbinval(tup, scan, 4,
+																		  &isnull)));
+		hashes[i] = SPI_getbinval(tup, scan, 9, &isnull);
+	}
+	values[0] = PointerGetDatum(construct_array(seqs, (int) n, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = PointerGetDatum(construct_array(aggregateids, (int) n, TEXTOID, -1, false,
+												TYPALIGN_INT));
+	values[2] = PointerGetDatum(construct_array(hashes, (int) n, INT4OID, sizeof(int32), true,
+												TYPALIGN_INT));
+	result = heap_form_tuple(BlessTupleDesc(desc), values, nulls);
+	MemoryContextSwitchTo(spi);
+	SPI_finish();
+	PG_RETURN_DATUM(HeapTupleGetDatum(result));
 }
 
 /*

@@ -246,6 +246,20 @@ RETURNS integer[]
 AS 'MODULE_PATHNAME', 'dedup_outbox_aggregates_out' LANGUAGE C STRICT STABLE;
 REVOKE ALL ON FUNCTION dedup.outbox_aggregates_out(@extschema@.dedup_fingerprint, text) FROM PUBLIC;
 
+-- The range of topic's log in partition in_part a take reads: of each
+-- event from from_seq up to upto_seq, in seq order, at most scan_limit of
+-- them, its seq, aggregate id and hashtext() of it.  The fast take's
+-- statement (FAST_SCAN, src/outbox_fast.c, planned once: a range of the
+-- index on (topic, seq) in order), so that both paths read the log one
+-- way.  Arrays, one row: a take reads them in a statement of its own, as
+-- outbox_members().  (C, not SQL: see outbox_take_state().)  STABLE, read
+-- with the caller's snapshot, as outbox_take_state().
+CREATE OR REPLACE FUNCTION dedup.outbox_log_scan(in_part @extschema@.dedup_fingerprint, for_topic text,
+    from_seq bigint, upto_seq bigint, scan_limit integer,
+    OUT seqs bigint[], OUT aggregateids text[], OUT hashes integer[])
+AS 'MODULE_PATHNAME', 'dedup_outbox_log_scan' LANGUAGE C STRICT STABLE;
+REVOKE ALL ON FUNCTION dedup.outbox_log_scan(@extschema@.dedup_fingerprint, text, bigint, bigint, integer) FROM PUBLIC;
+
 -- The position of topic in partition in_part moved from pos to next_seq
 -- by a take that hands out no batch: written in outbox_topics when past
 -- pos (a batch carries it in its row).  The fast take's statement
@@ -517,6 +531,9 @@ DECLARE
     c_aggs integer[] := '{}';
     room integer;
     scan_limit integer;
+    scan_seqs bigint[];
+    scan_aggs text[];
+    scan_hashes integer[];
     dying uuid[];
     stable bigint;
     lease_end timestamptz;
@@ -799,7 +816,8 @@ BEGIN
     -- scan goes on until the batch is full, reading at most ten times its
     -- room (dedup.outbox_scan_limit()), and the position moves past what it read
     -- (written below: into the batch's row, or, with no batch, into
-    -- outbox_topics, outbox_topic_move()).
+    -- outbox_topics, outbox_topic_move()).  The range is read as the fast
+    -- take reads it, by dedup.outbox_log_scan().
     room := batch_size - cardinality(r_ids) - cardinality(x_seqs);
     IF room > 0 AND has_log THEN
         IF NOT positioned THEN
@@ -808,13 +826,11 @@ BEGIN
         stable := dedup.outbox_stable_seq(in_part, topic);
         lease_end := pg_catalog.clock_timestamp() + lease;
         scan_limit := dedup.outbox_scan_limit(batch_size, room);
+        SELECT l.seqs, l.aggregateids, l.hashes INTO scan_seqs, scan_aggs, scan_hashes
+        FROM dedup.outbox_log_scan(in_part, topic, pos, stable, scan_limit) AS l;
         WITH scanned AS (
-            SELECT o.seq, o.aggregateid, pg_catalog.hashtext(o.aggregateid) AS h
-            FROM dedup.outbox AS o
-            WHERE o.part OPERATOR(@extschema@.=) in_part AND o.topic = outbox_take_batch.topic
-              AND o.seq >= pos AND o.seq <= stable
-            ORDER BY o.seq
-            LIMIT scan_limit
+            SELECT s.seq, s.aggregateid, s.h
+            FROM unnest(scan_seqs, scan_aggs, scan_hashes) AS s(seq, aggregateid, h)
         ), judged AS (
             SELECT s.*,
                    (s.h = ANY (blocked)
@@ -847,7 +863,7 @@ BEGIN
                coalesce(array_agg(k.seq ORDER BY k.seq) FILTER (WHERE k.held), '{}'),
                count(*) FILTER (WHERE NOT k.held),
                coalesce(array_agg(DISTINCT k.h) FILTER (WHERE NOT k.held), '{}'),
-               dedup.outbox_next_position(pos, stable, (SELECT count(*) FROM scanned), count(*),
+               dedup.outbox_next_position(pos, stable, cardinality(scan_seqs), count(*),
                                           scan_limit, coalesce(max(k.seq), pos - 1))
         INTO c_lo, c_hi, c_held, c_n, c_aggs, new_pos
         FROM kept AS k;
