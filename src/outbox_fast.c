@@ -133,12 +133,12 @@ static const struct
 		"  WHERE o.part %1$s $1 AND o.topic OPERATOR(pg_catalog.=) $2"
 		"  AND o.seq OPERATOR(pg_catalog.>=) COALESCE(p.next_seq, 0)"
 		"  ORDER BY o.seq LIMIT 1) IS NOT NULL,"
-		" n.low_id, n.id"
+		" n.low_id, n.id, n.busy"
 		" FROM (SELECT) AS one LEFT JOIN LATERAL"
-		" (SELECT y.next_seq, y.low_id, y.id FROM dedup.outbox_batches AS y"
+		" (SELECT y.next_seq, y.low_id, y.id, y.busy FROM dedup.outbox_batches AS y"
 		"  WHERE y.part %1$s $1 AND y.topic OPERATOR(pg_catalog.=) $2"
 		"  AND y.id OPERATOR(pg_catalog.>=) $3"
-		"  ORDER BY y.id DESC LIMIT 1) AS n ON true LEFT JOIN LATERAL"
+		"  ORDER BY y.id DESC, y.rev DESC LIMIT 1) AS n ON true LEFT JOIN LATERAL"
 		" (SELECT GREATEST(t.next_seq, n.next_seq) AS next_seq FROM dedup.outbox_topics AS t"
 		"  WHERE t.part %1$s $1 AND t.topic OPERATOR(pg_catalog.=) $2) AS p ON true", 3,
 	{InvalidOid, TEXTOID, INT8OID}},
@@ -428,9 +428,10 @@ typedef struct FastState
 	bool		has_held;
 	bool		has_log;
 	bool		has_batch;		/* the topic has a batch row: low_id,
-								 * newest_id */
+								 * newest_id, newest_busy */
 	int64		low_id;
 	int64		newest_id;
+	bool		newest_busy;	/* its newest row's batch is out */
 } FastState;
 
 /*
@@ -474,6 +475,7 @@ fast_state(const DedupFingerprint *part, text *topic, FastState *st, bool read_o
 	st->low_id = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 	st->newest_id = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
 	st->has_batch = !isnull;
+	st->newest_busy = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull)) && !isnull;
 	if (st->has_batch)
 		fast_newest_note(part, topic_str, st->newest_id);
 	pfree(topic_str);
@@ -531,6 +533,20 @@ fast_batch_append(Datum *values, char *nulls)
 	}
 	if (fast_exec(FAST_APPEND, values, nulls, false) != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "could not write the outbox's batch");
+}
+
+/*
+ * Whether st (fast_state()) tells that no batch of its topic is out: the
+ * topic has no batch row, or its newest row is of a batch settled whose low
+ * mark is its own id (none below it was out when it was taken, and a batch
+ * goes out only by a take, under a new id above the newest).  A relay
+ * keeping up, taking and acking one batch at a time, is always there, and
+ * fast_batches_out() need not read the rows.
+ */
+static bool
+fast_none_out(const FastState *st)
+{
+	return !st->has_batch || (!st->newest_busy && st->low_id == st->newest_id);
 }
 
 /*
@@ -630,7 +646,7 @@ fast_aggregates_out(const DedupFingerprint *part, text *topic, const FastState *
 
 	memset(out, 0, sizeof(*out));
 	out->aggs = palloc(sizeof(int32));
-	if (!st->has_batch)
+	if (fast_none_out(st))
 		return;
 
 	/*
@@ -1220,7 +1236,7 @@ dedup_outbox_batches_out(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "could not connect to SPI");
 	fast_state(part, topic, &st, true);
-	if (st.has_batch)
+	if (!fast_none_out(&st))
 	{
 		TupleDesc	out = rsinfo->setDesc;
 		HeapTuple  *rows;
