@@ -101,7 +101,7 @@ REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out
 ISOLATION = claim-commit claim-abort claim-nowait claim-expired claim-batch \
-	outbox-put outbox-put-held outbox-put-locks outbox-ids-race outbox-take outbox-slots outbox-slot-reuse outbox-ack-lease outbox-lapsed-settle outbox-settle-snapshot outbox-stats-snapshot outbox-trim-held outbox-order outbox-relay-death outbox-rehand outbox-failure outbox-hot-failure outbox-hot-relays \
+	outbox-put outbox-put-held outbox-put-locks outbox-ids-race outbox-take outbox-slots outbox-slot-reuse outbox-ack-lease outbox-lapsed-settle outbox-settle-snapshot outbox-stats-snapshot outbox-trim-held outbox-order outbox-relay-death outbox-rehand outbox-update outbox-failure outbox-hot-failure outbox-hot-relays \
 	outbox-heartbeat outbox-wait outbox-wake outbox-wake-rearm outbox-listen outbox-listen-race \
 	claim-serializable claim-bucket record-begin record-takeover record-release \
 	record-keylock record-extend record-busy-row stream-advance stream-epoch-batch history-fold bucket-writer bucket-reader bucket-wait extension-drop \

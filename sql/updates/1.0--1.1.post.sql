@@ -23,8 +23,17 @@ WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowne
 -- attempts, time and last error.  Those in flight keep their lease, as a
 -- batch of those one 1.0 take handed out (the events of a topic with one
 -- lease end: at most one of an aggregate), so that their relay's ack (by
--- id, with its attempt) still counts.  Events never handed out stay in the
--- log, in their place; every topic's relays start at its beginning.
+-- id, with its attempt) still counts.  But an event taken behind an
+-- earlier taken event of its aggregate (1.0 hands a redriven event out
+-- while a later one it passed when it died is taken, its lease passed;
+-- and hands that later one out again only once the earlier is acked) gets
+-- no batch: it waits in dedup.outbox_retry, due as its lease passed,
+-- behind the earlier one's batch, as the rest of a batch a take may not
+-- have does (sql/functions/outbox_take.sql); as a batch of its own, lapsed,
+-- the next take handed it out again while the earlier one's batch was
+-- out, two batches of one aggregate (test/isolation/specs/outbox-update.spec).
+-- Events never handed out stay in the log, in their place; every topic's
+-- relays start at its beginning.
 INSERT INTO dedup.outbox_retry (part, seq, id, topic, aggregatetype, aggregateid, type, payload,
                                 headers, created_at, attempts, visible_at, last_error)
 SELECT o.part, o.seq, o.id, o.topic, o.aggregatetype, o.aggregateid, o.type, o.payload,
@@ -40,6 +49,9 @@ BEGIN
                     array_agg(o.id) AS ids,
                     array_agg(pg_catalog.hashtext(o.aggregateid)) AS aggregates
              FROM dedup.outbox AS o WHERE o.attempts > 0 AND o.status = 't'
+               AND NOT EXISTS (SELECT FROM dedup.outbox AS e
+                               WHERE e.topic = o.topic AND e.aggregateid = o.aggregateid
+                                 AND e.status = 't' AND e.seq < o.seq)
              GROUP BY o.topic, o.visible_at ORDER BY min(o.seq)
     LOOP
         -- a batch row, as a take inserts it (sql/tables/outbox_relay.sql):
