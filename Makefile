@@ -135,7 +135,11 @@ SLOW_PATH_ISOLATION = $(filter outbox-% extension-recreate,$(ISOLATION))
 ifeq ($(origin REGRESS)$(origin ISOLATION),filefile)
 TAP_TESTS = 1
 endif
-PROVE_TESTS = test/t/*.pl
+# the longest first (test/t/013_sim.pl takes about five minutes, the
+# others two and a half at most): files run TAP_JOBS at a time, and one
+# started last would end minutes after the rest
+PROVE_SLOWEST = test/t/013_sim.pl test/t/014_upgrade.pl test/t/004_worker.pl test/t/007_history.pl
+PROVE_TESTS = $(PROVE_SLOWEST) $(filter-out $(PROVE_SLOWEST),$(sort $(wildcard test/t/*.pl)))
 
 PG_CFLAGS = -Wall -Wmissing-prototypes -Werror
 # fingerprint.c hashes with OpenSSL's EVP interface (libpq-dev brings libssl-dev)

@@ -33,8 +33,8 @@ ensure_packages() {
 build_and_install() {
 	echo "== building and installing dedup"
 	make -C "$DEDUP_ROOT" -s clean >/dev/null
-	make -C "$DEDUP_ROOT" -s >/dev/null
-	make -C "$DEDUP_ROOT" -s sim >/dev/null
+	make -C "$DEDUP_ROOT" -s -j"$(nproc)" >/dev/null
+	make -C "$DEDUP_ROOT" -s -j"$(nproc)" sim >/dev/null
 	as_root make -C "$DEDUP_ROOT" -s install >/dev/null
 }
 
