@@ -229,17 +229,75 @@ outbox_batch_new_id(const DedupFingerprint *part)
 	return ((int64) number << OUTBOX_BATCH_PART_SHIFT) | counter;
 }
 
+/* The kept plan of outbox_batch_top(), and its type's OID */
+static SPIPlanPtr outbox_top_plan = NULL;
+static Oid	outbox_top_type = InvalidOid;
+
+/*
+ * The greatest id of partition part's batch rows at or above from, or 0
+ * with none: a partition's ids are a range of their own (its number in the
+ * bits above OUTBOX_BATCH_PART_SHIFT), read by the primary key from its top
+ * down.  Runs its own SPI.
+ */
+static int64
+outbox_batch_top(const DedupFingerprint *part, int64 from)
+{
+	Datum		args[3];
+	bool		isnull;
+	int64		top = 0;
+
+	args[0] = PointerGetDatum(part);
+	args[1] = Int64GetDatum(from);
+	args[2] = Int64GetDatum(((int64) outbox_part_number(part) << OUTBOX_BATCH_PART_SHIFT) |
+							OUTBOX_BATCH_MAX_COUNTER);
+	SPI_connect();
+	if (outbox_plans_stale(&outbox_top_type) && outbox_top_plan != NULL)
+	{
+		SPI_freeplan(outbox_top_plan);
+		outbox_top_plan = NULL;
+	}
+	if (outbox_top_plan == NULL)
+	{
+		Oid			argtypes[3] = {dedup_catalog_fingerprint_type(), INT8OID, INT8OID};
+		SPIPlanPtr	plan;
+
+		plan = SPI_prepare(psprintf("SELECT x.id FROM dedup.outbox_batches AS x"
+									" WHERE x.part %s $1 AND x.id OPERATOR(pg_catalog.>=) $2"
+									" AND x.id OPERATOR(pg_catalog.<=) $3"
+									" ORDER BY x.id DESC LIMIT 1",
+									dedup_catalog_fingerprint_eq()),
+						   3, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the outbox's batch id check: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		outbox_top_plan = plan;
+	}
+	if (SPI_execute_plan(outbox_top_plan, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the outbox partition's batch ids");
+	if (SPI_processed == 1)
+		top = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										  &isnull));
+	SPI_finish();
+	return top;
+}
+
 /*
  * A new batch's id above above (the id of its topic's newest batch row in
- * the partition, or 0): a topic's position and low mark are read from its
- * newest row, so its ids must grow with each take.  The node's counter may
- * be behind a partition's ids (its shard moved here from a node whose
- * counter was ahead; a database copied without its sequences): then it is
- * set past above, under the counter's ExclusiveLock, which waits for every
- * transaction that drew from it (nextval holds RowExclusiveLock to the
- * end) and keeps any other from drawing until this one ends, so that the
- * counter only moves forward past every id drawn.  Rare: once after such
- * a move for each partition.
+ * the partition, or 0) and above every id of the partition: a topic's
+ * position and low mark are read from its newest row, so its ids must grow
+ * with each take, and an id is a batch's in its partition, whatever its
+ * topic.  The node's counter may be behind a partition's ids (its shard
+ * moved here from a node whose counter was ahead; a database copied
+ * without its sequences, as logical replication copies it): then it is
+ * set past the partition's greatest id, under the counter's ExclusiveLock,
+ * which waits for every transaction that drew from it (nextval holds
+ * RowExclusiveLock to the end) and keeps any other from drawing until this
+ * one ends, so that the counter only moves forward past every id drawn.
+ * Rare: once after such a move for each partition.  (Before, only past the
+ * topic's newest: a take of another topic of the partition drew an id
+ * whose row was there, 23505.)  Each draw checks the partition's ids from
+ * the one drawn up, by the primary key: none, but after such a move.
  */
 int64
 outbox_batch_new_id_above(const DedupFingerprint *part, int64 above)
@@ -248,9 +306,21 @@ outbox_batch_new_id_above(const DedupFingerprint *part, int64 above)
 	uint32		number;
 	int64		counter;
 	Oid			seq;
+	int64		top;
 
 	if (id > above)
-		return id;
+	{
+		top = outbox_batch_top(part, id);
+		if (top == 0)
+			return id;
+		above = top;
+	}
+	else
+	{
+		top = outbox_batch_top(part, above);
+		if (top > above)
+			above = top;
+	}
 	if (!outbox_batch_decode(above, &number, &counter) || number != outbox_part_number(part))
 		elog(ERROR, "outbox batch %lld is not of partition %u", (long long) above,
 			 outbox_part_number(part));
@@ -276,10 +346,9 @@ dedup_outbox_batch_new_id(PG_FUNCTION_ARGS)
 {
 	if (PG_ARGISNULL(0))
 		elog(ERROR, "an outbox batch needs a partition");
-	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
-		PG_RETURN_INT64(outbox_batch_new_id_above(PG_GETARG_DEDUP_FINGERPRINT_P(0),
-												  PG_GETARG_INT64(1)));
-	PG_RETURN_INT64(outbox_batch_new_id(PG_GETARG_DEDUP_FINGERPRINT_P(0)));
+	PG_RETURN_INT64(outbox_batch_new_id_above(PG_GETARG_DEDUP_FINGERPRINT_P(0),
+											  PG_NARGS() > 1 && !PG_ARGISNULL(1) ?
+											  PG_GETARG_INT64(1) : 0));
 }
 
 /*

@@ -36,6 +36,27 @@ SELECT p.key, t.attempts, t.batch_id > (SELECT max(id) FROM dedup.outbox_batches
 FROM dedup_outbox_take_batch('ctr', 10) AS t JOIN ctr_puts AS p ON p.id = t.id;
 SELECT count(dedup_outbox_ack_batch(id)) AS acked FROM dedup.outbox_inflight WHERE topic = 'ctr';
 SELECT count(*) AS again FROM dedup_outbox_take_batch('ctr', 10);
+-- the counter behind the ids of another topic of the partition: a take
+-- draws above the partition's greatest id, not only its topic's newest
+-- (before: 23505, the new batch's row under an id another topic's had)
+SELECT dedup_set_scope('ctr2', lease => '1 hour') IS NOT NULL AS scoped;
+INSERT INTO ctr_puts SELECT 'k5', dedup_outbox_put('ctr2', 'k5', '{}'::jsonb, aggregate_id => 'a');
+INSERT INTO ctr_puts SELECT 'k6', dedup_outbox_put('ctr2', 'k6', '{}'::jsonb, aggregate_id => 'b');
+INSERT INTO ctr_puts SELECT 'k7', dedup_outbox_put('ctr', 'k7', '{}'::jsonb, aggregate_id => 'c');
+INSERT INTO ctr_puts SELECT 'k8', dedup_outbox_put('ctr', 'k8', '{}'::jsonb, aggregate_id => 'd');
+SELECT setval('dedup.outbox_batch_ids', 9000) > 0 AS counter_set;
+CREATE TEMP TABLE ctr2_taken AS SELECT * FROM dedup_outbox_take_batch('ctr2', 1);
+SELECT setval('dedup.outbox_batch_ids', 8999) > 0 AS counter_behind;
+CREATE TEMP TABLE ctr_taken2 AS SELECT * FROM dedup_outbox_take_batch('ctr', 1);
+SELECT setval('dedup.outbox_batch_ids', 8999) > 0 AS counter_behind;
+INSERT INTO ctr_taken2 SELECT * FROM dedup_outbox_take_batch('ctr', 1);
+SELECT p.key, t.batch_id > 9001 AS above FROM ctr_taken2 AS t JOIN ctr_puts AS p ON p.id = t.id
+ORDER BY t.seq;
+SELECT p.key, t.batch_id = 9001 AS first FROM ctr2_taken AS t JOIN ctr_puts AS p ON p.id = t.id;
+SELECT topic, count(*) AS rows, count(DISTINCT id) AS ids FROM dedup.outbox_batches
+WHERE topic IN ('ctr', 'ctr2') AND id > 9000 GROUP BY topic ORDER BY topic;
+SELECT count(dedup_outbox_ack_batch(id)) AS acked FROM dedup.outbox_inflight WHERE topic IN ('ctr', 'ctr2');
+SELECT dedup_reset_scope('ctr2');
 TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
          dedup.outbox_dead, dedup.outbox_keys;
 SELECT setval('dedup.outbox_batch_ids', :ctr_value, :'ctr_called') > 0 AS counter_back;
