@@ -275,11 +275,16 @@ check "an order and its event, keyed by the aggregate: one COMMIT on one worker,
 	"BEGIN=1 COMMIT=1 INSERT=1 SELECT=1 "
 check "the event is in the partition of the order's shard" \
 	"$(q -c "SELECT (SELECT s.shardid FROM pg_dist_shard s WHERE s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(dedup_key('ev', 'order-1')) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int) = (SELECT s.shardid FROM dedup.outbox o, pg_dist_shard s WHERE o.aggregateid = 'order-1' AND s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(o.part) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int)")" t
-# 60 events of 12 aggregates, put from the three nodes in turn; each put again
-for g in $(seq 1 60); do
-	n=$((g % 3))
-	stmt="SELECT dedup_outbox_put('ev', 'e-$g', '{\"i\": $g}', aggregate_id => 'order-$((g % 12))') IS NOT NULL"
-	if [ "$n" -eq 0 ]; then q -c "$stmt"; else worker "$n" -c "$stmt"; fi
+# 60 events of 12 aggregates, put from the three nodes, each put a
+# statement of its own; each node's 20 in one session (an aggregate's events,
+# g % 12, all come from one node, g % 3: in the order of their puts); each
+# put again
+for n in 0 1 2; do
+	for g in $(seq 1 60); do
+		if [ $((g % 3)) -eq "$n" ]; then
+			echo "SELECT dedup_outbox_put('ev', 'e-$g', '{\"i\": $g}', aggregate_id => 'order-$((g % 12))') IS NOT NULL;"
+		fi
+	done | if [ "$n" -eq 0 ]; then q; else worker "$n"; fi
 done >/dev/null
 check "puts from every node; the same keys again from another node: no new event" \
 	"$(worker 2 -c "SELECT count(*) FROM generate_series(1, 60) g WHERE dedup_outbox_put('ev', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'order-' || g % 12) IS NOT NULL")|$(q -c "SELECT count(*) FROM dedup.outbox WHERE topic = 'ev'")|$(worker 1 -c "SELECT pending FROM dedup_outbox_stats('ev')")" \
