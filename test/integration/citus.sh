@@ -275,11 +275,16 @@ check "an order and its event, keyed by the aggregate: one COMMIT on one worker,
 	"BEGIN=1 COMMIT=1 INSERT=1 SELECT=1 "
 check "the event is in the partition of the order's shard" \
 	"$(q -c "SELECT (SELECT s.shardid FROM pg_dist_shard s WHERE s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(dedup_key('ev', 'order-1')) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int) = (SELECT s.shardid FROM dedup.outbox o, pg_dist_shard s WHERE o.aggregateid = 'order-1' AND s.logicalrelid = 'dedup.claims'::regclass AND dedup_fingerprint_hash(o.part) BETWEEN s.shardminvalue::int AND s.shardmaxvalue::int)")" t
-# 60 events of 12 aggregates, put from the three nodes in turn; each put again
-for g in $(seq 1 60); do
-	n=$((g % 3))
-	stmt="SELECT dedup_outbox_put('ev', 'e-$g', '{\"i\": $g}', aggregate_id => 'order-$((g % 12))') IS NOT NULL"
-	if [ "$n" -eq 0 ]; then q -c "$stmt"; else worker "$n" -c "$stmt"; fi
+# 60 events of 12 aggregates, put from the three nodes, each put a
+# statement of its own; each node's 20 in one session (an aggregate's events,
+# g % 12, all come from one node, g % 3: in the order of their puts); each
+# put again
+for n in 0 1 2; do
+	for g in $(seq 1 60); do
+		if [ $((g % 3)) -eq "$n" ]; then
+			echo "SELECT dedup_outbox_put('ev', 'e-$g', '{\"i\": $g}', aggregate_id => 'order-$((g % 12))') IS NOT NULL;"
+		fi
+	done | if [ "$n" -eq 0 ]; then q; else worker "$n"; fi
 done >/dev/null
 check "puts from every node; the same keys again from another node: no new event" \
 	"$(worker 2 -c "SELECT count(*) FROM generate_series(1, 60) g WHERE dedup_outbox_put('ev', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'order-' || g % 12) IS NOT NULL")|$(q -c "SELECT count(*) FROM dedup.outbox WHERE topic = 'ev'")|$(worker 1 -c "SELECT pending FROM dedup_outbox_stats('ev')")" \
@@ -424,9 +429,14 @@ for mode in on off; do
 	# a relay that dies with its batch: after the lease, the whole batch
 	# again under a new id, in one take; the old id acks nothing
 	worker 1 -c "SELECT count(*) FROM generate_series(241, 340) g WHERE dedup_outbox_put('$t', 'e-' || g, jsonb_build_object('i', g), aggregate_id => 'f-' || g % 24) IS NOT NULL" >/dev/null
-	take_to "$dir/fill5" 2 "$t" 100 "2 seconds"
+	# (a lease of 10 s: the take of 100 over the partitions, then the next,
+	# inside it on a machine at load 20; then until each part's has passed,
+	# the parts of that lease: any other taken, of an hour, fails below)
+	take_to "$dir/fill5" 2 "$t" 100 "10 seconds"
 	take_to "$dir/fill6" 0 "$t" 100
-	sleep 2.2
+	wait_for "SELECT count(*) FROM dedup.outbox_inflight WHERE topic = '$t'
+	            AND lease_until >= clock_timestamp() AND lease_until < clock_timestamp() + interval '1 minute'" 0 ||
+		{ echo "FAIL: fast path $mode: the lease of 10 s never passed"; exit 1; }
 	take_to "$dir/fill7" 0 "$t" 100
 	check "fast path $mode: a relay dies with 100: none free meanwhile; after the lease all 100 again in one take, attempt 2, a new id; the old acks none" \
 		"$(wc -l <"$dir/fill5")|$(wc -l <"$dir/fill6")|$(wc -l <"$dir/fill7")|$(cut -d'|' -f1 "$dir/fill7" | sort -u | wc -l)|$([ "$(cut -d'|' -f2 "$dir/fill5" | sort)" = "$(cut -d'|' -f2 "$dir/fill7" | sort)" ] && echo same)|$(cut -d'|' -f5 "$dir/fill7" | sort -u | tr '\n' ' ')|$([ "$(head -n 1 "$dir/fill5" | cut -d'|' -f1)" != "$(head -n 1 "$dir/fill7" | cut -d'|' -f1)" ] && echo new)|$(q -c "SELECT dedup_outbox_ack_batch($(head -n 1 "$dir/fill5" | cut -d'|' -f1))")|$(q -c "SELECT dedup_outbox_ack_batch($(head -n 1 "$dir/fill7" | cut -d'|' -f1))")|$(figures "$t" 3)" \
