@@ -96,7 +96,7 @@ DATA = $(filter-out sql/$(EXTENSION)--$(EXTVERSION).sql,$(wildcard sql/$(EXTENSI
 	$(wildcard sql/updates/$(EXTENSION)--*--*.sql)
 
 # pg_regress: test/sql/NAME.sql -> test/expected/NAME.out, in database contrib_regression
-REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape outbox_ids outbox_batch_counter outbox_wrap outbox_reentry streams stream_epochs cleanup buckets history scopestats errors setting_ranges security privileges history_recreate
+REGRESS = test_setup fingerprint claim scope record keys record_extend record_options intervals outbox outbox_shape outbox_ids outbox_batch_counter outbox_wrap outbox_reentry outbox_wait_xact streams stream_epochs cleanup buckets history scopestats errors setting_ranges security privileges history_recreate
 REGRESS_OPTS = --inputdir=test --load-extension=dedup
 
 # isolation specs: test/isolation/specs/NAME.spec -> test/isolation/expected/NAME.out

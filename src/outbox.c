@@ -596,10 +596,25 @@ outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wai
 	return LockAcquire(&tag, ExclusiveLock, false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
+/* Whether this backend holds the relay lock of a topic in a partition. */
+bool
+outbox_relay_lock_held(const DedupFingerprint *part, const text *topic)
+{
+	LOCKTAG		tag;
+
+	outbox_relay_locktag(&tag, part, topic);
+	return dedup_lock_held_by_me(&tag, ExclusiveLock);
+}
+
 /*
  * Let the relay lock of a topic in a partition go before the transaction
  * ends (however many times it was taken): only for a take that wrote
- * nothing, whose next take may as well be another transaction's.
+ * nothing, whose next take may as well be another transaction's, and that
+ * took the lock itself, in the statement running (outbox_relay_lock_held()
+ * false before it): LockRelease() lets go only of what the current
+ * resource owner holds (the statement's, the subtransaction's), and a hold
+ * of an earlier statement or of a savepoint's parent stays to the end of
+ * the transaction (it fails, with a WARNING, rather than loop).
  */
 void
 outbox_unlock_relay(const DedupFingerprint *part, const text *topic)
@@ -607,8 +622,9 @@ outbox_unlock_relay(const DedupFingerprint *part, const text *topic)
 	LOCKTAG		tag;
 
 	outbox_relay_locktag(&tag, part, topic);
-	while (dedup_lock_held_by_me(&tag, ExclusiveLock))
-		LockRelease(&tag, ExclusiveLock, false);
+	while (dedup_lock_held_by_me(&tag, ExclusiveLock) &&
+		   LockRelease(&tag, ExclusiveLock, false))
+		;
 }
 
 /*

@@ -43,6 +43,7 @@ extern int64 outbox_next_position(int64 pos, int64 stable, int64 scanned, int64 
 								  int32 scan_limit, int64 last);
 extern void outbox_topic_locktag(LOCKTAG *tag, const text *topic);
 extern bool outbox_lock_relay(const DedupFingerprint *part, const text *topic, bool dont_wait);
+extern bool outbox_relay_lock_held(const DedupFingerprint *part, const text *topic);
 extern void outbox_unlock_relay(const DedupFingerprint *part, const text *topic);
 extern void outbox_check_isolation(void);
 extern int64 outbox_stable_seq(const DedupFingerprint *part, text *topic);

@@ -362,7 +362,10 @@ relay_take_sleep(TimestampTz deadline, long *sleep_ms, bool woken)
  * so it sees what committed meanwhile; between polls it holds no lock a
  * producer waits for, and lets its topic's relay lock go, so that another
  * relay of the topic is not kept waiting.  It can let it go only when the
- * transaction wrote nothing (has no id): a poll that handed out nothing may
+ * transaction wrote nothing (has no id, nor has a savepoint's parent) and
+ * did not hold the lock before the take (an earlier take of the
+ * transaction: LockRelease() lets go only of the statement's own hold,
+ * outbox_unlock_relay()): a poll that handed out nothing may
  * still have written (locked a retry slot not yet due, held an aggregate
  * back) or the transaction may have before it (an ack), and then the lock
  * stays to the end of the transaction, so the take returns no row at once
@@ -386,6 +389,7 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 	TimestampTz deadline = 0;
 	long		sleep_ms = RELAY_POLL_FIRST_MS;
 	bool		woken = false;
+	bool		held_before;
 
 	relay_start(op);
 	if (with_id)
@@ -465,6 +469,9 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			lease = &settings.value[DEDUP_SCOPE_LEASE];
 	}
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	/* the lock held before this take (an earlier take of the transaction) */
+	held_before = wait != NULL && !forwarded && !PG_ARGISNULL(0) &&
+		outbox_relay_lock_held(&part, PG_GETARG_TEXT_PP(0));
 	if (wait != NULL && !forwarded && !PG_ARGISNULL(0))
 		woken = outbox_wait_begin(PG_GETARG_TEXT_PP(0));
 	PG_TRY();
@@ -475,7 +482,12 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			if (wait == NULL || forwarded ||
 				tuplestore_tuple_count(((ReturnSetInfo *) fcinfo->resultinfo)->setResult) > 0)
 				break;
-			if (TransactionIdIsValid(GetCurrentTransactionIdIfAny()))
+			/*
+			 * The lock stays: the transaction wrote (a savepoint's parent
+			 * too), or held it before this take (an earlier statement's
+			 * hold, which this one cannot let go: outbox_unlock_relay())
+			 */
+			if (held_before || TransactionIdIsValid(GetTopTransactionIdIfAny()))
 				break;
 			outbox_unlock_relay(&part, PG_GETARG_TEXT_PP(0));
 			/* a commit woke the take during the poll: poll again at once */
