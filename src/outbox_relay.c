@@ -482,10 +482,11 @@ relay_take(FunctionCallInfo fcinfo, RelayOp op, bool with_id)
 			if (wait == NULL || forwarded ||
 				tuplestore_tuple_count(((ReturnSetInfo *) fcinfo->resultinfo)->setResult) > 0)
 				break;
+
 			/*
 			 * The lock stays: the transaction wrote (a savepoint's parent
-			 * too), or held it before this take (an earlier statement's
-			 * hold, which this one cannot let go: outbox_unlock_relay())
+			 * too), or held it before this take (an earlier statement's hold,
+			 * which this one cannot let go: outbox_unlock_relay())
 			 */
 			if (held_before || TransactionIdIsValid(GetTopTransactionIdIfAny()))
 				break;
