@@ -39,3 +39,6 @@ SELECT pending, in_flight, dead FROM dedup_outbox_stats('wx');
 RESET statement_timeout;
 RESET log_min_messages;
 DROP VIEW relay_locks;
+TRUNCATE dedup.outbox, dedup.outbox_topics, dedup.outbox_batches, dedup.outbox_retry, dedup.outbox_held,
+         dedup.outbox_dead, dedup.outbox_keys;
+SELECT dedup_reset_scope('wx');
