@@ -261,12 +261,17 @@ outbox_batch_top(const DedupFingerprint *part, int64 from)
 		Oid			argtypes[3] = {dedup_catalog_fingerprint_type(), INT8OID, INT8OID};
 		SPIPlanPtr	plan;
 
-		plan = SPI_prepare(psprintf("SELECT x.id FROM dedup.outbox_batches AS x"
-									" WHERE x.part %s $1 AND x.id OPERATOR(pg_catalog.>=) $2"
-									" AND x.id OPERATOR(pg_catalog.<=) $3"
-									" ORDER BY x.id DESC LIMIT 1",
-									dedup_catalog_fingerprint_eq()),
-						   3, argtypes);
+		/*
+		 * planned with its values each time: a generic plan made while the
+		 * table was small read it whole, and kept, went on doing so as it
+		 * grew (a drain slowed as it went)
+		 */
+		plan = SPI_prepare_cursor(psprintf("SELECT x.id FROM dedup.outbox_batches AS x"
+										   " WHERE x.part %s $1 AND x.id OPERATOR(pg_catalog.>=) $2"
+										   " AND x.id OPERATOR(pg_catalog.<=) $3"
+										   " ORDER BY x.id DESC LIMIT 1",
+										   dedup_catalog_fingerprint_eq()),
+								  3, argtypes, CURSOR_OPT_CUSTOM_PLAN);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the outbox's batch id check: %s",
 				 SPI_result_code_string(SPI_result));
