@@ -313,19 +313,10 @@ outbox_batch_new_id_above(const DedupFingerprint *part, int64 above)
 	Oid			seq;
 	int64		top;
 
-	if (id > above)
-	{
-		top = outbox_batch_top(part, id);
-		if (top == 0)
-			return id;
-		above = top;
-	}
-	else
-	{
-		top = outbox_batch_top(part, above);
-		if (top > above)
-			above = top;
-	}
+	top = outbox_batch_top(part, Max(id, above));
+	if (id > above && top == 0)
+		return id;
+	above = Max(above, top);
 	if (!outbox_batch_decode(above, &number, &counter) || number != outbox_part_number(part))
 		elog(ERROR, "outbox batch %lld is not of partition %u", (long long) above,
 			 outbox_part_number(part));
