@@ -317,11 +317,18 @@ outbox_batch_new_id_above(const DedupFingerprint *part, int64 above)
 	if (id > above && top == 0)
 		return id;
 	above = Max(above, top);
+	seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_BATCH_IDS);
+	LockRelationOid(seq, ExclusiveLock);
+
+	/*
+	 * Read again once the lock is granted: a transaction it waited for may
+	 * have committed an id above what was read before (its row was not yet
+	 * seen), and the counter set past only that would hand its id out again
+	 */
+	above = Max(above, outbox_batch_top(part, above));
 	if (!outbox_batch_decode(above, &number, &counter) || number != outbox_part_number(part))
 		elog(ERROR, "outbox batch %lld is not of partition %u", (long long) above,
 			 outbox_part_number(part));
-	seq = dedup_catalog_relation_lookup(DEDUP_REL_OUTBOX_BATCH_IDS);
-	LockRelationOid(seq, ExclusiveLock);
 	id = outbox_batch_new_id(part);
 	if (id > above)
 		return id;
